@@ -1,0 +1,47 @@
+"""uqlm-bert: how far to trust an LLM's answer, without seeing inside the model.
+
+For each prompt the LLM is asked once for an answer and m more times for samples; the answer is
+scored against each sample with BERTScore, and the mean F1 is the confidence in [0, 1].
+
+Example:
+    >>> from uqlm_bert import BERTScorer
+    >>> scorer = BERTScorer()  # the embedded all-MiniLM-L6-v2, no network needed
+    >>> P, R, F = scorer.score(["The cat sat on the mat."], ["A cat was sitting on the mat."])
+    >>> bool(0.5 < float(F[0]) <= 1.0)
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+
+from uqlm_bert.bertscore import BERTScorer
+from uqlm_bert.exceptions import (
+    AuthenticationFailedError,
+    BaselineNotFoundError,
+    CheckpointError,
+    ConfigurationError,
+    GenerationError,
+    InputValidationError,
+    LLMCallError,
+    ModelLoadError,
+    UQLMBertError,
+)
+
+__version__ = "0.1.0"
+
+logging.getLogger("uqlm_bert").addHandler(logging.NullHandler())
+
+__all__ = [
+    "BERTScorer",
+    "UQLMBertError",
+    "InputValidationError",
+    "ConfigurationError",
+    "ModelLoadError",
+    "BaselineNotFoundError",
+    "GenerationError",
+    "LLMCallError",
+    "AuthenticationFailedError",
+    "CheckpointError",
+    "__version__",
+]

@@ -1,0 +1,444 @@
+"""``BERTScorer``: BERTScore with the reference package's numbers, embedded once per unique text.
+
+Example:
+    >>> from uqlm_bert import BERTScorer
+    >>> scorer = BERTScorer(show_progress_bars=False)
+    >>> P, R, F = scorer.score(
+    ...     ["The cat sat on the mat.", "Paris is in France."],
+    ...     [["A cat sat on a mat.", "The dog barked."], "Paris is the capital of France."],
+    ... )
+    >>> F.shape
+    torch.Size([2])
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+from tqdm.auto import tqdm
+
+from uqlm_bert.bertscore.baseline import find_baseline, read_baseline, rescale
+from uqlm_bert.bertscore.encoder import Encoder, load_encoder
+from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping, idf_from_token_ids
+from uqlm_bert.bertscore.matching import greedy_match_padded
+from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+
+__all__ = ["BERTScorer"]
+
+logger = logging.getLogger("uqlm_bert")
+
+# Matching works on [pairs, cand_len, ref_len] similarity blocks of at most this many elements.
+_SIM_BUDGET = 1 << 24
+
+
+@dataclass
+class _Text:
+    """One unique text of a call: its token ids, normalised weights and when it is last needed."""
+
+    ids: list[int]
+    weights: torch.Tensor
+    empty: bool
+    last_use: int
+
+
+class BERTScorer:
+    """BERTScore between candidates and references, matching ``bert_score.BERTScorer``.
+
+    Args:
+        model_type: Hugging Face model name or local path. ``None`` is the embedded
+            all-MiniLM-L6-v2, loaded from the installed package with no network.
+        num_layers: which layer's output to use. ``None`` takes the published default for
+            well-known models (roberta-large 17, bert-base-uncased 9, ...) and the last layer,
+            with a warning, for models not in the table.
+        idf: ``False`` (uniform weights, [CLS]/[SEP] 0), ``True`` (idf weights from
+            ``idf_sents``, or from each call's references when ``idf_sents`` is None, as
+            ``bert_score.score`` does), or a ``{token_id: weight}`` mapping.
+        idf_sents: documents to compute idf from (only with ``idf=True``).
+        rescale_with_baseline: rescale scores as ``(x - b) / (1 - b)`` with the baseline of the
+            model's layer, from ``baseline_path`` or the packaged files for ``lang``.
+        baseline_path: a ``LAYER,P,R,F`` baseline file (see :func:`compute_baseline`).
+        lang: language of the texts, used to find a packaged baseline.
+        device: ``None`` picks cuda, then mps, then cpu.
+        batch_size: texts per forward pass.
+        max_length: truncate texts to this many tokens (``None``: the model's maximum).
+        dtype: ``None``/"float32" (exact, matches the reference), "bfloat16" or "float16" (fast).
+        trust_remote_code: allow models whose code lives in their repository.
+        show_progress_bars: show progress for calls that take more than a second.
+        chunk_size: pairs scored per chunk; embeddings are kept only while a chunk needs them,
+            so memory stays bounded however many pairs a call has.
+
+    Raises:
+        ModelLoadError: the model cannot be loaded.
+        ConfigurationError: invalid settings (layer out of range, no baseline, ...).
+    """
+
+    def __init__(
+        self,
+        model_type: str | os.PathLike[str] | None = None,
+        num_layers: int | None = None,
+        idf: bool | Mapping[int, float] = False,
+        idf_sents: Sequence[str] | None = None,
+        rescale_with_baseline: bool = False,
+        baseline_path: str | os.PathLike[str] | None = None,
+        lang: str = "en",
+        device: str | torch.device | None = None,
+        batch_size: int = 64,
+        max_length: int | None = None,
+        dtype: str | torch.dtype | None = None,
+        trust_remote_code: bool = False,
+        show_progress_bars: bool = True,
+        chunk_size: int = 2048,
+    ) -> None:
+        for arg, value in (("batch_size", batch_size), ("chunk_size", chunk_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"{arg} must be a positive int, got {value!r}")
+        self._encoder: Encoder = load_encoder(
+            model_type, num_layers, device, dtype, max_length, trust_remote_code
+        )
+        self.batch_size = batch_size
+        self.chunk_size = chunk_size
+        self.show_progress_bars = show_progress_bars
+        self.lang = lang
+        self._rescale = bool(rescale_with_baseline)
+
+        tok = self._encoder.tokenizer
+        self._uniform_zero = {
+            i for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
+            if i is not None
+        }
+        self._idf_weights: IdfWeights | None = None
+        self._idf_from_refs = False
+        if isinstance(idf, Mapping):
+            self._idf_weights = idf_from_mapping(idf)
+            self._use_idf = True
+        elif isinstance(idf, bool):
+            self._use_idf = idf
+            if idf and idf_sents is not None:
+                self.compute_idf(idf_sents)
+            elif idf:
+                self._idf_from_refs = True
+            elif idf_sents is not None:
+                warnings.warn(
+                    "idf_sents is ignored because idf=False; pass idf=True to use idf weights",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        else:
+            raise ConfigurationError(f"idf must be a bool or a mapping, got {type(idf).__name__}")
+
+        self._baseline: list[float] | None = None
+        self.baseline_path = baseline_path
+        if self._rescale:
+            path = baseline_path or find_baseline(self._encoder.name, lang)
+            self._baseline = read_baseline(path, self._encoder.num_layers)
+            self.baseline_path = path
+
+    # -- properties -----------------------------------------------------------------------------
+
+    @property
+    def model_type(self) -> str:
+        """The model's name (the embedded model's hub name when ``model_type`` was None)."""
+        return self._encoder.name
+
+    @property
+    def num_layers(self) -> int:
+        """The layer whose embeddings are matched."""
+        return self._encoder.num_layers
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model runs."""
+        return self._encoder.device
+
+    @property
+    def idf(self) -> bool:
+        """Whether idf weighting is on."""
+        return self._use_idf
+
+    @property
+    def rescale_with_baseline(self) -> bool:
+        """Whether scores are rescaled with a baseline."""
+        return self._rescale
+
+    @property
+    def baseline_vals(self) -> torch.Tensor | None:
+        """The ``[P, R, F]`` baseline of the layer in use, or None without rescaling."""
+        return None if self._baseline is None else torch.tensor(self._baseline)
+
+    @property
+    def encoder(self) -> Encoder:
+        """The loaded tokenizer and model."""
+        return self._encoder
+
+    def compute_idf(self, sents: Sequence[str]) -> None:
+        """Compute idf weights from ``sents`` (replacing earlier ones) and turn idf on."""
+        texts = _check_texts(sents, "idf_sents")
+        self._idf_weights = idf_from_token_ids(self._encoder.tokenize(texts))
+        self._use_idf = True
+        self._idf_from_refs = False
+
+    # -- scoring --------------------------------------------------------------------------------
+
+    def score(
+        self,
+        cands: Sequence[str],
+        refs: Sequence[str] | Sequence[Sequence[str]],
+        batch_size: int | None = None,
+        show_progress_bars: bool | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """BERTScore of each candidate against its reference(s).
+
+        Args:
+            cands: candidate texts.
+            refs: one reference per candidate, or a list of references per candidate (the best
+                score over them is kept, per metric, as the reference package does).
+            batch_size: texts per forward pass (default: the scorer's).
+            show_progress_bars: override the scorer's setting for this call.
+
+        Returns:
+            ``(P, R, F)``: float32 CPU tensors, one value per candidate.
+
+        Raises:
+            InputValidationError: empty lists, mismatched lengths, or items that are not strings;
+                the message names the index.
+        """
+        cands = _check_texts(cands, "cands")
+        groups = _check_refs(refs, len(cands))
+        show = self.show_progress_bars if show_progress_bars is None else show_progress_bars
+        bs = self.batch_size if batch_size is None else batch_size
+
+        pair_cand: list[str] = []
+        pair_ref: list[str] = []
+        pair_group: list[int] = []
+        for i, (c, rs) in enumerate(zip(cands, groups)):
+            for r in rs:
+                pair_cand.append(c)
+                pair_ref.append(r)
+                pair_group.append(i)
+
+        idf = self._idf_weights
+        if self._idf_from_refs:
+            idf = idf_from_token_ids(self._encoder.tokenize([r for rs in groups for r in rs]))
+        texts = self._prepare_texts(pair_cand, pair_ref, idf)
+        scores = self._score_pairs(pair_cand, pair_ref, texts, bs, show)
+        self._warn_empty(pair_cand, pair_ref, pair_group, texts)
+
+        group_idx = torch.tensor(pair_group, dtype=torch.long)
+        if len(pair_group) != len(cands):
+            best = torch.full((len(cands), 3), float("-inf"))
+            best = best.scatter_reduce(
+                0, group_idx[:, None].expand(-1, 3), scores, reduce="amax", include_self=True
+            )
+            scores = best
+        if self._baseline is not None:
+            scores = rescale(scores, self._baseline)
+        return scores[:, 0].contiguous(), scores[:, 1].contiguous(), scores[:, 2].contiguous()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _prepare_texts(
+        self, pair_cand: list[str], pair_ref: list[str], idf: IdfWeights | None
+    ) -> dict[str, _Text]:
+        """Tokenize each unique text once and give it weights and its last use (pair index)."""
+        last_use: dict[str, int] = {}
+        for k, (c, r) in enumerate(zip(pair_cand, pair_ref)):
+            last_use[c.strip()] = k
+            last_use[r.strip()] = k
+        unique = list(last_use)
+        enc = self._encoder
+        ids_list = enc.tokenize(unique)
+        special = enc.special_ids
+        truncated = []
+        texts: dict[str, _Text] = {}
+        for text, ids in zip(unique, ids_list):
+            if len(ids) >= enc.max_length and enc.untruncated_length(text) > enc.max_length:
+                truncated.append(text)
+            if idf is None:
+                w = [0.0 if t in self._uniform_zero else 1.0 for t in ids]
+            else:
+                # [CLS]/[SEP] occur in every document, so computed idf gives them 0; a user's
+                # mapping that leaves them out gives them 0 too rather than its unseen default.
+                w = [
+                    0.0 if t in self._uniform_zero and t not in idf.weights else idf[t]
+                    for t in ids
+                ]
+            weights = torch.tensor(w, dtype=torch.float32)
+            total = weights.sum()
+            empty = all(t in special for t in ids)
+            weights = weights / total if total > 0 else torch.zeros_like(weights)
+            texts[text] = _Text(ids, weights, empty or not bool(total > 0), last_use[text])
+        if truncated:
+            warnings.warn(
+                f"{len(truncated)} text(s) are longer than the model's maximum of "
+                f"{enc.max_length} tokens and were truncated, as the reference does (first: "
+                f"{truncated[0][:60]!r}...). Pass max_length or split long texts to score them "
+                "whole.",
+                UserWarning,
+                stacklevel=3,
+            )
+        return texts
+
+    def _score_pairs(
+        self,
+        pair_cand: list[str],
+        pair_ref: list[str],
+        texts: dict[str, _Text],
+        batch_size: int,
+        show: bool,
+    ) -> torch.Tensor:
+        """Raw ``[pairs, 3]`` P/R/F, streaming over chunks of pairs."""
+        n = len(pair_cand)
+        out = torch.zeros((n, 3), dtype=torch.float32)
+        cache: dict[str, torch.Tensor] = {}
+        bar = tqdm(
+            total=len(texts),
+            desc="BERTScore",
+            unit="text",
+            delay=1.0,
+            disable=not show,
+            leave=False,
+        )
+        try:
+            for start in range(0, n, self.chunk_size):
+                stop = min(n, start + self.chunk_size)
+                keys_c = [c.strip() for c in pair_cand[start:stop]]
+                keys_r = [r.strip() for r in pair_ref[start:stop]]
+                new = sorted(
+                    {k for k in keys_c + keys_r if k not in cache},
+                    key=lambda k: len(texts[k].ids),
+                )
+                for b in range(0, len(new), batch_size):
+                    batch = new[b : b + batch_size]
+                    embs = self._encoder.embed_batch([texts[k].ids for k in batch])
+                    cache.update(zip(batch, embs))
+                    bar.update(len(batch))
+                out[start:stop] = self._match(keys_c, keys_r, texts, cache)
+                for k in set(keys_c + keys_r):
+                    if texts[k].last_use < stop:
+                        del cache[k]
+        finally:
+            bar.close()
+        return out
+
+    def _match(
+        self,
+        keys_c: list[str],
+        keys_r: list[str],
+        texts: dict[str, _Text],
+        cache: dict[str, torch.Tensor],
+    ) -> torch.Tensor:
+        """P/R/F of pairs whose embeddings are in ``cache``, in sub-batches of similar lengths."""
+        dev = self._encoder.device
+        order = sorted(
+            range(len(keys_c)), key=lambda i: (len(texts[keys_c[i]].ids), len(texts[keys_r[i]].ids))
+        )
+        result = torch.zeros((len(keys_c), 3), dtype=torch.float32)
+        pos = 0
+        while pos < len(order):
+            # grow the sub-batch while its similarity block stays within budget
+            end = pos
+            max_c = max_r = 0
+            while end < len(order):
+                i = order[end]
+                lc = max(max_c, len(texts[keys_c[i]].ids))
+                lr = max(max_r, len(texts[keys_r[i]].ids))
+                if end > pos and (end - pos + 1) * lc * lr > _SIM_BUDGET:
+                    break
+                max_c, max_r = lc, lr
+                end += 1
+            idx = order[pos:end]
+            c_emb = pad_sequence([cache[keys_c[i]] for i in idx], batch_first=True)
+            r_emb = pad_sequence([cache[keys_r[i]] for i in idx], batch_first=True)
+            c_w = pad_sequence([texts[keys_c[i]].weights for i in idx], batch_first=True).to(dev)
+            r_w = pad_sequence([texts[keys_r[i]].weights for i in idx], batch_first=True).to(dev)
+            c_len = torch.tensor([len(texts[keys_c[i]].ids) for i in idx], device=dev)
+            r_len = torch.tensor([len(texts[keys_r[i]].ids) for i in idx], device=dev)
+            P, R, F = greedy_match_padded(c_emb, c_w, r_emb, r_w, c_len, r_len)
+            block = torch.stack((P, R, F), dim=-1).float().cpu()
+            for j, i in enumerate(idx):
+                empty = texts[keys_c[i]].empty or texts[keys_r[i]].empty
+                result[i] = 0.0 if empty else block[j]
+            pos = end
+        return result
+
+    def _warn_empty(
+        self,
+        pair_cand: list[str],
+        pair_ref: list[str],
+        pair_group: list[int],
+        texts: dict[str, _Text],
+    ) -> None:
+        bad_c = sorted({g for c, g in zip(pair_cand, pair_group) if texts[c.strip()].empty})
+        bad_r = sorted({g for r, g in zip(pair_ref, pair_group) if texts[r.strip()].empty})
+        for what, bad in (("candidate", bad_c), ("reference", bad_r)):
+            if bad:
+                shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
+                warnings.warn(
+                    f"empty {what} text (no tokens, or all idf weights 0) at index {shown}; "
+                    "its raw P, R and F are set to 0",
+                    UserWarning,
+                    stacklevel=3,
+                )
+
+    def __repr__(self) -> str:
+        return (
+            f"BERTScorer(model_type={self.model_type!r}, num_layers={self.num_layers}, "
+            f"idf={self.idf}, rescale_with_baseline={self.rescale_with_baseline}, "
+            f"device={str(self.device)!r}, dtype={self._encoder.dtype})"
+        )
+
+
+def _check_texts(items: Sequence[str], name: str) -> list[str]:
+    """A non-empty list of strings, or a typed error naming the first bad index."""
+    if isinstance(items, str) or not isinstance(items, Sequence):
+        raise InputValidationError(
+            f"{name} must be a list of strings, got {type(items).__name__}"
+        )
+    if len(items) == 0:
+        raise InputValidationError(f"{name} is empty; give at least one text")
+    for i, t in enumerate(items):
+        if not isinstance(t, str):
+            raise InputValidationError(
+                f"{name}[{i}] is {'None' if t is None else 'a ' + type(t).__name__}; "
+                "every item must be a string"
+            )
+    return list(items)
+
+
+def _check_refs(refs: Sequence, n: int) -> list[list[str]]:
+    """References as one non-empty list per candidate."""
+    if isinstance(refs, str) or not isinstance(refs, Sequence):
+        raise InputValidationError(
+            f"refs must be a list of strings or of lists of strings, got {type(refs).__name__}"
+        )
+    if len(refs) != n:
+        raise InputValidationError(
+            f"cands has {n} items but refs has {len(refs)}; give one reference (or one list of "
+            "references) per candidate"
+        )
+    groups: list[list[str]] = []
+    for i, r in enumerate(refs):
+        if isinstance(r, str):
+            groups.append([r])
+            continue
+        if r is None or not isinstance(r, Sequence):
+            raise InputValidationError(
+                f"refs[{i}] is {'None' if r is None else 'a ' + type(r).__name__}; "
+                "expected a string or a list of strings"
+            )
+        if len(r) == 0:
+            raise InputValidationError(f"refs[{i}] is an empty list; give at least one reference")
+        for j, t in enumerate(r):
+            if not isinstance(t, str):
+                raise InputValidationError(
+                    f"refs[{i}][{j}] is {'None' if t is None else 'a ' + type(t).__name__}; "
+                    "every reference must be a string"
+                )
+        groups.append(list(r))
+    return groups

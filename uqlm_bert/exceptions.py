@@ -1,0 +1,76 @@
+"""The exceptions raised by uqlm-bert.
+
+Every error derives from :class:`UQLMBertError`, so ``except UQLMBertError`` catches anything the
+library raises on purpose. Errors about the caller's input also derive from :class:`ValueError`
+(or :class:`TypeError`), so code written against ``bert_score`` or ``uqlm`` keeps working.
+
+Example:
+    >>> from uqlm_bert.exceptions import InputValidationError, UQLMBertError
+    >>> issubclass(InputValidationError, UQLMBertError), issubclass(InputValidationError, ValueError)
+    (True, True)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "UQLMBertError",
+    "InputValidationError",
+    "ConfigurationError",
+    "ModelLoadError",
+    "BaselineNotFoundError",
+    "GenerationError",
+    "LLMCallError",
+    "AuthenticationFailedError",
+    "CheckpointError",
+]
+
+
+class UQLMBertError(Exception):
+    """Base class of every error raised by uqlm-bert."""
+
+
+class InputValidationError(UQLMBertError, ValueError):
+    """The caller's input is malformed: wrong type, wrong length, missing or empty.
+
+    The message names the argument, the index of the offending item where there is one, and what
+    was expected.
+    """
+
+
+class ConfigurationError(UQLMBertError, ValueError):
+    """An argument or combination of arguments cannot work (unknown scorer, bad layer, ...)."""
+
+
+class ModelLoadError(UQLMBertError, OSError):
+    """A model or tokenizer could not be loaded from the name or path given."""
+
+
+class BaselineNotFoundError(ConfigurationError):
+    """Baseline rescaling was asked for, but no baseline file exists for the model and language."""
+
+
+class GenerationError(UQLMBertError):
+    """Generating responses from the LLM failed in a way that stops the whole run."""
+
+
+class LLMCallError(GenerationError):
+    """One LLM call failed for good (after any retries).
+
+    Attributes:
+        kind: a short machine-readable category (``"rate_limit"``, ``"server"``, ``"timeout"``,
+            ``"connection"``, ``"bad_request"``, ``"auth"``, ``"malformed"``, ``"other"``).
+        attempts: how many attempts were made.
+    """
+
+    def __init__(self, message: str, *, kind: str = "other", attempts: int = 1) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.attempts = attempts
+
+
+class AuthenticationFailedError(GenerationError):
+    """The LLM provider rejected the credentials; the run stops, since every call would fail."""
+
+
+class CheckpointError(UQLMBertError):
+    """A checkpoint file is unreadable or belongs to a different run."""
