@@ -43,7 +43,8 @@ class _Text:
 
     ids: list[int]
     weights: torch.Tensor
-    empty: bool
+    empty: bool  # no tokens but special ones: the pair's raw scores are 0
+    zero_weight: bool  # tokens, but all weights 0: its side (P or R) is 0
     last_use: int
 
 
@@ -272,7 +273,8 @@ class BERTScorer:
             total = weights.sum()
             empty = all(t in special for t in ids)
             weights = weights / total if total > 0 else torch.zeros_like(weights)
-            texts[text] = _Text(ids, weights, empty or not bool(total > 0), last_use[text])
+            texts[text] = _Text(ids, weights, empty, not empty and not bool(total > 0),
+                                last_use[text])
         if truncated:
             warnings.warn(
                 f"{len(truncated)} text(s) are longer than the model's maximum of "
@@ -374,16 +376,20 @@ class BERTScorer:
         pair_group: list[int],
         texts: dict[str, _Text],
     ) -> None:
-        bad_c = sorted({g for c, g in zip(pair_cand, pair_group) if texts[c.strip()].empty})
-        bad_r = sorted({g for r, g in zip(pair_ref, pair_group) if texts[r.strip()].empty})
-        for what, bad in (("candidate", bad_c), ("reference", bad_r)):
+        checks = (
+            ("empty candidate text (no tokens)", pair_cand, "empty", "raw P, R and F are 0"),
+            ("empty reference text (no tokens)", pair_ref, "empty", "raw P, R and F are 0"),
+            ("candidate whose idf weights are all 0", pair_cand, "zero_weight",
+             "precision and F are 0"),
+            ("reference whose idf weights are all 0", pair_ref, "zero_weight",
+             "recall and F are 0"),
+        )
+        for what, side, flag, effect in checks:
+            bad = sorted({g for t, g in zip(side, pair_group) if getattr(texts[t.strip()], flag)})
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
                 warnings.warn(
-                    f"empty {what} text (no tokens, or all idf weights 0) at index {shown}; "
-                    "its raw P, R and F are set to 0",
-                    UserWarning,
-                    stacklevel=3,
+                    f"{what} at index {shown}: its {effect}", UserWarning, stacklevel=3
                 )
 
     def __repr__(self) -> str:

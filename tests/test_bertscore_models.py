@@ -1,0 +1,181 @@
+"""Loading any model through the real code path: tiny models the tests build, layers, devices."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from tests.texts import LONG, SHORT
+from tests.tiny_models import build_tiny_bert, build_tiny_roberta
+from uqlm_bert import BERTScorer, ConfigurationError, ModelLoadError
+from uqlm_bert.bertscore import MODEL_LAYERS, compute_baseline, read_baseline
+from uqlm_bert.bertscore.encoder import resolve_device
+
+bert_score = pytest.importorskip("bert_score")
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory, embedded_model_path) -> str:
+    return str(build_tiny_bert(tmp_path_factory.mktemp("tiny") / "tiny-bert", embedded_model_path))
+
+
+@pytest.fixture(scope="module")
+def tiny_roberta(tmp_path_factory) -> str:
+    return str(build_tiny_roberta(tmp_path_factory.mktemp("tiny") / "tiny-roberta"))
+
+
+def _stack(prf) -> torch.Tensor:
+    return torch.stack([torch.as_tensor(x, dtype=torch.float64) for x in prf])
+
+
+def _ref_alone(ref, cands, refs) -> torch.Tensor:
+    return torch.cat([_stack(ref.score([c], [r])) for c, r in zip(cands, refs)], dim=1)
+
+
+def test_published_layer_table():
+    # the published choices named in the design
+    assert MODEL_LAYERS["roberta-large"] == 17
+    assert MODEL_LAYERS["bert-base-uncased"] == 9
+    assert MODEL_LAYERS["microsoft/deberta-xlarge-mnli"] == 40
+    assert MODEL_LAYERS["distilbert-base-uncased"] == 5
+    # and the reference's whole table
+    from bert_score.utils import model2layers
+
+    for name, layer in model2layers.items():
+        assert MODEL_LAYERS[name] == layer
+
+
+def test_unknown_model_without_layer_uses_last_layer_with_warning(tiny_bert):
+    with pytest.warns(UserWarning, match="no published default layer"):
+        scorer = BERTScorer(model_type=tiny_bert, show_progress_bars=False)
+    assert scorer.num_layers == 3
+
+
+def test_local_bert_matches_reference_at_each_layer(tiny_bert):
+    cands, refs = SHORT[:8], SHORT[8:16]
+    for layer in (0, 1, 3):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = bert_score.BERTScorer(model_type=tiny_bert, num_layers=layer)
+        ours = BERTScorer(model_type=tiny_bert, num_layers=layer, show_progress_bars=False)
+        assert torch.allclose(_stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs),
+                              atol=TOL, rtol=0)
+
+
+def test_roberta_gets_a_leading_space_and_otherwise_matches_reference(tiny_roberta):
+    from transformers import AutoTokenizer
+
+    ours = BERTScorer(model_type=tiny_roberta, num_layers=2, show_progress_bars=False)
+    prefixed = AutoTokenizer.from_pretrained(tiny_roberta, add_prefix_space=True)
+    plain = AutoTokenizer.from_pretrained(tiny_roberta)
+    text = "hello world"
+    assert ours.encoder.tokenize([text])[0] == prefixed(text)["input_ids"]
+    assert ours.encoder.tokenize([text])[0] == plain(" " + text)["input_ids"]
+    # The reference asks for the leading space with encode(add_prefix_space=True), a keyword that
+    # transformers 5 ignores; given a tokenizer built with the space it scores exactly like us.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = bert_score.BERTScorer(model_type=tiny_roberta, num_layers=2)
+    ref._tokenizer = prefixed
+    cands, refs = SHORT[:6], SHORT[6:12]
+    assert torch.allclose(_stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs),
+                          atol=TOL, rtol=0)
+
+
+def test_overlong_text_truncated_to_position_limit(tiny_roberta):
+    ours = BERTScorer(model_type=tiny_roberta, num_layers=1, show_progress_bars=False)
+    assert ours.encoder.max_length == 128
+    with pytest.warns(UserWarning, match="truncated"):
+        P, R, F = ours.score([LONG[-1]], [LONG[-2]])
+    assert torch.isfinite(F).all()
+
+
+def test_max_length_option(tiny_bert):
+    ours = BERTScorer(model_type=tiny_bert, num_layers=1, max_length=8, show_progress_bars=False)
+    assert all(len(ids) <= 8 for ids in ours.encoder.tokenize(LONG))
+    with pytest.raises(ConfigurationError, match="longer than the model accepts"):
+        BERTScorer(model_type=tiny_bert, num_layers=1, max_length=10_000)
+
+
+def test_layer_out_of_range(tiny_bert):
+    with pytest.raises(ConfigurationError, match="out of range"):
+        BERTScorer(model_type=tiny_bert, num_layers=4)
+    with pytest.raises(ConfigurationError, match="num_layers"):
+        BERTScorer(model_type=tiny_bert, num_layers=-1)
+
+
+def test_missing_model_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelLoadError, match="could not load model"):
+        BERTScorer(model_type=str(tmp_path / "no-such-model"), num_layers=1)
+
+
+def test_bad_device_and_dtype():
+    with pytest.raises(ConfigurationError, match="device"):
+        BERTScorer(device="tpu-of-dreams")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigurationError, match="CUDA"):
+            BERTScorer(device="cuda")
+        with pytest.raises(ConfigurationError, match="float16"):
+            BERTScorer(device="cpu", dtype="float16")
+    with pytest.raises(ConfigurationError, match="dtype"):
+        BERTScorer(dtype="int8")
+
+
+def test_device_auto_choice_order():
+    dev = resolve_device(None)
+    if torch.cuda.is_available():
+        assert dev.type == "cuda"
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        assert dev.type == "mps"
+    else:
+        assert dev.type == "cpu"
+
+
+def _accelerators():
+    out = []
+    if torch.cuda.is_available():
+        out.append("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        out.append("mps")
+    return out or [pytest.param("none", marks=pytest.mark.skip(reason="no CUDA or MPS device"))]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("device", _accelerators())
+def test_accelerator_matches_cpu(device):
+    cands, refs = SHORT + LONG, LONG + SHORT
+    cpu = _stack(BERTScorer(device="cpu", show_progress_bars=False).score(cands, refs))
+    acc = _stack(BERTScorer(device=device, show_progress_bars=False).score(cands, refs))
+    assert torch.allclose(acc, cpu, atol=1e-4, rtol=0)
+
+
+def test_compute_baseline_writes_reference_format(tmp_path, tiny_bert):
+    corpus = SHORT + LONG
+    path = tmp_path / "tiny.tsv"
+    table = compute_baseline(corpus, model_type=tiny_bert, num_pairs=40, path=path,
+                             show_progress_bars=False)
+    assert list(table["LAYER"]) == [0, 1, 2, 3]
+    # each row is the mean score of the sampled pairs at that layer: recompute layer 2
+    import random
+
+    distinct = sorted({s for s in corpus if s.strip()})
+    rng = random.Random(0)
+    pairs = [rng.sample(distinct, 2) for _ in range(40)]
+    P, R, F = BERTScorer(model_type=tiny_bert, num_layers=2, show_progress_bars=False).score(
+        [a for a, _ in pairs], [b for _, b in pairs]
+    )
+    assert read_baseline(path, 2) == pytest.approx([float(P.mean()), float(R.mean()),
+                                                    float(F.mean())], abs=1e-6)
+    # and the file drives rescaling: a pair scoring exactly the baseline rescales to 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = bert_score.BERTScorer(model_type=tiny_bert, num_layers=2, lang="en",
+                                    rescale_with_baseline=True, baseline_path=str(path))
+    ours = BERTScorer(model_type=tiny_bert, num_layers=2, rescale_with_baseline=True,
+                      baseline_path=path, show_progress_bars=False)
+    cands, refs = SHORT[:5], SHORT[5:10]
+    assert torch.allclose(_stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs),
+                          atol=TOL, rtol=0)

@@ -1,0 +1,54 @@
+"""The README's quick start is runnable as written, and CI runs its test command."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from tests.conftest import REPO_ROOT
+
+
+def _quick_start_commands() -> list[str]:
+    text = (REPO_ROOT / "README.md").read_text()
+    block = re.search(r"^## Quick start\n.*?```\w*\n(.*?)```", text, re.S | re.M)
+    assert block, "README.md has no '## Quick start' code block"
+    return [
+        line for line in block.group(1).splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def test_quick_start_has_exactly_two_commands():
+    cmds = _quick_start_commands()
+    assert len(cmds) == 2, cmds
+    assert all(c.startswith("bash scripts/setup-env.sh") for c in cmds)
+    assert "pytest" in cmds[1]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert "sed -n 2p" in ci and "README.md" in ci
+    out = subprocess.run(
+        ["bash", "-c",
+         "awk '/^## Quick start/{q=1;next} q&&/^```/{if(b){exit}b=1;next} q&&b' README.md | "
+         "grep -v -e '^\\s*#' -e '^\\s*$' | sed -n 2p"],
+        cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.strip() == _quick_start_commands()[1]
+
+
+def test_main_job_of_the_quick_start_runs():
+    """The first command's main job, run with this interpreter (the install part is what CI's
+    fresh environment exercises)."""
+    setup, _, job = _quick_start_commands()[0].partition(" && ")
+    assert setup == "bash scripts/setup-env.sh"
+    argv = job.split()
+    assert argv[0] == ".venv/bin/python"
+    result = subprocess.run(
+        [sys.executable, *argv[1:], "--quiet"], cwd=REPO_ROOT, capture_output=True, text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "confidence" in lines[0]
+    assert any("LOW" in line for line in lines) and "likely hallucinations" in result.stdout

@@ -1,0 +1,63 @@
+"""Tiny transformer models built by the tests themselves (random weights, no download)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from tests.texts import LONG, SHORT
+
+
+def build_tiny_bert(directory: Path, vocab_dir: str, layers: int = 3) -> Path:
+    """A 3-layer BERT with the embedded model's WordPiece vocabulary and random weights."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(vocab_dir)
+    config = BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    BertModel(config).save_pretrained(directory)
+    tok.model_max_length = 64
+    tok.save_pretrained(directory)
+    return directory
+
+
+def build_tiny_roberta(directory: Path, layers: int = 3) -> Path:
+    """A 3-layer RoBERTa with a byte-level BPE vocabulary trained on the test texts."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        SHORT + LONG,
+        vocab_size=400,
+        min_frequency=1,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    )
+    bpe.save_model(str(directory))
+    tok = RobertaTokenizer.from_pretrained(str(directory))
+    tok.model_max_length = 128
+    tok.save_pretrained(directory)
+    torch.manual_seed(0)
+    config = RobertaConfig(
+        vocab_size=len(json.loads((directory / "vocab.json").read_text())),
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=130,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    )
+    RobertaModel(config).save_pretrained(directory)
+    return directory
