@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from uqlm_bert.bertscore import BERTScorer
+from uqlm_bert.black_box import BlackBoxUQ
 from uqlm_bert.exceptions import (
     AuthenticationFailedError,
     BaselineNotFoundError,
@@ -27,12 +28,15 @@ from uqlm_bert.exceptions import (
     ModelLoadError,
     UQLMBertError,
 )
+from uqlm_bert.result import UQResult
 
 __version__ = "0.1.0"
 
 logging.getLogger("uqlm_bert").addHandler(logging.NullHandler())
 
 __all__ = [
+    "BlackBoxUQ",
+    "UQResult",
     "BERTScorer",
     "UQLMBertError",
     "InputValidationError",

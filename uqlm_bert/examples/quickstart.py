@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from uqlm_bert import BlackBoxUQ
 from uqlm_bert.examples import load_example_answers
-from uqlm_bert.scorers import build_scorer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,18 +23,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     rows = load_example_answers()
-    scorer = build_scorer("bert_score")
-    confidence = scorer.score(
+    uq = BlackBoxUQ(scorers=["bert_score"], show_progress_bars=not args.quiet)
+    result = uq.score(
         [r["response"] for r in rows],
         [r["sampled_responses"] for r in rows],
-        show_progress_bars=not args.quiet,
+        prompts=[r["prompt"] for r in rows],
     )
+    df = result.flag(args.threshold)
     print(f"{'confidence':>10}  {'':4}  prompt")
-    for row, conf in zip(rows, confidence):
-        flag = "LOW" if conf < args.threshold else ""
-        print(f"{conf:10.3f}  {flag:4}  {row['prompt']}")
-    low = int((confidence < args.threshold).sum())
-    print(f"\n{low} of {len(rows)} answers fall below {args.threshold}: likely hallucinations.")
+    for _, row in df.iterrows():
+        print(f"{row['bert_score']:10.3f}  {'LOW' if row['flagged'] else '':4}  {row['prompt']}")
+    low = int(df["flagged"].sum())
+    print(f"\n{low} of {len(df)} answers fall below {args.threshold}: likely hallucinations.")
     return 0
 
 

@@ -44,6 +44,9 @@ class Scorer(abc.ABC):
     """
 
     name: str = ""
+    #: True when a response's score depends only on its own samples, not on the other responses
+    #: scored in the same call; BlackBoxUQ then scores prompts in batches as they complete.
+    batch_invariant: bool = True
 
     @abc.abstractmethod
     def score(

@@ -99,6 +99,8 @@ class BERTScoreConsistency(Scorer):
         self.name = "bert_score" if metric == "f1" else f"bert_score_{metric}"
         engine_kwargs = {k: v for k, v in kwargs.items() if k in ENGINE_ARGS and v is not None}
         self._run = _shared_run(engine_kwargs)
+        # idf taken from each call's references makes a score depend on the whole call
+        self.batch_invariant = not self._run.engine._idf_from_refs
 
     @property
     def engine(self) -> BERTScorer:

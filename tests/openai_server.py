@@ -1,0 +1,226 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1, for end-to-end tests through ChatOpenAI.
+
+``POST /v1/chat/completions`` answers in the OpenAI format with a text that names the prompt and
+the temperature, so tests can check that every answer landed in its own prompt's slot. Faults are
+scripted per prompt with :meth:`FakeOpenAIServer.add_rule`: an HTTP status (with ``Retry-After``),
+a hang, a malformed body, or extra latency, for the first ``times`` matching requests or for all.
+Every request is logged with its arrival time, so tests can count calls per time window.
+
+The server runs in a background thread, binds port 0 on the loopback interface only, and is
+stopped by the context manager (hung requests are released when it stops).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HANG_LIMIT_S = 30.0
+
+
+@dataclass
+class Rule:
+    """A fault applied to requests whose last user message contains ``match``."""
+
+    match: str
+    status: int | None = None
+    times: int | None = None
+    temperature: float | None = None
+    retry_after: str | None = None
+    retry_after_ms: str | None = None
+    hang: bool = False
+    malformed: str | None = None
+    latency: float = 0.0
+    used: int = 0
+
+    def applies(self, prompt: str, temperature: float | None) -> bool:
+        if self.match not in prompt:
+            return False
+        if self.temperature is not None and temperature != self.temperature:
+            return False
+        return self.times is None or self.used < self.times
+
+
+@dataclass
+class RequestLog:
+    """One request as the server saw it."""
+
+    arrived: float
+    prompt: str
+    temperature: float | None
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def answer_text(prompt: str, temperature: float | None) -> str:
+    """The text the server answers ``prompt`` with at ``temperature``."""
+    return f"Answer to '{prompt}' at temperature {temperature}."
+
+
+class FakeOpenAIServer:
+    """Scripted OpenAI-compatible server; use as a context manager.
+
+    Example::
+
+        with FakeOpenAIServer() as server:
+            server.add_rule("flaky", status=503, times=1)
+            llm = ChatOpenAI(base_url=server.base_url, api_key="test", model="fake")
+    """
+
+    def __init__(self, default_latency: float = 0.0) -> None:
+        self.default_latency = default_latency
+        self.rules: list[Rule] = []
+        self.log: list[RequestLog] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "the server is not running"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def add_rule(self, match: str, **kwargs: Any) -> Rule:
+        rule = Rule(match=match, **kwargs)
+        with self.lock:
+            self.rules.append(rule)
+        return rule
+
+    def requests_for(self, text: str) -> list[RequestLog]:
+        with self.lock:
+            return [r for r in self.log if text in r.prompt]
+
+    def __enter__(self) -> FakeOpenAIServer:
+        handler = _make_handler(self)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _pick_rule(self, prompt: str, temperature: float | None) -> Rule | None:
+        with self.lock:
+            for rule in self.rules:
+                if rule.applies(prompt, temperature):
+                    rule.used += 1
+                    return rule
+        return None
+
+
+def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+            return
+
+        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            arrived = time.monotonic()
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            messages = body.get("messages") or []
+            users = [m for m in messages if m.get("role") == "user"]
+            prompt = str(users[-1].get("content", "")) if users else ""
+            temperature = body.get("temperature")
+            rule = server._pick_rule(prompt, temperature)
+            with server.lock:
+                server.in_flight += 1
+                server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                entry = RequestLog(arrived, prompt, temperature, 200, body)
+                server.log.append(entry)
+            try:
+                self._respond(rule, prompt, temperature, body, entry)
+            finally:
+                with server.lock:
+                    server.in_flight -= 1
+
+        def _respond(
+            self,
+            rule: Rule | None,
+            prompt: str,
+            temperature: float | None,
+            body: dict[str, Any],
+            entry: RequestLog,
+        ) -> None:
+            latency = server.default_latency + (rule.latency if rule else 0.0)
+            if latency and server.stopping.wait(latency):
+                return
+            if rule is not None and rule.hang:
+                entry.status = 0
+                server.stopping.wait(HANG_LIMIT_S)
+                self.close_connection = True
+                return
+            if rule is not None and rule.status is not None:
+                entry.status = rule.status
+                headers = {}
+                if rule.retry_after is not None:
+                    headers["Retry-After"] = rule.retry_after
+                if rule.retry_after_ms is not None:
+                    headers["retry-after-ms"] = rule.retry_after_ms
+                error = {"message": f"scripted {rule.status}", "type": "test", "code": None}
+                self._send(rule.status, {"error": error}, headers)
+                return
+            if rule is not None and rule.malformed == "json":
+                self._send_raw(200, b"{this is not json", "application/json")
+                return
+            if rule is not None and rule.malformed == "shape":
+                self._send(200, {"id": "x", "object": "chat.completion", "unexpected": True})
+                return
+            text = answer_text(prompt, temperature)
+            self._send(
+                200,
+                {
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "fake"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                },
+            )
+
+        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+        def _send_raw(
+            self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
+        ) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout or cancellation)
+
+    return Handler

@@ -1,0 +1,280 @@
+"""End to end through langchain-openai's ChatOpenAI against a scripted server on 127.0.0.1.
+
+The server (tests/openai_server.py) injects latency, 429s with Retry-After, 503s, hung calls,
+400s, 401s and malformed replies, and logs every request with its arrival time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import pytest
+
+from tests.openai_server import FakeOpenAIServer, answer_text
+from uqlm_bert.black_box import BlackBoxUQ
+from uqlm_bert.exceptions import AuthenticationFailedError
+from uqlm_bert.scorers.base import Scorer
+
+langchain_openai = pytest.importorskip("langchain_openai")
+
+pytestmark = pytest.mark.network
+
+FAST = {"retry_base_delay": 0.0, "retry_max_delay": 0.0}
+
+
+class LengthRatio(Scorer):
+    """Mean of min/max character length of response and sample: cheap, exact, model-free."""
+
+    name = "length_ratio"
+
+    def score(self, responses, sampled_responses, show_progress_bars=False):
+        out = []
+        for r, samples in zip(responses, sampled_responses, strict=True):
+            vals = [
+                min(len(r), len(s)) / max(len(r), len(s))
+                for s in samples
+                if s is not None and r is not None
+            ]
+            out.append(sum(vals) / len(vals) if vals else math.nan)
+        return out
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer(default_latency=0.005) as s:
+        yield s
+
+
+def chat(server: FakeOpenAIServer, **kwargs):
+    params = {"temperature": 0.0, "max_retries": 3, **kwargs}
+    return langchain_openai.ChatOpenAI(
+        model="fake-model", base_url=server.base_url, api_key="test-key", **params
+    )
+
+
+def statuses(server: FakeOpenAIServer, text: str) -> list[int]:
+    return [r.status for r in server.requests_for(text)]
+
+
+async def test_alignment_retries_and_failure_accounting(server):
+    server.add_rule("p-429", status=429, times=1, retry_after_ms="50")
+    server.add_rule("p-503", status=503, times=2)
+    server.add_rule("p-400", status=400, temperature=0.0)
+    server.add_rule("p-hang", hang=True, temperature=1.0)
+    server.add_rule("p-json", malformed="json", times=1, temperature=1.0)
+    server.add_rule("p-shape", malformed="shape", temperature=0.0)
+    server.add_rule("p-down", status=503, temperature=1.0)
+    llm = chat(server)
+    before = llm.model_dump()
+    prompts = [
+        "p-ok-0",
+        "p-429",
+        "p-ok-1",
+        "p-503",
+        "p-400",
+        "p-hang",
+        "p-json",
+        "p-shape",
+        "p-down",
+        "p-ok-2",
+    ]
+    uq = BlackBoxUQ(
+        llm,
+        scorers=[LengthRatio()],
+        max_retries=2,
+        request_timeout=0.5,
+        max_concurrency=6,
+        show_progress_bars=False,
+        **FAST,
+    )
+    with pytest.warns(RuntimeWarning, match="6 of 30"):
+        result = await uq.generate_and_score(prompts, num_responses=2)
+    df = result.to_df()
+
+    # every text sits in its own prompt's slot
+    for i, p in enumerate(prompts):
+        response = df["response"][i]
+        assert response is None or response == answer_text(p, 0.0)
+        for s in df["sampled_responses"][i]:
+            assert s is None or s == answer_text(p, 1.0)
+    errors = dict(zip(prompts, df["error"], strict=True))
+    assert errors["p-400"].startswith("bad_request after 1 attempt")
+    assert errors["p-shape"].startswith("other after 1 attempt")
+    assert {p for p, e in errors.items() if e is not None} == {"p-400", "p-shape"}
+    sample_errors = dict(zip(prompts, df["sample_errors"], strict=True))
+    assert all(e.startswith("timeout after 3 attempts") for e in sample_errors["p-hang"])
+    assert all(e.startswith("server after 3 attempts") for e in sample_errors["p-down"])
+    assert df["num_failed_samples"].tolist() == [0, 0, 0, 0, 0, 2, 0, 0, 2, 0]
+    scores = dict(zip(prompts, df["length_ratio"], strict=True))
+    for p in ("p-400", "p-hang", "p-shape", "p-down"):
+        assert math.isnan(scores[p])
+    # responses at temperature 0.0 vs samples at 1.0 differ by one character in length
+    for p in ("p-ok-0", "p-429", "p-503", "p-json"):
+        expected = len(answer_text(p, 0.0)) / len(answer_text(p, 1.0))
+        assert scores[p] == pytest.approx(expected)
+
+    # what the server saw: our retries only (the client's own retries are off)
+    assert statuses(server, "p-ok-0") == [200, 200, 200]
+    assert sorted(statuses(server, "p-429")) == [200, 200, 200, 429]
+    assert sorted(statuses(server, "p-503")) == [200, 200, 200, 503, 503]
+    assert sorted(statuses(server, "p-400")) == [200, 200, 400]
+    assert len(server.requests_for("p-hang")) == 1 + 2 * 3
+    assert len(server.requests_for("p-json")) == 3 + 1
+    assert sorted(statuses(server, "p-shape")) == [200, 200, 200]
+    assert sorted(statuses(server, "p-down")) == [200] + [503] * 6
+    calls = result.metadata["calls"]
+    assert calls["attempts"] == len(server.log) == 3 * 10 + 1 + 2 + 4 + 1 + 4
+    assert calls["retries"] == 1 + 2 + 4 + 1 + 4
+    assert calls["failed"] == 6 and calls["succeeded"] == 24
+    assert calls["failures_by_kind"] == {"bad_request": 1, "other": 1, "server": 2, "timeout": 2}
+    assert result.metadata["failures"]["prompts_with_failures"] == 4
+
+    # the caller's ChatOpenAI is as it was
+    assert llm.model_dump() == before
+    assert llm.temperature == 0.0 and llm.max_retries == 3
+    assert llm.root_async_client.max_retries == 3
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+@pytest.mark.parametrize(("header", "wait"), [("retry_after", 1.0), ("retry_after_ms", 0.3)])
+async def test_retry_after_is_honoured(server, header, wait):
+    value = "1" if header == "retry_after" else "300"
+    server.add_rule("slow down", status=429, times=1, **{header: value})
+    uq = BlackBoxUQ(chat(server), scorers=[LengthRatio()], show_progress_bars=False, **FAST)
+    result = await uq.generate_and_score(["slow down"], num_responses=1)
+    assert result.data["responses"] == [answer_text("slow down", 0.0)]
+    log = server.requests_for("slow down")
+    limited = next(r for r in log if r.status == 429)
+    retried = max(log, key=lambda r: r.arrived)
+    assert len(log) == 3 and retried.arrived - limited.arrived >= wait
+
+
+async def test_rate_limit_holds_in_every_window_retries_included(server):
+    server.add_rule("r1", status=503, times=1)
+    limit, period = 5, 1.0
+    uq = BlackBoxUQ(
+        chat(server),
+        scorers=[LengthRatio()],
+        max_calls_per_min=limit,
+        rate_limit_period=period,
+        max_concurrency=8,
+        show_progress_bars=False,
+        **FAST,
+    )
+    await uq.generate_and_score([f"r{i}" for i in range(4)], num_responses=2)
+    arrivals = sorted(r.arrived for r in server.log)
+    assert len(arrivals) == 4 * 3 + 1
+    # No window of `period` seconds holds more than `limit` requests. The limiter counts a
+    # call when it sends it; the server stamps it on arrival, which can lag by a connection
+    # set-up, so the windows are checked with 100 ms slack. Without the limiter all 13 requests
+    # would arrive within a few tens of milliseconds.
+    for i in range(len(arrivals) - limit):
+        assert arrivals[i + limit] - arrivals[i] > period - 0.1
+    assert arrivals[-1] - arrivals[0] >= 2 * period - 0.1
+
+
+async def test_concurrency_is_bounded(server):
+    server.default_latency = 0.05
+    uq = BlackBoxUQ(
+        chat(server), scorers=[LengthRatio()], max_concurrency=3, show_progress_bars=False
+    )
+    await uq.generate_and_score([f"c{i}" for i in range(8)], num_responses=2)
+    assert server.max_in_flight == 3 and len(server.log) == 24
+
+
+async def test_auth_failure_stops_the_run(server):
+    server.add_rule("", status=401)
+    llm = chat(server)
+    before = llm.model_dump()
+    uq = BlackBoxUQ(llm, scorers=[LengthRatio()], max_concurrency=2, show_progress_bars=False)
+    with pytest.raises(AuthenticationFailedError, match="HTTP 401"):
+        await uq.generate_and_score([f"a{i}" for i in range(20)], num_responses=3)
+    assert len(server.log) <= 2  # the workers in flight, then nothing more
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert llm.model_dump() == before
+
+
+async def test_cancellation_leaves_no_tasks_running(server):
+    server.add_rule("stuck", hang=True)
+    uq = BlackBoxUQ(
+        chat(server),
+        scorers=[LengthRatio()],
+        max_concurrency=4,
+        request_timeout=30,
+        show_progress_bars=False,
+    )
+    prompts = [f"n{i}" for i in range(6)] + ["stuck"] + [f"m{i}" for i in range(6)]
+    task = asyncio.ensure_future(uq.generate_and_score(prompts, num_responses=2))
+    while len(server.log) < 10:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_resume_from_a_checkpoint_gives_the_same_result(tmp_path):
+    prompts = [f"k{i}" for i in range(8)]
+    path = tmp_path / "run.jsonl"
+
+    def columns(result):
+        df = result.to_df()
+        return df[["prompt", "response", "sampled_responses", "length_ratio", "error"]].to_dict(
+            "list"
+        )
+
+    with FakeOpenAIServer() as clean_server:
+        uq = BlackBoxUQ(chat(clean_server), scorers=[LengthRatio()], show_progress_bars=False)
+        clean = await uq.generate_and_score(prompts, num_responses=2)
+
+    with FakeOpenAIServer(default_latency=0.02) as first_server:
+        uq = BlackBoxUQ(
+            chat(first_server),
+            scorers=[LengthRatio()],
+            max_concurrency=2,
+            show_progress_bars=False,
+        )
+        task = asyncio.ensure_future(uq.generate_and_score(prompts, 2, checkpoint=path))
+        while not path.exists() or len(path.read_text().splitlines()) < 10:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    done = {(r["i"], r["slot"]) for r in map(json.loads, path.read_text().splitlines()[1:])}
+    assert 9 <= len(done) < 24
+
+    with FakeOpenAIServer() as second_server:
+        uq = BlackBoxUQ(chat(second_server), scorers=[LengthRatio()], show_progress_bars=False)
+        resumed = await uq.generate_and_score(prompts, 2, checkpoint=path)
+        assert len(second_server.log) == 24 - len(done)
+        asked = {(r.prompt, r.temperature) for r in second_server.log}
+        for i, slot in done:
+            if slot == -1:  # every sample of a prompt is the same request, originals are not
+                assert (prompts[i], 0.0) not in asked
+    assert columns(resumed) == columns(clean)
+    assert resumed.metadata["calls"]["from_checkpoint"] == len(done)
+    assert resumed.metadata["checkpoint"] == str(path)
+
+
+async def test_sync_face_inside_a_running_loop(server):
+    uq = BlackBoxUQ(chat(server), scorers=[LengthRatio()], show_progress_bars=False)
+    result = uq.generate_and_score_sync(["nb0", "nb1"], num_responses=2)
+    assert result.data["responses"] == [answer_text("nb0", 0.0), answer_text("nb1", 0.0)]
+    assert len(server.log) == 6
+
+
+async def test_bert_score_through_chatopenai(server):
+    server.add_rule("q-unanswered", status=400, temperature=1.0)
+    uq = BlackBoxUQ(chat(server), scorers=["bert_score"], show_progress_bars=False)
+    prompts = ["What is the boiling point of water?", "q-unanswered", "Who wrote Hamlet?"]
+    with pytest.warns(RuntimeWarning, match="2 of 9"):
+        result = await uq.generate_and_score(prompts, num_responses=2)
+    got = result.data["bert_score"]
+    assert math.isnan(got[1])
+    direct = uq.score(result.data["responses"], result.data["sampled_responses"])
+    assert [got[0], got[2]] == pytest.approx(
+        [direct.data["bert_score"][0], direct.data["bert_score"][2]], abs=1e-6
+    )
+    assert 0.5 < got[0] < 1.0 and 0.5 < got[2] < 1.0

@@ -1,0 +1,224 @@
+"""Checkpoint files: every answer on disk as it arrives, resume skips what is done."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from uqlm_bert.exceptions import CheckpointError
+from uqlm_bert.generation import Checkpoint, ResponseGenerator, RetryPolicy
+from uqlm_bert.generation.records import CallFailure
+
+FAST = RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0)
+PROMPTS = [f"question {i}" for i in range(8)]
+
+
+def scripted(**kwargs) -> ScriptedChatModel:
+    return ScriptedChatModel(temperature=0.0, recorder=Recorder(), **kwargs)
+
+
+def read_lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def fields(result):
+    return (
+        result.responses,
+        result.sampled_responses,
+        [None if e is None else e.kind for e in result.response_errors],
+        [[None if e is None else e.kind for e in errs] for errs in result.sample_errors],
+    )
+
+
+async def test_every_call_is_recorded(tmp_path):
+    path = tmp_path / "run.jsonl"
+    llm = scripted()
+    result = await ResponseGenerator(llm).generate(
+        PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
+    )
+    lines = read_lines(path)
+    assert lines[0]["type"] == "header" and lines[0]["num_prompts"] == 3
+    slots = sorted((r["i"], r["slot"]) for r in lines[1:])
+    assert slots == [(i, s) for i in range(3) for s in (-1, 0, 1)]
+    for rec in lines[1:]:
+        expected = result.responses if rec["slot"] == -1 else None
+        text = expected[rec["i"]] if expected else result.sampled_responses[rec["i"]][rec["slot"]]
+        assert rec["text"] == text and rec["error"] is None
+
+
+async def test_resume_of_a_finished_run_makes_no_calls(tmp_path):
+    path = tmp_path / "run.jsonl"
+    first = await ResponseGenerator(scripted()).generate(
+        PROMPTS, 3, checkpoint=path, show_progress_bars=False
+    )
+    again_llm = scripted()
+    again = await ResponseGenerator(again_llm).generate(
+        PROMPTS, 3, checkpoint=path, show_progress_bars=False
+    )
+    assert again_llm.recorder.calls == []
+    assert fields(again) == fields(first)
+    assert again.stats.from_checkpoint == len(PROMPTS) * 4 and again.stats.attempts == 0
+
+
+async def test_interrupted_run_resumes_to_the_same_result(tmp_path):
+    path = tmp_path / "run.jsonl"
+    clean = await ResponseGenerator(scripted()).generate(PROMPTS, 3, show_progress_bars=False)
+
+    slow = scripted(latency=0.01)
+    task = asyncio.ensure_future(
+        ResponseGenerator(slow, max_concurrency=3).generate(
+            PROMPTS, 3, checkpoint=path, show_progress_bars=False
+        )
+    )
+    while not path.exists() or len(read_lines(path)) < 12:  # header + 11 slots
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    on_file = {(r["i"], r["slot"]) for r in read_lines(path)[1:]}
+    assert 11 <= len(on_file) < len(PROMPTS) * 4
+
+    resumed_llm = scripted()
+    resumed = await ResponseGenerator(resumed_llm).generate(
+        PROMPTS, 3, checkpoint=path, show_progress_bars=False
+    )
+    assert fields(resumed) == fields(clean)
+    # only the slots missing from the file were asked for
+    assert len(resumed_llm.recorder.calls) == len(PROMPTS) * 4 - len(on_file)
+    assert resumed.stats.from_checkpoint == len(on_file)
+
+
+async def test_resume_retries_transient_failures_but_keeps_permanent_ones(tmp_path):
+    path = tmp_path / "run.jsonl"
+    llm = scripted()
+    llm.recorder.add_fault("question 1", http_error(503), temperature=1.0, always=True)
+    llm.recorder.add_fault("question 2", http_error(400), temperature=0.0, always=True)
+    with pytest.warns(RuntimeWarning):
+        first = await ResponseGenerator(llm, retry_policy=FAST).generate(
+            PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
+        )
+    assert first.sampled_responses[1] == [None, None]
+
+    healthy = scripted()
+    with pytest.warns(RuntimeWarning, match="1 of 9"):
+        second = await ResponseGenerator(healthy, retry_policy=FAST).generate(
+            PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
+        )
+    assert [(c.prompt, c.temperature) for c in healthy.recorder.calls] == [
+        ("question 1", 1.0),
+        ("question 1", 1.0),
+    ]
+    assert second.sampled_responses[1] == [answer_text("question 1", 1.0)] * 2
+    assert second.responses[2] is None and second.response_errors[2].kind == "bad_request"
+    # a third run reads the later records for prompt 1 and needs nothing
+    third_llm = scripted()
+    with pytest.warns(RuntimeWarning, match="1 of 9"):
+        third = await ResponseGenerator(third_llm).generate(
+            PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
+        )
+    assert third_llm.recorder.calls == [] and fields(third) == fields(second)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"prompts": PROMPTS[:4] + ["something else"]},
+        {"prompts": PROMPTS[:5][::-1]},
+        {"num_responses": 3},
+        {"sampling_temperature": 0.7},
+        {"system_prompt": "Be brief."},
+    ],
+)
+async def test_a_checkpoint_of_another_run_is_refused(tmp_path, change):
+    path = tmp_path / "run.jsonl"
+    await ResponseGenerator(scripted()).generate(
+        PROMPTS[:5], 2, checkpoint=path, show_progress_bars=False
+    )
+    before = path.read_bytes()
+    gen = ResponseGenerator(
+        scripted(),
+        sampling_temperature=change.get("sampling_temperature", 1.0),
+        system_prompt=change.get("system_prompt"),
+    )
+    with pytest.raises(CheckpointError, match="different run"):
+        await gen.generate(
+            change.get("prompts", PROMPTS[:5]),
+            change.get("num_responses", 2),
+            checkpoint=path,
+            show_progress_bars=False,
+        )
+    assert path.read_bytes() == before
+
+
+async def test_a_line_cut_short_by_a_crash_is_dropped_and_redone(tmp_path):
+    path = tmp_path / "run.jsonl"
+    await ResponseGenerator(scripted()).generate(
+        PROMPTS[:2], 1, checkpoint=path, show_progress_bars=False
+    )
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    path.write_text("".join(lines[:-1]) + lines[-1][:25], encoding="utf-8")
+    llm = scripted()
+    with pytest.warns(RuntimeWarning, match="cut short"):
+        result = await ResponseGenerator(llm).generate(
+            PROMPTS[:2], 1, checkpoint=path, show_progress_bars=False
+        )
+    assert len(llm.recorder.calls) == 1
+    assert llm.recorder.calls[0].prompt == PROMPTS[last["i"]]
+    assert all(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
+    assert result.responses == [answer_text(p, 0.0) for p in PROMPTS[:2]]
+
+
+async def test_damaged_or_foreign_files_are_refused(tmp_path):
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("my notes, not a checkpoint", encoding="utf-8")
+    with pytest.raises(CheckpointError, match="not a uqlm-bert checkpoint"):
+        await ResponseGenerator(scripted()).generate(
+            ["q"], 1, checkpoint=foreign, show_progress_bars=False
+        )
+    assert foreign.read_text(encoding="utf-8") == "my notes, not a checkpoint"
+
+    path = tmp_path / "run.jsonl"
+    await ResponseGenerator(scripted()).generate(
+        ["q"], 1, checkpoint=path, show_progress_bars=False
+    )
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join([lines[0], "{broken", *lines[1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(CheckpointError, match="line 2"):
+        await ResponseGenerator(scripted()).generate(
+            ["q"], 1, checkpoint=path, show_progress_bars=False
+        )
+
+
+def test_checkpoint_roundtrip_of_failures(tmp_path):
+    path = tmp_path / "c.jsonl"
+    failure = CallFailure("server", "HTTP 503", attempts=3, status_code=503)
+    ckpt = Checkpoint(path)
+    assert ckpt.open("fp", ["a", "b"], {"m": 1}) == {}
+    ckpt.write(1, 0, None, failure)
+    ckpt.write(1, 0, "later success", None)
+    ckpt.close()
+    assert Checkpoint(path).open("fp", ["a", "b"], {"m": 1}) == {(1, 0): ("later success", None)}
+    ckpt = Checkpoint(path)
+    ckpt.open("fp", ["a", "b"], {"m": 1})
+    ckpt.write(0, -1, None, failure)
+    ckpt.close()
+    got = Checkpoint(path).open("fp", ["a", "b"], {"m": 1})
+    assert got[(0, -1)] == (None, failure)
+    with pytest.raises(CheckpointError, match="prompt 1 does not match"):
+        Checkpoint(path).open("fp", ["a", "changed"], {"m": 1})
+
+
+def test_checkpoint_argument_type_is_checked():
+    from uqlm_bert.exceptions import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="checkpoint"):
+        asyncio.run(
+            ResponseGenerator(scripted()).generate(
+                ["q"], 1, checkpoint=123, show_progress_bars=False
+            )
+        )

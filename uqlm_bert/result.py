@@ -1,0 +1,189 @@
+"""``UQResult``: the answers, their samples, a confidence per scorer, and what went wrong.
+
+``data`` holds one list per field, all in prompt order: ``prompts``, ``responses``,
+``sampled_responses``, one list per scorer (keyed by the scorer's name, e.g. ``bert_score``),
+``response_errors`` and ``sample_errors``. A failed LLM call leaves ``None`` in its slot and a
+:class:`~uqlm_bert.generation.records.CallFailure` at the same place in the errors.
+
+Example:
+    >>> result = UQResult(
+    ...     {"prompts": ["2+2?", "Capital of Peru?"], "responses": ["4", "Lima"],
+    ...      "sampled_responses": [["4", "4"], ["Lima", "Cusco"]], "bert_score": [1.0, 0.6]},
+    ...     {"scorers": ["bert_score"]},
+    ... )
+    >>> result.to_df()[["prompt", "bert_score"]].values.tolist()
+    [['2+2?', 1.0], ['Capital of Peru?', 0.6]]
+    >>> result.filter(0.8).data["prompts"]
+    ['2+2?']
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from uqlm_bert.exceptions import InputValidationError
+
+__all__ = ["UQResult"]
+
+_LIST_FIELDS = ("prompts", "responses", "sampled_responses", "response_errors", "sample_errors")
+
+
+class UQResult:
+    """Results of a BlackBoxUQ run: ``data``, ``metadata`` and ways to look at them.
+
+    Args:
+        data: lists keyed by field (see the module docstring); all the same length.
+        metadata: run settings and counts; ``metadata["scorers"]`` names the score fields.
+        index: the original prompt index of each row (set by :meth:`filter`).
+
+    Example:
+        >>> r = UQResult({"prompts": ["q"], "responses": [None], "sampled_responses": [[None]],
+        ...               "bert_score": [float("nan")]}, {"scorers": ["bert_score"]})
+        >>> r.flag(0.5)["flagged"].tolist()
+        [True]
+    """
+
+    def __init__(
+        self,
+        data: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+        index: Sequence[int] | None = None,
+    ) -> None:
+        self.data: dict[str, Any] = dict(data)
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self.metadata.setdefault("scorers", [k for k in self.data if k not in _LIST_FIELDS])
+        n = _common_length(self.data)
+        self._index = list(range(n)) if index is None else list(index)
+        if len(self._index) != n:
+            raise InputValidationError(f"index has {len(self._index)} items for {n} rows")
+
+    @property
+    def scorers(self) -> list[str]:
+        """The names of the score fields, in the order the scorers were given."""
+        return list(self.metadata["scorers"])
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __repr__(self) -> str:
+        return f"UQResult(rows={len(self)}, scorers={self.scorers})"
+
+    def to_df(self) -> pd.DataFrame:
+        """One row per prompt, in input order.
+
+        Columns: ``prompt``, ``response``, ``sampled_responses``, one per scorer, then ``error``
+        (why the original response is missing, else None), ``sample_errors`` (one entry per
+        sample, None where it arrived) and ``num_failed_samples``.
+        """
+        n = len(self)
+        resp_errors = self.data.get("response_errors") or [None] * n
+        sample_errors = self.data.get("sample_errors")
+        samples = self.data.get("sampled_responses") or [[] for _ in range(n)]
+        if sample_errors is None:
+            sample_errors = [[None] * len(s) for s in samples]
+        columns: dict[str, Any] = {
+            "prompt": list(self.data.get("prompts") or [None] * n),
+            "response": list(self.data.get("responses") or [None] * n),
+            "sampled_responses": [list(s) for s in samples],
+        }
+        for name in self.scorers:
+            columns[name] = np.asarray(self.data[name], dtype=np.float64)
+        columns["error"] = [None if e is None else str(e) for e in resp_errors]
+        columns["sample_errors"] = [
+            [None if e is None else str(e) for e in errs] for errs in sample_errors
+        ]
+        columns["num_failed_samples"] = [sum(e is not None for e in errs) for errs in sample_errors]
+        index = pd.Index(self._index, name="prompt_index")
+        # object columns keep None as None (pandas' string dtype would turn it into NaN)
+        return pd.DataFrame(
+            {
+                k: pd.Series(v, index=index, dtype=_column_dtype(k, self.scorers))
+                for k, v in columns.items()
+            },
+            index=index,
+        )
+
+    def filter(self, threshold: float, scorer: str | None = None, keep: str = "above") -> UQResult:
+        """The rows on one side of a confidence threshold, as a new result.
+
+        Args:
+            threshold: the confidence cut-off.
+            scorer: whose confidence to use (default: the first scorer).
+            keep: ``"above"`` keeps rows with confidence >= ``threshold``; ``"below"`` keeps
+                the others: confidence < ``threshold`` or NaN (no samples to judge by). The two
+                sides together are the whole result.
+
+        Example:
+            >>> r = UQResult({"prompts": ["a", "b"], "bert_score": [0.9, 0.2]})
+            >>> r.filter(0.5, keep="below").data["prompts"]
+            ['b']
+        """
+        low = self._below(threshold, scorer)
+        if keep not in ("above", "below"):
+            raise InputValidationError(f"keep must be 'above' or 'below', got {keep!r}")
+        rows = [i for i, is_low in enumerate(low) if is_low == (keep == "below")]
+        data = {k: _take(v, rows) for k, v in self.data.items()}
+        metadata = copy.deepcopy(self.metadata)
+        metadata["filter"] = {
+            "threshold": float(threshold),
+            "scorer": scorer or self.scorers[0],
+            "keep": keep,
+        }
+        return UQResult(data, metadata, index=[self._index[i] for i in rows])
+
+    def flag(self, threshold: float, scorer: str | None = None) -> pd.DataFrame:
+        """:meth:`to_df` with a ``flagged`` column: confidence below ``threshold``, or NaN.
+
+        Example:
+            >>> r = UQResult({"prompts": ["a", "b"], "bert_score": [0.9, 0.2]})
+            >>> r.flag(0.5)["flagged"].tolist()
+            [False, True]
+        """
+        df = self.to_df()
+        df["flagged"] = self._below(threshold, scorer)
+        return df
+
+    def _below(self, threshold: float, scorer: str | None) -> list[bool]:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)):
+            raise InputValidationError(f"threshold must be a number, got {threshold!r}")
+        if math.isnan(float(threshold)):
+            raise InputValidationError("threshold is NaN; give a number such as 0.8")
+        if not self.scorers:
+            raise InputValidationError("this result holds no scores to threshold")
+        name = self.scorers[0] if scorer is None else scorer
+        if name not in self.scorers:
+            raise InputValidationError(
+                f"no scores for scorer {name!r}; this result has: {', '.join(self.scorers)}"
+            )
+        values = np.asarray(self.data[name], dtype=np.float64)
+        return [bool(np.isnan(v) or v < threshold) for v in values]
+
+
+def _column_dtype(name: str, scorers: list[str]) -> Any:
+    if name in scorers:
+        return np.float64
+    return np.int64 if name == "num_failed_samples" else object
+
+
+def _common_length(data: dict[str, Any]) -> int:
+    lengths = {k: len(v) for k, v in data.items() if v is not None}
+    if not lengths:
+        return 0
+    if len(set(lengths.values())) > 1:
+        detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
+        raise InputValidationError(f"UQResult fields differ in length: {detail}")
+    return next(iter(lengths.values()))
+
+
+def _take(values: Any, rows: list[int]) -> Any:
+    if values is None:
+        return None
+    if isinstance(values, np.ndarray):
+        return values[rows]
+    return [list(values[i]) if isinstance(values[i], list) else values[i] for i in rows]
