@@ -1,0 +1,158 @@
+"""``uqlm-bert generate-and-score`` through ChatOpenAI against a scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tests.openai_server import FakeOpenAIServer, answer_text
+from uqlm_bert import BERTScorer
+from uqlm_bert.cli import main
+from uqlm_bert.io import read_table
+
+pytest.importorskip("langchain_openai")
+
+pytestmark = pytest.mark.network
+
+KEY_VAR = "UQLM_BERT_TEST_KEY"
+KEY = "sk-test-8c1f-do-not-print"
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as s:
+        yield s
+
+
+def record_authorization(server: FakeOpenAIServer) -> list[str | None]:
+    """Log the Authorization header of every request the server gets from now on."""
+    seen: list[str | None] = []
+    base = server._httpd.RequestHandlerClass
+
+    class Recording(base):
+        def do_POST(self):  # noqa: N802 - stdlib name
+            seen.append(self.headers.get("Authorization"))
+            super().do_POST()
+
+    server._httpd.RequestHandlerClass = Recording
+    return seen
+
+
+def run(argv, capsys):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def mean_f1(scorer: BERTScorer, response: str, samples: list[str]) -> float:
+    _, _, F = scorer.score([response] * len(samples), samples)
+    return float(np.mean(F.double().numpy()))
+
+
+def test_generate_and_score_from_a_text_file(tmp_path, capsys, server, monkeypatch):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    server.add_rule("fails", status=400, temperature=0.25)  # the original answer fails for good
+    auth = record_authorization(server)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("What is 2+2?\n\nthis one fails\nCapital of Peru?\n", encoding="utf-8")
+    out = tmp_path / "scored.csv"
+    argv = ["generate-and-score", prompts, "-o", out, "--model", "fake-model",
+            "--base-url", server.base_url, "--api-key-env", KEY_VAR, "-m", "2",
+            "--temperature", "0.25", "--sampling-temperature", "0.75", "--max-retries", "0",
+            "--max-calls-per-min", "6000", "-q"]  # fmt: skip
+    code, stdout, stderr = run(argv, capsys)
+    assert code == 1  # one prompt's answer failed
+    assert f"{prompts}:3: the response failed: bad_request" in stderr
+
+    df = read_table(str(out))
+    assert list(df.columns) == ["prompt", "response", "sampled_responses", "bert_score", "error",
+                                "sample_errors", "num_failed_samples"]  # fmt: skip
+    assert df["prompt"].tolist() == ["What is 2+2?", "this one fails", "Capital of Peru?"]
+    assert df["response"].tolist() == [
+        answer_text("What is 2+2?", 0.25),
+        None,
+        answer_text("Capital of Peru?", 0.25),
+    ]
+    samples = [json.loads(s) for s in df["sampled_responses"]]
+    assert samples == [[answer_text(p, 0.75)] * 2 for p in df["prompt"]]
+    assert "400" in df["error"][1] and df["error"][0] is None and df["error"][2] is None
+
+    scorer = BERTScorer(show_progress_bars=False)
+    for i in (0, 2):
+        assert float(df["bert_score"][i]) == pytest.approx(
+            mean_f1(scorer, df["response"][i], samples[i]), abs=1e-6
+        )
+    assert df["bert_score"][1] is None  # no answer: no score
+    assert "rows: 3  failed: 1" in stdout
+
+    # the key went to the server, and nowhere else
+    assert auth and set(auth) == {f"Bearer {KEY}"}
+    assert KEY not in stdout + stderr + out.read_text(encoding="utf-8")
+    # every prompt: one answer at --temperature, two samples at --sampling-temperature
+    temps = sorted((r.prompt, r.temperature) for r in server.log)
+    assert temps == sorted([(p, t) for p in df["prompt"] for t in (0.25, 0.75, 0.75)])
+
+
+def test_table_prompts_keep_their_columns_in_front(tmp_path, capsys, server, monkeypatch):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    prompts = tmp_path / "prompts.jsonl"
+    rows = [{"id": 1, "prompt": "Capital of France?", "answer": "Paris"},
+            {"id": 2, "prompt": "Capital of Peru?", "answer": "Lima"}]  # fmt: skip
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "scored.jsonl"
+    argv = ["generate-and-score", prompts, "-o", out, "--model", "fake-model", "--base-url",
+            server.base_url, "--api-key-env", KEY_VAR, "-m", "1", "--scorers",
+            "bert_score_recall", "-q"]  # fmt: skip
+    code, _, stderr = run(argv, capsys)
+    assert code == 0, stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert list(records[0]) == ["id", "prompt", "answer", "response", "sampled_responses",
+                                "bert_score_recall", "error", "sample_errors",
+                                "num_failed_samples"]  # fmt: skip
+    assert [(r["id"], r["prompt"], r["answer"]) for r in records] == [
+        (r["id"], r["prompt"], r["answer"]) for r in rows
+    ]
+    assert all(not math.isnan(r["bert_score_recall"]) for r in records)
+
+
+def test_unset_key_variable_exits_2_before_any_call(tmp_path, capsys, server, monkeypatch):
+    monkeypatch.delenv(KEY_VAR, raising=False)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("hello\n")
+    out = tmp_path / "out.csv"
+    argv = ["generate-and-score", prompts, "-o", out, "--model", "m", "--base-url",
+            server.base_url, "--api-key-env", KEY_VAR]  # fmt: skip
+    code, _, stderr = run(argv, capsys)
+    assert code == 2
+    assert f"the environment variable {KEY_VAR} is not set" in stderr
+    assert server.log == [] and not out.exists()
+
+
+def test_bad_prompt_rows_exit_2_naming_file_and_line(tmp_path, capsys, server, monkeypatch):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    prompts = tmp_path / "prompts.csv"
+    prompts.write_text('prompt\nfine\n""\n', encoding="utf-8")
+    argv = ["generate-and-score", prompts, "-o", tmp_path / "out.csv", "--model", "m",
+            "--base-url", server.base_url, "--api-key-env", KEY_VAR]  # fmt: skip
+    code, _, stderr = run(argv, capsys)
+    assert code == 2
+    assert f"{prompts}:3: field 'prompt': missing or empty" in stderr
+    assert server.log == []
+
+
+def test_rejected_key_exits_2(tmp_path, capsys, server, monkeypatch):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    server.add_rule("", status=401)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("hello\n")
+    out = tmp_path / "out.csv"
+    argv = ["generate-and-score", prompts, "-o", out, "--model", "m", "--base-url",
+            server.base_url, "--api-key-env", KEY_VAR, "-m", "1", "-q"]  # fmt: skip
+    code, stdout, stderr = run(argv, capsys)
+    assert code == 2
+    assert "uqlm-bert: error:" in stderr
+    assert KEY not in stdout + stderr
+    assert not out.exists()

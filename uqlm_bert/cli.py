@@ -1,0 +1,620 @@
+"""The ``uqlm-bert`` command: score answer tables, generate and score, evaluate against references.
+
+::
+
+    uqlm-bert score answers.jsonl -o scored.jsonl --scorers bert_score
+    uqlm-bert generate-and-score prompts.txt -o scored.csv --model gpt-4o-mini -m 5
+    uqlm-bert evaluate predictions.txt references.txt --format json
+
+Results go to files and stdout; progress bars, warnings and problems go to stderr. Exit codes: 0
+success; 1 some rows failed (each reported on stderr with file, line and field, and written with
+NaN scores in its place); 2 usage or input error (nothing is written). Output files are written
+atomically, so an existing file is either replaced whole or left as it was.
+
+See docs/cli.md for every option.
+
+Example:
+    >>> import contextlib, io, os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> src = os.path.join(d, "answers.jsonl")
+    >>> _ = open(src, "w").write('{"response": "Paris", "sampled_responses": ["Paris"]}\\n')
+    >>> with contextlib.redirect_stdout(io.StringIO()):
+    ...     code = main(["score", src, "-o", os.path.join(d, "out.csv"), "--quiet"])
+    >>> code
+    0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from uqlm_bert.exceptions import ConfigurationError, InputValidationError, UQLMBertError
+from uqlm_bert.io import (
+    RowProblem,
+    Table,
+    load_prompts,
+    load_table,
+    scoring_inputs,
+    table_format,
+    validate_rows,
+    write_table,
+)
+
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED_ROWS", "EXIT_USAGE"]
+
+EXIT_OK = 0
+EXIT_FAILED_ROWS = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+#: The column of ``score`` output that says why a row was not scored (empty where it was).
+ERROR_COLUMN = "score_error"
+#: At most this many row problems are listed on stderr; the output's error column has them all.
+MAX_LISTED_PROBLEMS = 20
+
+logger = logging.getLogger("uqlm_bert")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``uqlm-bert`` command with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    Example:
+        >>> main(["--version"])  # doctest: +ELLIPSIS
+        uqlm-bert ...
+        0
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("uqlm-bert: %(levelname)s: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        return args.run(args)
+    except UQLMBertError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        _error(f"{where}{exc.strerror or exc}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _error("interrupted; no output was written")
+        return EXIT_INTERRUPTED
+    finally:
+        logger.removeHandler(handler)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``uqlm-bert`` and its subcommands.
+
+    Example:
+        >>> build_parser().parse_args(["evaluate", "p.txt", "r.txt"]).format
+        'table'
+    """
+    from uqlm_bert import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="uqlm-bert",
+        description="How far to trust an LLM's answers: BERTScore confidence from sampled answers.",
+        epilog="Exit codes: 0 success, 1 some rows failed, 2 usage or input error.",
+    )
+    parser.add_argument("--version", action="version", version=f"uqlm-bert {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars (problems are still reported)"
+    )
+    bert = argparse.ArgumentParser(add_help=False)
+    group = bert.add_argument_group("BERTScore settings")
+    group.add_argument(
+        "--model-type",
+        help="Hugging Face model name or local path (default: the embedded all-MiniLM-L6-v2)",
+    )
+    group.add_argument(
+        "--num-layers",
+        type=_non_negative_int,
+        help="layer whose embeddings are matched (default: the published choice for the model)",
+    )
+    group.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "float16"],
+        help="model precision (default float32: exact)",
+    )
+    group.add_argument("--device", help="cpu, cuda, cuda:1, mps, ... (default: cuda, mps, cpu)")
+    group.add_argument("--batch-size", type=_positive_int, help="texts per forward pass")
+    group.add_argument(
+        "--idf", action="store_true", help="idf-weight tokens (idf from the references of the run)"
+    )
+    group.add_argument(
+        "--rescale-with-baseline",
+        action="store_true",
+        help="rescale scores with the model's baseline for --lang",
+    )
+    group.add_argument("--lang", help="language of the texts, for the baseline (default en)")
+    scorers = argparse.ArgumentParser(add_help=False)
+    scorers.add_argument(
+        "--scorers",
+        type=_name_list,
+        default=["bert_score"],
+        metavar="NAMES",
+        help="comma-separated scorer names (default bert_score)",
+    )
+
+    score = commands.add_parser(
+        "score",
+        parents=[scorers, bert, quiet],
+        help="score a table of answers and their sampled answers",
+        description="Score each row's response against its sampled_responses; write every "
+        "input row and column plus one column per scorer and a score_error column.",
+    )
+    score.add_argument(
+        "input",
+        metavar="INPUT",
+        help=".jsonl, .csv or .parquet with response and sampled_responses columns",
+    )
+    score.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUTPUT",
+        help="output table; its suffix (.jsonl, .csv, .parquet) sets the format",
+    )
+    score.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="score in this process (default) or on a Ray cluster",
+    )
+    score.add_argument(
+        "--address", help="Ray cluster address (--engine ray; default: a local Ray instance)"
+    )
+    score.add_argument(
+        "--num-workers", type=_positive_int, help="Ray scoring workers (--engine ray)"
+    )
+    score.set_defaults(run=_run_score)
+
+    gen = commands.add_parser(
+        "generate-and-score",
+        parents=[scorers, bert, quiet],
+        help="ask an OpenAI-compatible server for answers and samples, and score them",
+        description="For each prompt, ask the model once for an answer and -m more times for "
+        "samples, score the answer against the samples, and write the table. The API key is "
+        "read from the environment variable named by --api-key-env.",
+    )
+    gen.add_argument(
+        "prompts",
+        metavar="PROMPTS",
+        help="a text file, one prompt per line, or a .jsonl, .csv or .parquet table with a "
+        "prompt column",
+    )
+    gen.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="OUTPUT",
+        help="output table; its suffix (.jsonl, .csv, .parquet) sets the format",
+    )
+    gen.add_argument("--model", required=True, help="the model name the server knows")
+    gen.add_argument(
+        "--base-url",
+        help="the server's OpenAI-compatible base URL, e.g. http://localhost:8000/v1 "
+        "(default: OpenAI's)",
+    )
+    gen.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the API key (default OPENAI_API_KEY)",
+    )
+    gen.add_argument(
+        "-m",
+        "--num-responses",
+        type=_positive_int,
+        default=5,
+        metavar="M",
+        help="sampled answers per prompt (default 5)",
+    )
+    gen.add_argument(
+        "--max-calls-per-min",
+        type=_positive_int,
+        metavar="N",
+        help="at most N HTTP calls (retries included) per minute",
+    )
+    gen.add_argument(
+        "--max-concurrency",
+        type=_positive_int,
+        default=16,
+        help="calls in flight at once (default 16)",
+    )
+    gen.add_argument(
+        "--temperature", type=float, help="temperature of the answer (default: the server's)"
+    )
+    gen.add_argument(
+        "--sampling-temperature",
+        type=float,
+        default=1.0,
+        help="temperature of the samples (default 1.0)",
+    )
+    gen.add_argument("--system-prompt", help="a system message sent before every prompt")
+    gen.add_argument(
+        "--max-retries",
+        type=_non_negative_int,
+        default=5,
+        help="retries after transient failures (default 5)",
+    )
+    gen.add_argument(
+        "--request-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds one call may take (default 60)",
+    )
+    gen.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="JSONL file recording every answer as it arrives; rerunning with it skips what "
+        "is done",
+    )
+    gen.set_defaults(run=_run_generate_and_score)
+
+    ev = commands.add_parser(
+        "evaluate",
+        parents=[bert, quiet],
+        help="compare generated texts with references: BLEU, ROUGE, BERTScore",
+        description="Reference-based evaluation, one text per line in each file: corpus BLEU "
+        "(sacrebleu) with 1- to 4-gram precisions, ROUGE-1/2/L F-measures (rouge-score) and "
+        "BERTScore P/R/F1, averaged over lines.",
+    )
+    ev.add_argument("predictions", metavar="PREDICTIONS", help="generated texts, one per line")
+    ev.add_argument("references", metavar="REFERENCES", help="reference texts, one per line")
+    ev.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="how to print the scores (default table)",
+    )
+    ev.add_argument(
+        "--per-line",
+        metavar="OUT",
+        help="also write each line's scores to this table (.csv, .jsonl or .parquet)",
+    )
+    ev.set_defaults(run=_run_evaluate)
+    return parser
+
+
+# -- score -----------------------------------------------------------------------------------------
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    names = _checked_scorer_names(args.scorers)
+    _check_output(args.output)
+    if args.engine == "local" and (args.address is not None or args.num_workers is not None):
+        raise ConfigurationError("--address and --num-workers need --engine ray")
+    table = load_table(args.input)
+    good, problems = validate_rows(
+        table.frame, table.path, lines=table.lines, unreadable=table.unreadable
+    )
+    _report_problems(problems, args.output)
+    if args.engine == "ray":
+        out = _score_with_ray(args, names)
+    else:
+        out = _score_locally(args, names, table, good, problems)
+        write_table(out, args.output)
+    print(_summary(out, names, failed=int((~good).sum()), title=f"{args.input} -> {args.output}"))
+    return EXIT_FAILED_ROWS if problems else EXIT_OK
+
+
+def _score_locally(
+    args: argparse.Namespace,
+    names: list[str],
+    table: Table,
+    good: np.ndarray,
+    problems: list[RowProblem],
+) -> pd.DataFrame:
+    from uqlm_bert.scorers import build_scorers
+
+    scorers = build_scorers(names, **_bertscore_kwargs(args))
+    responses, samples = scoring_inputs(table.frame, good)
+    out = table.frame.copy()
+    for scorer in scorers:
+        values = np.full(len(out), np.nan)
+        if responses:
+            values[good] = scorer.score(responses, samples, show_progress_bars=not args.quiet)
+        out[scorer.name] = values
+    errors: list[list[str]] = [[] for _ in range(len(out))]
+    for p in problems:
+        errors[p.row].append(f"field {p.field!r}: {p.message}" if p.field else p.message)
+    out[ERROR_COLUMN] = pd.Series(
+        ["; ".join(e) if e else None for e in errors], index=out.index, dtype=object
+    )
+    return out
+
+
+def _score_with_ray(args: argparse.Namespace, names: list[str]) -> pd.DataFrame:
+    def needs_ray(exc: ImportError) -> ConfigurationError:
+        return ConfigurationError(
+            f"--engine ray needs Ray ({exc}); install it with: pip install 'uqlm-bert[ray]'"
+        )
+
+    try:
+        from uqlm_bert.distributed import score_file
+    except ImportError as exc:
+        raise needs_ray(exc) from exc
+    # score_file writes Parquet; for another format, it writes a temporary Parquet file beside
+    # the output, which is then converted (atomically too) and removed.
+    as_parquet = table_format(args.output) == "parquet"
+    target = args.output
+    if not as_parquet:
+        fd, target = tempfile.mkstemp(
+            prefix=f".{Path(args.output).name}.", suffix=".parquet", dir=Path(args.output).parent
+        )
+        os.close(fd)
+    try:
+        out = score_file(
+            args.input,
+            target,
+            scorers=names,
+            scorer_kwargs=_bertscore_kwargs(args),
+            address=args.address,
+            num_workers=args.num_workers,
+            show_progress_bars=not args.quiet,
+        )
+        if not as_parquet:
+            write_table(out, args.output)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "ray":
+            raise
+        raise needs_ray(exc) from exc
+    finally:
+        if not as_parquet and os.path.exists(target):
+            os.unlink(target)
+    return out
+
+
+# -- generate-and-score ----------------------------------------------------------------------------
+
+
+def _run_generate_and_score(args: argparse.Namespace) -> int:
+    from uqlm_bert.black_box import BlackBoxUQ
+
+    names = _checked_scorer_names(args.scorers)
+    _check_output(args.output)
+    prompts = load_prompts(args.prompts)
+    llm = _chat_model(args)
+    bert = _bertscore_kwargs(args)
+    uq = BlackBoxUQ(
+        llm=llm,
+        scorers=names,
+        device=bert.pop("device", None),
+        system_prompt=args.system_prompt,
+        max_calls_per_min=args.max_calls_per_min,
+        max_concurrency=args.max_concurrency,
+        sampling_temperature=args.sampling_temperature,
+        max_retries=args.max_retries,
+        request_timeout=args.request_timeout,
+        show_progress_bars=not args.quiet,
+        **bert,
+    )
+    result = uq.generate_and_score_sync(
+        prompts.frame["prompt"].tolist(),
+        num_responses=args.num_responses,
+        checkpoint=args.checkpoint,
+    )
+    generated = result.to_df().reset_index(drop=True)
+    out = prompts.frame.copy()
+    for column in generated.columns:
+        if column != "prompt":
+            out[column] = generated[column].to_numpy()
+    write_table(out, args.output)
+
+    failed = []
+    for i, (error, samples) in enumerate(
+        zip(generated["error"], generated["sample_errors"], strict=True)
+    ):
+        if error is not None:
+            failed.append(f"{prompts.location(i)}: the response failed: {error}")
+        elif samples and all(e is not None for e in samples):
+            failed.append(f"{prompts.location(i)}: every sample failed: {samples[0]}")
+    _report_lines(failed, f"see the error and sample_errors columns of {args.output}")
+    print(_summary(out, names, failed=len(failed), title=f"{args.prompts} -> {args.output}"))
+    return EXIT_FAILED_ROWS if failed else EXIT_OK
+
+
+def _chat_model(args: argparse.Namespace) -> Any:
+    key = os.environ.get(args.api_key_env)
+    if not key:
+        raise ConfigurationError(
+            f"the environment variable {args.api_key_env} is not set: export "
+            f"{args.api_key_env}=<your API key> (a server that needs no key accepts any value), "
+            "or name another variable with --api-key-env"
+        )
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"generate-and-score needs langchain-openai ({exc}); install it with: "
+            "pip install 'uqlm-bert[cli]'"
+        ) from exc
+    kwargs: dict[str, Any] = {"model": args.model, "api_key": key}
+    if args.base_url:
+        kwargs["base_url"] = args.base_url
+    if args.temperature is not None:
+        kwargs["temperature"] = args.temperature
+    return ChatOpenAI(**kwargs)
+
+
+# -- evaluate --------------------------------------------------------------------------------------
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    from uqlm_bert.reference_metrics import SUMMARY_KEYS, evaluate_references
+
+    predictions = _read_lines(args.predictions)
+    references = _read_lines(args.references)
+    if len(predictions) != len(references):
+        raise InputValidationError(
+            f"{args.predictions} has {len(predictions)} lines but {args.references} has "
+            f"{len(references)}; give one reference per prediction, on the same line"
+        )
+    if not predictions:
+        raise InputValidationError(f"{args.predictions}: no lines to evaluate")
+    if args.per_line:
+        _check_output(args.per_line)
+    evaluation = evaluate_references(
+        predictions,
+        references,
+        bertscore_kwargs={**_bertscore_kwargs(args), "show_progress_bars": not args.quiet},
+        show_progress_bars=not args.quiet,
+    )
+    if args.per_line:
+        write_table(evaluation.per_line, args.per_line)
+    summary = evaluation.summary
+    if args.format == "json":
+        print(json.dumps({k: summary[k] for k in SUMMARY_KEYS}))
+        return EXIT_OK
+    rows = [("lines", str(len(predictions)))]
+    rows.append(("bleu", f"{summary['bleu']:.4f}"))
+    rows += [
+        (f"bleu_precision_{n}", f"{p:.4f}") for n, p in enumerate(summary["bleu_precisions"], 1)
+    ]
+    rows += [(k, f"{summary[k]:.4f}") for k in SUMMARY_KEYS[2:]]
+    width = max(len(k) for k, _ in rows)
+    print("\n".join(f"{k:<{width}}  {v:>10}" for k, v in rows))
+    return EXIT_OK
+
+
+def _read_lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            return [line.rstrip("\n") for line in f]
+    except UnicodeDecodeError as exc:
+        raise InputValidationError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
+    except OSError as exc:
+        raise InputValidationError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+# -- shared ----------------------------------------------------------------------------------------
+
+
+def _bertscore_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    kwargs = {
+        "model_type": args.model_type,
+        "num_layers": args.num_layers,
+        "dtype": args.dtype,
+        "device": args.device,
+        "batch_size": args.batch_size,
+        "lang": args.lang,
+        "idf": True if args.idf else None,
+        "rescale_with_baseline": True if args.rescale_with_baseline else None,
+    }
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _checked_scorer_names(names: list[str]) -> list[str]:
+    from uqlm_bert.scorers import available_scorers
+
+    known = available_scorers()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigurationError(
+            f"unknown scorer(s) {', '.join(unknown)}; known scorers: {', '.join(known)}"
+        )
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"--scorers lists a scorer twice: {','.join(names)}")
+    return names
+
+
+def _check_output(path: str) -> None:
+    """Fail before any work when ``path`` cannot be written in a known format."""
+    fmt = table_format(path)
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise InputValidationError(f"{path}: the directory {directory} does not exist")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"{path}: Parquet output needs pyarrow: pip install 'uqlm-bert[cli]'"
+            ) from exc
+
+
+def _report_problems(problems: list[RowProblem], output: str) -> None:
+    rows = len({p.row for p in problems})
+    lines = [str(p) for p in problems]
+    _report_lines(lines, f"{rows} row(s) not scored; see the {ERROR_COLUMN} column of {output}")
+
+
+def _report_lines(lines: list[str], where: str) -> None:
+    if not lines:
+        return
+    for line in lines[:MAX_LISTED_PROBLEMS]:
+        print(line, file=sys.stderr)
+    more = len(lines) - MAX_LISTED_PROBLEMS
+    tail = f"... and {more} more; " if more > 0 else ""
+    print(f"uqlm-bert: {tail}{where}", file=sys.stderr)
+
+
+def _summary(out: pd.DataFrame, names: list[str], failed: int, title: str) -> str:
+    lines = [title, f"rows: {len(out)}  failed: {failed}", ""]
+    header = ("scorer", "scored", "mean", "median", "min", "max")
+    table = [header]
+    for name in names:
+        values = pd.to_numeric(out[name], errors="coerce").to_numpy(dtype=np.float64)
+        present = values[~np.isnan(values)]
+        if present.size:
+            stats = [np.mean(present), np.median(present), np.min(present), np.max(present)]
+            cells = [f"{v:.4f}" for v in stats]
+        else:
+            cells = ["nan"] * 4
+        table.append((name, str(present.size), *cells))
+    width = max(len(row[0]) for row in table)
+    for row in table:
+        lines.append(f"{row[0]:<{width}}" + "".join(f"  {c:>8}" for c in row[1:]))
+    return "\n".join(lines)
+
+
+def _error(message: str) -> None:
+    print(f"uqlm-bert: error: {message}", file=sys.stderr)
+
+
+def _name_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give at least one scorer name, e.g. bert_score")
+    return names
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
