@@ -179,3 +179,19 @@ def test_compute_baseline_writes_reference_format(tmp_path, tiny_bert):
     cands, refs = SHORT[:5], SHORT[5:10]
     assert torch.allclose(_stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs),
                           atol=TOL, rtol=0)
+
+
+def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, embedded_model_path):
+    """The packed pass (BERT/RoBERTa) gives the transformers forward's hidden states."""
+    from uqlm_bert.bertscore.encoder import load_encoder
+
+    texts = SHORT + LONG[:2]
+    for location, layers in ((None, 6), (tiny_bert, 2), (tiny_roberta, 3)):
+        enc = load_encoder(location, num_layers=layers, device="cpu")
+        assert enc.packed is not None
+        ids = enc.tokenize(texts)
+        packed = enc.embed_batch(ids)
+        padded = enc._embed_padded(ids)
+        for a, b in zip(packed, padded):
+            assert a.shape == b.shape
+            assert torch.allclose(a, b, atol=1e-5, rtol=0)

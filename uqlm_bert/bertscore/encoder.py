@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME, MODEL_LAYERS
+from uqlm_bert.bertscore.packed import PackedEncoder
 from uqlm_bert.exceptions import ConfigurationError, ModelLoadError
 
 __all__ = [
@@ -191,6 +192,7 @@ class Encoder:
     dtype: torch.dtype
     max_length: int
     prefix_space: bool
+    packed: PackedEncoder | None = None
 
     # -- tokenization -------------------------------------------------------------------------
 
@@ -228,7 +230,19 @@ class Encoder:
     @torch.inference_mode()
     def embed_batch(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Embed one batch of token-id lists; return each text's L2-normalised [len, dim] float32
-        embeddings on the model's device."""
+        embeddings on the model's device.
+
+        BERT and RoBERTa encoders run packed (no work on padding outside attention, see
+        :mod:`uqlm_bert.bertscore.packed`); other architectures run the transformers forward.
+        """
+        if self.packed is not None:
+            with _autocast_off(self.device):
+                states = self.packed(batch)
+            return [h.float() / h.float().norm(dim=-1, keepdim=True) for h in states]
+        return self._embed_padded(batch)
+
+    def _embed_padded(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """The transformers forward over a padded batch."""
         lens = [len(ids) for ids in batch]
         width = max(lens)
         pad_id = self.tokenizer.pad_token_id
@@ -376,6 +390,7 @@ def _load(
         dtype=dtype,
         max_length=limit,
         prefix_space=_wants_prefix_space(tokenizer),
+        packed=PackedEncoder.from_model(model),
     )
 
 
