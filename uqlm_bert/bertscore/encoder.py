@@ -237,8 +237,9 @@ class Encoder:
         """
         if self.packed is not None:
             with _autocast_off(self.device):
-                states = self.packed(batch)
-            return [h.float() / h.float().norm(dim=-1, keepdim=True) for h in states]
+                states = self.packed(batch).float()
+            states = states / states.norm(dim=-1, keepdim=True)
+            return list(states.split([len(ids) for ids in batch]))
         return self._embed_padded(batch)
 
     def _embed_padded(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:

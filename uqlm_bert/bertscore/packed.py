@@ -20,7 +20,7 @@ Example:
     >>> packed = PackedEncoder.from_model(enc.model)
     >>> ids = enc.tokenize(["A short text.", "A somewhat longer text than that one."])
     >>> out = packed(ids)
-    >>> [tuple(o.shape) for o in out] == [(len(i), 384) for i in ids]
+    >>> tuple(out.shape) == (sum(len(i) for i in ids), 384)
     True
 """
 
@@ -103,30 +103,30 @@ class PackedEncoder:
         return cls(model) if cls.supports(model) else None
 
     @torch.inference_mode()
-    def __call__(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
-        """Last-layer hidden states of each token-id list, ``[len_i, dim]`` each."""
+    def __call__(self, batch: Sequence[Sequence[int]]) -> torch.Tensor:
+        """Last-layer hidden states of the token-id lists, packed: ``[sum of lengths, dim]``
+        (split with ``torch.split(out, lengths)``)."""
         device = self.word.weight.device
         lens = [len(ids) for ids in batch]
         n, width = len(lens), max(lens)
-        flat_ids = torch.tensor([t for ids in batch for t in ids], dtype=torch.long)
-        positions = torch.cat([torch.arange(k) for k in lens])
-        seq = torch.repeat_interleave(torch.arange(n), torch.tensor(lens))
-        slot = (seq * width + positions).to(device)  # row of each token in the padded layout
-        flat_ids = flat_ids.to(device)
-        positions = (positions + self.position_offset).to(device)
+        flat_ids = torch.tensor([t for ids in batch for t in ids], dtype=torch.long, device=device)
+        pos = torch.cat([torch.arange(k) for k in lens]).to(device)
+        seq = torch.repeat_interleave(torch.arange(n), torch.tensor(lens)).to(device)
         valid = torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
         mask = valid[:, None, None, :]  # [n, 1, 1, width]: keys a query may attend to
 
-        x = self.word(flat_ids) + self.position(positions) + self.token_type.weight[0]
-        x = self.norm(x)
+        x = self.word(flat_ids) + self.position(pos + self.position_offset)
+        x = self.norm(x + self.token_type.weight[0])
         dim = x.shape[-1]
         head_dim = dim // self.heads
+        # q, k and v of every layer go into one zero-initialised [3, n, heads, width, head_dim]
+        # buffer: padded slots are never written, so they stay 0 from layer to layer.
+        qkv_buf = x.new_zeros((3, n, self.heads, width, head_dim))
         for layer in self.layers:
-            qkv = F.linear(x, layer.qkv_weight, layer.qkv_bias)  # [tokens, 3 * dim]
-            padded = qkv.new_zeros((n * width, 3 * dim)).index_copy_(0, slot, qkv)
-            q, k, v = padded.view(n, width, 3, self.heads, head_dim).permute(2, 0, 3, 1, 4)
-            att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [n, h, width, hd]
-            att = att.transpose(1, 2).reshape(n * width, dim).index_select(0, slot)
+            qkv = F.linear(x, layer.qkv_weight, layer.qkv_bias)
+            qkv_buf[:, seq, :, pos, :] = qkv.view(-1, 3, self.heads, head_dim)
+            att = F.scaled_dot_product_attention(qkv_buf[0], qkv_buf[1], qkv_buf[2], attn_mask=mask)
+            att = att[seq, :, pos, :].reshape(-1, dim)  # real rows back, [tokens, dim]
             x = layer.norm1(layer.out(att) + x)
             x = layer.norm2(layer.output(self.act(layer.inter(x))) + x)
-        return list(x.split(lens))
+        return x
