@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -109,7 +110,9 @@ class PackedEncoder:
         device = self.word.weight.device
         lens = [len(ids) for ids in batch]
         n, width = len(lens), max(lens)
-        flat_ids = torch.tensor([t for ids in batch for t in ids], dtype=torch.long, device=device)
+        flat_ids = torch.from_numpy(
+            np.concatenate([np.asarray(ids, dtype=np.int64) for ids in batch])
+        ).to(device)
         pos = torch.cat([torch.arange(k) for k in lens]).to(device)
         seq = torch.repeat_interleave(torch.arange(n), torch.tensor(lens)).to(device)
         valid = torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
@@ -33,16 +34,19 @@ __all__ = ["BERTScorer"]
 
 logger = logging.getLogger("uqlm_bert")
 
-# Matching works on [pairs, cand_len, ref_len] similarity blocks of at most this many elements.
-_SIM_BUDGET = 1 << 24
+# Matching works on blocks of pairs whose padded similarities [pairs, cand_len, ref_len] and
+# padded embeddings [pairs, cand_len + ref_len, dim] hold at most this many floats together.
+_MATCH_BUDGET = 1 << 23
+# Texts are tokenized this many at a time (the tokenizer's per-text objects are then dropped).
+_TOKENIZE_CHUNK = 4096
 
 
 @dataclass
 class _Text:
     """One unique text of a call: its token ids, normalised weights and when it is last needed."""
 
-    ids: list[int]
-    weights: torch.Tensor
+    ids: np.ndarray  # int64 token ids
+    weights: np.ndarray | None  # float32, normalised to sum 1 (all 0 when they sum to 0)
     empty: bool  # no tokens but special ones: the pair's raw scores are 0
     zero_weight: bool  # tokens, but all weights 0: its side (P or R) is 0
     last_use: int
@@ -94,7 +98,7 @@ class BERTScorer:
         dtype: str | torch.dtype | None = None,
         trust_remote_code: bool = False,
         show_progress_bars: bool = True,
-        chunk_size: int = 2048,
+        chunk_size: int = 1024,
     ) -> None:
         for arg, value in (("batch_size", batch_size), ("chunk_size", chunk_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -223,10 +227,11 @@ class BERTScorer:
                 pair_ref.append(r)
                 pair_group.append(i)
 
+        texts = self._tokenize_texts(pair_cand, pair_ref)
         idf = self._idf_weights
-        if self._idf_from_refs:
-            idf = idf_from_token_ids(self._encoder.tokenize([r for rs in groups for r in rs]))
-        texts = self._prepare_texts(pair_cand, pair_ref, idf)
+        if self._idf_from_refs:  # each reference occurrence is a document, as in bert_score.score
+            idf = idf_from_token_ids([texts[r.strip()].ids.tolist() for r in pair_ref])
+        self._assign_weights(texts, idf)
         scores = self._score_pairs(pair_cand, pair_ref, texts, bs, show)
         self._warn_empty(pair_cand, pair_ref, pair_group, texts)
 
@@ -243,38 +248,25 @@ class BERTScorer:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _prepare_texts(
-        self, pair_cand: list[str], pair_ref: list[str], idf: IdfWeights | None
-    ) -> dict[str, _Text]:
-        """Tokenize each unique text once and give it weights and its last use (pair index)."""
+    def _tokenize_texts(self, pair_cand: list[str], pair_ref: list[str]) -> dict[str, _Text]:
+        """Tokenize each unique (stripped) text once; note when each is last needed."""
         last_use: dict[str, int] = {}
         for k, (c, r) in enumerate(zip(pair_cand, pair_ref)):
             last_use[c.strip()] = k
             last_use[r.strip()] = k
         unique = list(last_use)
         enc = self._encoder
-        ids_list = enc.tokenize(unique)
         special = enc.special_ids
         truncated = []
         texts: dict[str, _Text] = {}
-        for text, ids in zip(unique, ids_list):
-            if len(ids) >= enc.max_length and enc.untruncated_length(text) > enc.max_length:
-                truncated.append(text)
-            if idf is None:
-                w = [0.0 if t in self._uniform_zero else 1.0 for t in ids]
-            else:
-                # [CLS]/[SEP] occur in every document, so computed idf gives them 0; a user's
-                # mapping that leaves them out gives them 0 too rather than its unseen default.
-                w = [
-                    0.0 if t in self._uniform_zero and t not in idf.weights else idf[t]
-                    for t in ids
-                ]
-            weights = torch.tensor(w, dtype=torch.float32)
-            total = weights.sum()
-            empty = all(t in special for t in ids)
-            weights = weights / total if total > 0 else torch.zeros_like(weights)
-            texts[text] = _Text(ids, weights, empty, not empty and not bool(total > 0),
-                                last_use[text])
+        for start in range(0, len(unique), _TOKENIZE_CHUNK):
+            chunk = unique[start : start + _TOKENIZE_CHUNK]
+            for text, ids in zip(chunk, enc.tokenize(chunk)):
+                if len(ids) >= enc.max_length and enc.untruncated_length(text) > enc.max_length:
+                    truncated.append(text)
+                empty = all(t in special for t in ids)
+                texts[text] = _Text(np.asarray(ids, dtype=np.int64), None, empty, False,
+                                    last_use[text])
         if truncated:
             warnings.warn(
                 f"{len(truncated)} text(s) are longer than the model's maximum of "
@@ -285,6 +277,22 @@ class BERTScorer:
                 stacklevel=3,
             )
         return texts
+
+    def _assign_weights(self, texts: dict[str, _Text], idf: IdfWeights | None) -> None:
+        """Give each text its token weights, normalised to sum 1."""
+        zero = self._uniform_zero
+        for t in texts.values():
+            ids = t.ids.tolist()
+            if idf is None:
+                w = [0.0 if i in zero else 1.0 for i in ids]
+            else:
+                # [CLS]/[SEP] occur in every document, so computed idf gives them 0; a user's
+                # mapping that leaves them out gives them 0 too, not its unseen default.
+                w = [0.0 if i in zero and i not in idf.weights else idf[i] for i in ids]
+            weights = np.asarray(w, dtype=np.float32)
+            total = float(weights.sum())
+            t.weights = weights / total if total > 0 else np.zeros_like(weights)
+            t.zero_weight = not t.empty and not total > 0
 
     def _score_pairs(
         self,
@@ -342,23 +350,24 @@ class BERTScorer:
         )
         result = torch.zeros((len(keys_c), 3), dtype=torch.float32)
         pos = 0
+        dim = next(iter(cache.values())).shape[-1]
         while pos < len(order):
-            # grow the sub-batch while its similarity block stays within budget
+            # grow the block while its padded similarities and embeddings stay within budget
             end = pos
             max_c = max_r = 0
             while end < len(order):
                 i = order[end]
                 lc = max(max_c, len(texts[keys_c[i]].ids))
                 lr = max(max_r, len(texts[keys_r[i]].ids))
-                if end > pos and (end - pos + 1) * lc * lr > _SIM_BUDGET:
+                if end > pos and (end - pos + 1) * (lc * lr + (lc + lr) * dim) > _MATCH_BUDGET:
                     break
                 max_c, max_r = lc, lr
                 end += 1
             idx = order[pos:end]
             c_emb = pad_sequence([cache[keys_c[i]] for i in idx], batch_first=True)
             r_emb = pad_sequence([cache[keys_r[i]] for i in idx], batch_first=True)
-            c_w = pad_sequence([texts[keys_c[i]].weights for i in idx], batch_first=True).to(dev)
-            r_w = pad_sequence([texts[keys_r[i]].weights for i in idx], batch_first=True).to(dev)
+            c_w = _pad_weights([texts[keys_c[i]].weights for i in idx]).to(dev)
+            r_w = _pad_weights([texts[keys_r[i]].weights for i in idx]).to(dev)
             c_len = torch.tensor([len(texts[keys_c[i]].ids) for i in idx], device=dev)
             r_len = torch.tensor([len(texts[keys_r[i]].ids) for i in idx], device=dev)
             P, R, F = greedy_match_padded(c_emb, c_w, r_emb, r_w, c_len, r_len)
@@ -398,6 +407,14 @@ class BERTScorer:
             f"idf={self.idf}, rescale_with_baseline={self.rescale_with_baseline}, "
             f"device={str(self.device)!r}, dtype={self._encoder.dtype})"
         )
+
+
+def _pad_weights(weights: list[np.ndarray]) -> torch.Tensor:
+    """Stack 1-d weight arrays into a zero-padded ``[n, longest]`` float32 tensor."""
+    out = np.zeros((len(weights), max(len(w) for w in weights)), dtype=np.float32)
+    for i, w in enumerate(weights):
+        out[i, : len(w)] = w
+    return torch.from_numpy(out)
 
 
 def _check_texts(items: Sequence[str], name: str) -> list[str]:
