@@ -289,15 +289,20 @@ def test_ray_engine_without_ray_installed_exits_2_with_the_install_hint(
     assert not out.exists()
 
 
-def test_ray_engine_gets_the_files_and_settings(tmp_path, capsys, monkeypatch):
+def test_ray_engine_gets_the_table_read_once_and_writes_the_output_itself(
+    tmp_path, capsys, monkeypatch
+):
+    from uqlm_bert.io import ERROR_COLUMN, Table
+
     calls = []
 
-    def score_file(input_path, output_path, **kwargs):
-        calls.append((input_path, output_path, kwargs))
-        df = read_table(input_path)
-        df["bert_score"] = [0.1, 0.2, 0.9, math.nan]
-        write_table(df, output_path)  # the Ray engine writes Parquet
-        return df
+    def score_file(table, output_path, **kwargs):
+        calls.append((table, output_path, kwargs))
+        out = table.frame.copy()
+        out["bert_score"] = [0.1, 0.2, 0.9, math.nan]
+        out[ERROR_COLUMN] = [None, None, None, "field 'response': missing (empty or null)"]
+        write_table(out, output_path)  # in the output's own format
+        return out
 
     fake = types.ModuleType("uqlm_bert.distributed")
     fake.score_file = score_file
@@ -310,27 +315,23 @@ def test_ray_engine_gets_the_files_and_settings(tmp_path, capsys, monkeypatch):
     code, stdout, stderr = run(argv, capsys)
     assert code == 1  # the fourth row has no response
     assert f"{src}:4: field 'response': missing" in stderr
-    # the engine wrote Parquet beside the output, which became the JSON Lines asked for
+    # the engine got the table the command read and checked, and wrote the output asked for
     assert len(calls) == 1
-    engine_output = calls[0][1]
-    assert engine_output.endswith(".parquet") and os.path.dirname(engine_output) == str(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == ["answers.jsonl", "out.jsonl"]
+    table, engine_output, kwargs = calls[0]
+    assert isinstance(table, Table) and table.path == src and table.lines == [1, 2, 3, 4]
+    assert table.frame["response"].tolist() == [r["response"] for r in rows]
+    assert engine_output == out
+    assert kwargs == {
+        "scorers": ["bert_score"],
+        "scorer_kwargs": {"num_layers": 4, "device": "cpu"},
+        "address": "ray://head:10001",
+        "num_workers": 3,
+        "show_progress_bars": False,
+    }
+    assert sorted(os.listdir(tmp_path)) == ["answers.jsonl", "out.jsonl"]  # no temporary file
     records = [json.loads(line) for line in open(out, encoding="utf-8")]
     assert [r["response"] for r in records] == [r["response"] for r in rows]
     assert [r["bert_score"] for r in records] == [0.1, 0.2, 0.9, None]
-    assert calls == [
-        (
-            src,
-            engine_output,
-            {
-                "scorers": ["bert_score"],
-                "scorer_kwargs": {"num_layers": 4, "device": "cpu"},
-                "address": "ray://head:10001",
-                "num_workers": 3,
-                "show_progress_bars": False,
-            },
-        )
-    ]
     assert "rows: 4  failed: 1" in stdout
     line = next(ln for ln in stdout.splitlines() if ln.startswith("bert_score"))
     # mean (0.1 + 0.2 + 0.9) / 3 = 0.4, median 0.2, min 0.1, max 0.9

@@ -2,13 +2,15 @@
 
 The tests marked ``ray`` share one local Ray with 2 CPUs, bound to 127.0.0.1, started here and
 shut down at the end of the module. Expected values always come from calling the same scorer
-directly, in this process, on the same rows.
+directly, in this process, on the same rows, or from the command's local engine on the same
+file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -19,23 +21,24 @@ import pandas as pd
 import pytest
 
 from tests.texts import passage
+from uqlm_bert.cli import main
 from uqlm_bert.distributed import (
     ERROR_COLUMN,
     ScoreBatch,
-    check_row,
     plan_workers,
-    read_rows,
     score_dataset,
     score_file,
     start_local_ray,
-    write_parquet_atomic,
 )
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError, UQLMBertError
+from uqlm_bert.io import read_table, scoring_inputs, validate_rows
 from uqlm_bert.scorers import Scorer, build_scorer, build_scorers
 from uqlm_bert.scorers import base as scorer_registry
 
 TOL = 1e-6
 MALFORMED = {5: (42, ["an answer"]), 9: ("An answer.", "not a list"), 14: ("An answer.", ["ok", 7])}
+NO_RESPONSE = 7  # a failed row too: nothing to score
+FAILED = sorted({*MALFORMED, NO_RESPONSE})
 
 
 def _rows(n: int, seed: int = 0) -> list[dict]:
@@ -98,30 +101,6 @@ def _deadline(seconds: int):
 # -- rows, one at a time (no Ray) ---------------------------------------------------------------
 
 
-def test_check_row_normalises_missing_values_and_arrays():
-    samples = np.array(["a", None, float("nan")], dtype=object)
-    assert check_row("x", samples) == ("x", ["a", None, None], None)
-    assert check_row(float("nan"), ["a"]) == (None, ["a"], None)
-    assert check_row(pd.NA, None) == (None, [], None)
-    assert check_row("x", ("a", "b")) == ("x", ["a", "b"], None)
-
-
-@pytest.mark.parametrize(
-    ("response", "samples", "message"),
-    [
-        (42, ["a"], "response has type int (42)"),
-        ("x", "a", "sampled_responses is a string"),
-        ("x", {"a": 1}, "sampled_responses has type dict"),
-        ("x", ["a", 3.5], "sampled_responses[1] has type float (3.5)"),
-        ("x", np.array([["a"]], dtype=object), "sampled_responses has type ndarray"),
-    ],
-)
-def test_check_row_reports_malformed_rows(response, samples, message):
-    r, s, error = check_row(response, samples)
-    assert (r, s) == (None, [])
-    assert error.startswith(message)
-
-
 def test_score_batch_matches_the_scorer_and_keeps_malformed_rows():
     rows = _rows(16)
     batch = pd.DataFrame(rows)
@@ -131,8 +110,14 @@ def test_score_batch_matches_the_scorer_and_keeps_malformed_rows():
     assert list(out.columns) == [*batch.columns, "bert_score", "bert_score_recall", ERROR_COLUMN]
     _assert_scores(out["bert_score"], _expected(rows))
     _assert_scores(out["bert_score_recall"], _expected(rows, "bert_score_recall"))
-    assert np.flatnonzero(out[ERROR_COLUMN].notna()).tolist() == sorted(MALFORMED)
-    assert np.isnan(out["bert_score"][7]) and pd.isna(out[ERROR_COLUMN][7])  # missing: no error
+    assert np.flatnonzero(out[ERROR_COLUMN].notna()).tolist() == FAILED
+    # the messages are those of the local engine, from the same row checker
+    assert out[ERROR_COLUMN][5] == "field 'response': a int, expected a string"
+    assert out[ERROR_COLUMN][NO_RESPONSE] == "field 'response': missing (empty or null)"
+    assert np.isnan(out["bert_score"][NO_RESPONSE])
+    assert np.isnan(out["bert_score"][11]) and pd.isna(
+        out[ERROR_COLUMN][11]
+    )  # no samples: no error
 
 
 def test_run_wide_idf_makes_batches_agree_with_one_call_over_all_rows():
@@ -140,9 +125,8 @@ def test_run_wide_idf_makes_batches_agree_with_one_call_over_all_rows():
 
     rows = _rows(16, seed=5)
     frame = pd.DataFrame(rows)
-    kwargs = _run_wide_idf(
-        {"idf": True}, [r["response"] for r in rows], [r["sampled_responses"] for r in rows]
-    )
+    good, _ = validate_rows(frame, "rows")
+    kwargs = _run_wide_idf({"idf": True}, *scoring_inputs(frame, good))
     assert kwargs["idf"] is not True
     score = ScoreBatch(scorers=["bert_score"], scorer_kwargs=kwargs)
     halves = pd.concat([score(frame.iloc[:6]), score(frame.iloc[6:])])
@@ -199,69 +183,6 @@ def test_plan_rejects_bad_counts(kwargs):
 # -- files (no Ray) -----------------------------------------------------------------------------
 
 
-def test_read_jsonl_keeps_a_row_for_every_line(tmp_path):
-    path = tmp_path / "in.jsonl"
-    path.write_text(
-        '{"response": "a", "sampled_responses": ["a"]}\n\n{broken\n[1, 2]\n'
-        '{"response": null, "sampled_responses": ["b"]}\n'
-    )
-    frame, errors = read_rows(path)
-    assert len(frame) == 4
-    assert set(errors) == {1, 2}
-    assert errors[1].startswith("line 3 is not valid JSON")
-    assert errors[2] == "line 4 is a JSON list, expected an object"
-    assert frame["sampled_responses"][3] == ["b"]
-
-
-def test_read_csv_parses_json_lists_and_keeps_text_that_looks_missing(tmp_path):
-    path = tmp_path / "in.csv"
-    pd.DataFrame(
-        {
-            "response": ["NA", "b", "c"],
-            "sampled_responses": [json.dumps(["x", None]), "not json", json.dumps({"a": 1})],
-        }
-    ).to_csv(path, index=False)
-    frame, errors = read_rows(path)
-    assert frame["response"].tolist() == ["NA", "b", "c"]
-    assert frame["sampled_responses"].tolist() == [["x", None], None, None]
-    assert errors[1].startswith("sampled_responses is not a JSON list")
-    assert errors[2] == "sampled_responses is a JSON dict, expected a list"
-
-
-@pytest.mark.parametrize(
-    ("name", "match"), [("in.txt", "cannot tell the format"), ("absent.jsonl", "does not exist")]
-)
-def test_read_rows_rejects_unknown_or_missing_files(tmp_path, name, match):
-    with pytest.raises(InputValidationError, match=match):
-        read_rows(tmp_path / name)
-
-
-def test_write_parquet_is_atomic(tmp_path, monkeypatch):
-    import pyarrow.parquet as pq
-
-    path = tmp_path / "out.parquet"
-    write_parquet_atomic(pd.DataFrame({"a": [1, 2]}), path)
-
-    def fail(*args, **kwargs):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(pq, "write_table", fail)
-    with pytest.raises(OSError, match="disk full"):
-        write_parquet_atomic(pd.DataFrame({"a": [3]}), path)
-    assert pd.read_parquet(path)["a"].tolist() == [1, 2]  # the old file is intact
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.parquet"]  # no temp file left
-
-
-def test_write_parquet_stores_mixed_columns_as_text(tmp_path):
-    path = tmp_path / "out.parquet"
-    frame = pd.DataFrame({"response": ["a", 42, None], "samples": [["x"], "y", None]})
-    with pytest.warns(UserWarning, match="mix value types"):
-        write_parquet_atomic(frame, path)
-    back = pd.read_parquet(path)
-    assert back["response"].tolist()[:2] == ["a", "42"]
-    assert back["samples"].tolist()[:2] == ['["x"]', "y"]
-
-
 def test_score_file_checks_its_input_before_starting_ray(tmp_path):
     path = tmp_path / "in.jsonl"
     path.write_text('{"answer": "a", "sampled_responses": ["a"]}\n')
@@ -271,7 +192,34 @@ def test_score_file_checks_its_input_before_starting_ray(tmp_path):
         score_file(path, tmp_path / "out.parquet", scorers=["no_such_scorer"])
     with pytest.raises(ConfigurationError, match="batch_size"):
         score_file(path, tmp_path / "out.parquet", batch_size=0)
-    assert not (tmp_path / "out.parquet").exists()
+    with pytest.raises(InputValidationError, match=r"out.txt: unknown table format '\.txt'"):
+        score_file(path, tmp_path / "out.txt", response_column="answer")
+    with pytest.raises(InputValidationError, match=r"in.txt: unknown table format"):
+        score_file(tmp_path / "in.txt", tmp_path / "out.parquet")
+    with pytest.raises(InputValidationError, match="absent.jsonl: no such file"):
+        score_file(tmp_path / "absent.jsonl", tmp_path / "out.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_score_file_with_no_row_to_score_writes_the_failures_without_ray(tmp_path, monkeypatch):
+    from uqlm_bert.distributed import files
+
+    def no_ray(address=None):
+        raise AssertionError("Ray was started with no row to score")
+
+    monkeypatch.setattr(files, "ray_session", no_ray)
+    src = tmp_path / "in.csv"
+    src.write_text('response,sampled_responses\n,"[""a""]"\nb,[oops\n', encoding="utf-8")
+    with pytest.warns(UserWarning, match="2 of 2 rows could not be scored"):
+        frame = score_file(src, tmp_path / "out.csv")
+    back = read_table(tmp_path / "out.csv")
+    assert back["sampled_responses"].tolist() == ['["a"]', "[oops"]  # kept as read
+    assert back["bert_score"].tolist() == [None, None]
+    assert back[ERROR_COLUMN].tolist() == frame[ERROR_COLUMN].tolist()
+    assert frame[ERROR_COLUMN].tolist() == [
+        "field 'response': missing (empty or null)",
+        "field 'sampled_responses': not a JSON list (Expecting value at column 2)",
+    ]
 
 
 # -- on a local Ray ----------------------------------------------------------------------------
@@ -311,10 +259,11 @@ def test_dataset_scores_equal_single_process_scores_in_input_order(local_ray):
     _assert_scores(out["bert_score"], _expected(rows))
     _assert_scores(out["bert_score_precision"], _expected(rows, "bert_score_precision"))
     errors = {i: e for i, e in enumerate(out[ERROR_COLUMN]) if isinstance(e, str)}
-    assert sorted(errors) == sorted(MALFORMED)
-    assert errors[5].startswith("response has type int")
-    assert errors[9].startswith("sampled_responses is a string")
-    assert errors[14].startswith("sampled_responses[1] has type int")
+    assert sorted(errors) == FAILED
+    assert errors[5] == "field 'response': a int, expected a string"
+    assert errors[NO_RESPONSE] == "field 'response': missing (empty or null)"
+    assert errors[9].startswith("field 'sampled_responses': not a JSON list")
+    assert errors[14] == "field 'sampled_responses': item 1 is a int, expected a string or null"
 
 
 @pytest.mark.ray
@@ -333,7 +282,8 @@ def test_parquet_in_parquet_out_with_the_default_pool(local_ray, tmp_path):
         [r["response"] for r in rows], [r["sampled_responses"] for r in rows]
     )
     _assert_scores(out["bert_score"], expected)
-    assert out[ERROR_COLUMN].isna().all()
+    errors = out.set_index("id")[ERROR_COLUMN].dropna().to_dict()
+    assert errors == {NO_RESPONSE: "field 'response': missing (empty or null)"}
 
 
 @pytest.mark.ray
@@ -367,19 +317,142 @@ def test_score_file_jsonl_to_parquet(local_ray, tmp_path):
     assert len(back) == len(frame) == 27
     np.testing.assert_array_equal(back["bert_score"], frame["bert_score"])
     # the broken line is row 20, kept as a row of nulls; the rows after it follow in order
-    assert back[ERROR_COLUMN][20].startswith("line 21 is not valid JSON")
+    assert back[ERROR_COLUMN][20].startswith("not valid JSON (")
     assert back["note"].isna().tolist() == [i == 20 for i in range(27)]
     kept = back.drop(index=20).reset_index(drop=True)
     assert kept["note"].tolist() == [r["note"] for r in rows]
     scores = back["bert_score"].to_numpy()
     _assert_scores(np.delete(scores, 20), _expected(rows, idf=True))
     assert np.isnan(scores[20])
-    # malformed cells that their column's type cannot hold are nulls in the file, the rest kept
-    assert np.flatnonzero(kept[ERROR_COLUMN].notna()).tolist() == sorted(MALFORMED)
-    assert pd.isna(kept["response"][5]) and kept["sampled_responses"][9] is None
-    assert kept["response"][6] == rows[6]["response"]
-    assert list(kept["sampled_responses"][6]) == rows[6]["sampled_responses"]
+    assert np.flatnonzero(kept[ERROR_COLUMN].notna()).tolist() == FAILED
+    # malformed cells are kept: a column that mixes types is stored as JSON text in Parquet
+    assert kept["response"][5] == "42" and json.loads(kept["sampled_responses"][9]) == "not a list"
+    assert json.loads(kept["response"][6]) == rows[6]["response"]
+    assert json.loads(kept["sampled_responses"][6]) == rows[6]["sampled_responses"]
     assert frame["response"][5] == 42  # the returned frame holds what was read
+
+
+# -- the command: --engine ray writes what --engine local writes -----------------------------
+
+
+def _answers_jsonl(path: Path) -> None:
+    good = _rows(12, seed=21)[:4]  # well-formed rows
+    lines = [
+        json.dumps({**good[0], "id": "a"}),
+        '{"id": "b", "response": "Lima.", "sampled_responses": ["Lima"]',  # not valid JSON
+        "[1, 2]",  # JSON, but not an object
+        "",  # blank: skipped
+        json.dumps({**good[1], "id": "c", "meta": {"source": "x", "k": [1, 2]}}),
+        json.dumps({"id": "d", "response": None, "sampled_responses": ["a"]}),  # no response
+        json.dumps({"id": "e", "sampled_responses": ["a"]}),  # no response key
+        json.dumps({"id": "f", "response": 42, "sampled_responses": ["42"]}),
+        json.dumps({"id": "g", "response": "Lima.", "sampled_responses": '["Lima", oops]'}),
+        json.dumps({"id": "h", "response": "Lima.", "sampled_responses": ["ok", 7]}),
+        json.dumps({"id": "i", "response": "Lima.", "sampled_responses": []}),
+        json.dumps({"id": "j", "response": "Lima.", "sampled_responses": [None, None]}),
+        json.dumps({"id": "k", "response": "Lima.", "sampled_responses": None}),
+        json.dumps({**good[2], "id": "l"}),
+        json.dumps({**good[3], "id": "m"}),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _answers_csv(path: Path) -> None:
+    def cell(value) -> str:
+        return '"' + value.replace('"', '""') + '"'
+
+    good = _rows(12, seed=22)[:4]
+    lines = ["id,prompt,response,sampled_responses"]
+    for i, (key, prompt, response, samples) in enumerate(
+        [
+            ("a", "two\nlines", good[0]["response"], json.dumps(good[0]["sampled_responses"])),
+            ("b", "q", "Lima.", '["Lima", oops]'),  # broken sample list
+            ("c", "q", "", '["Lima"]'),  # empty cell: no response
+            ("d", "q", "NA", json.dumps([good[1]["response"]])),  # "NA" is an answer
+            ("e", "q", "Lima.", "[]"),
+            ("f", "q", "Lima.", '{"a": 1}'),  # a JSON object, not a list
+            ("g", "q", "Lima.", ""),  # no samples
+            ("h", "q", good[2]["response"], json.dumps(good[2]["sampled_responses"])),
+            ("i", "q", good[3]["response"], json.dumps(good[3]["sampled_responses"])),
+        ]
+    ):
+        cells = [
+            key,
+            cell(prompt),
+            cell(response) if response else "",
+            cell(samples) if samples else "",
+        ]
+        lines.append(",".join(cells))
+        if i == 4:
+            lines.append("x,q,Lima.,[],extra")  # more fields than the header
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _cell(value):
+    """A cell as plain data, with every kind of missing value as None."""
+    if isinstance(value, (list, dict)):
+        return value
+    return None if pd.isna(value) else value
+
+
+def _number(value) -> float:
+    return math.nan if _cell(value) is None else float(value)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize(
+    ("source", "output", "failed"),
+    [
+        ("answers.jsonl", "scored.jsonl", [None, None, "d", "e", "f", "g", "h", "k"]),
+        ("answers.csv", "scored.csv", ["b", "c", None, "f", "g"]),
+        ("answers.jsonl", "scored.parquet", [None, None, "d", "e", "f", "g", "h", "k"]),
+    ],
+)
+def test_the_ray_engine_writes_the_file_the_local_engine_writes(
+    local_ray, tmp_path, capsys, source, output, failed
+):
+    src = tmp_path / source
+    (_answers_jsonl if source.endswith(".jsonl") else _answers_csv)(src)
+    results = {}
+    for engine in ("local", "ray"):
+        out = tmp_path / engine / output
+        out.parent.mkdir()
+        argv = ["score", str(src), "-o", str(out), "-q", "--engine", engine,
+                "--scorers", "bert_score,bert_score_recall"]  # fmt: skip
+        if engine == "ray":
+            argv += ["--num-workers", "1"]
+        with _deadline(200):
+            code = main(argv)
+        captured = capsys.readouterr()
+        results[engine] = {
+            "code": code,
+            "problems": [ln for ln in captured.err.splitlines() if ln.startswith(str(src))],
+            "counts": captured.out.splitlines()[1],
+            "table": read_table(out),
+        }
+    local, ray = results["local"]["table"], results["ray"]["table"]
+    assert results["local"]["code"] == results["ray"]["code"] == 1
+    assert results["ray"]["problems"] == results["local"]["problems"]
+    assert len(results["local"]["problems"]) == len(failed)
+    counts = f"rows: {len(local)}  failed: {len(failed)}"
+    assert results["ray"]["counts"] == results["local"]["counts"] == counts
+    # the failed rows are the ones expected (an unreadable record has no id), the rest scored
+    errors = zip(local["id"], local[ERROR_COLUMN], strict=True)
+    assert [_cell(key) for key, error in errors if _cell(error)] == failed
+    assert np.isfinite([_number(v) for v in local["bert_score"]]).sum() >= 3
+
+    assert list(ray.columns) == list(local.columns)
+    assert list(local.columns)[-3:] == ["bert_score", "bert_score_recall", ERROR_COLUMN]
+    assert len(ray) == len(local)
+    for column in local.columns:
+        for row, (mine, theirs) in enumerate(zip(local[column], ray[column], strict=True)):
+            where = f"column {column!r}, row {row}"
+            if column in ("bert_score", "bert_score_recall"):
+                a, b = _number(mine), _number(theirs)
+                assert math.isnan(a) == math.isnan(b), where
+                assert math.isnan(a) or abs(a - b) <= TOL, where
+            else:
+                assert _cell(theirs) == _cell(mine), where
 
 
 class _CrashOnce(Scorer):

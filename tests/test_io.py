@@ -14,7 +14,10 @@ import pytest
 
 from uqlm_bert.exceptions import InputValidationError
 from uqlm_bert.io import (
+    ERROR_COLUMN,
+    RowCheck,
     RowProblem,
+    check_row,
     load_prompts,
     load_table,
     parse_samples,
@@ -22,6 +25,7 @@ from uqlm_bert.io import (
     scoring_inputs,
     table_format,
     validate_rows,
+    with_scores,
     write_table,
 )
 
@@ -283,6 +287,77 @@ def test_empty_sample_list_is_a_good_row():
     assert good.tolist() == [True] and problems == []
 
 
+def test_check_row_normalises_missing_values_and_arrays():
+    samples = np.array(["a", None, float("nan")], dtype=object)
+    assert check_row("x", samples) == RowCheck("x", ["a", None, None])
+    assert check_row("x", ("a", "b")) == RowCheck("x", ["a", "b"])
+    assert check_row("x", '["a", null]') == RowCheck("x", ["a", None])
+    assert check_row("x", np.array([], dtype=object)) == RowCheck("x", [])
+    assert check_row("x", ["a"]).ok and check_row("x", ["a"]).error is None
+
+
+@pytest.mark.parametrize(
+    ("response", "samples", "error"),
+    [
+        (float("nan"), ["a"], "field 'response': missing (empty or null)"),
+        (42, ["a"], "field 'response': a int, expected a string"),
+        ("x", "a", "field 'sampled_responses': not a JSON list (Expecting value at column 1)"),
+        ("x", {"a": 1}, "field 'sampled_responses': a dict, expected a list of strings"),
+        ("x", ["a", 3.5],
+         "field 'sampled_responses': item 1 is a float, expected a string or null"),
+        ("x", np.array([["a"]], dtype=object),
+         "field 'sampled_responses': item 0 is a list, expected a string or null"),
+        (pd.NA, None, "field 'response': missing (empty or null); field 'sampled_responses': "
+         "missing (empty or null); give a list of sampled responses, [] for none"),
+    ],
+)  # fmt: skip
+def test_check_row_reports_what_validate_rows_reports(response, samples, error):
+    check = check_row(response, samples)
+    assert (check.ok, check.response, check.samples, check.error) == (False, None, [], error)
+    df = pd.DataFrame(
+        {"response": pd.Series([response], dtype=object),
+         "sampled_responses": pd.Series([samples], dtype=object)}
+    )  # fmt: skip
+    good, problems = validate_rows(df, "t.jsonl", lines=[1])
+    assert not good[0]
+    assert "; ".join(p.reason for p in problems) == error
+    assert with_scores(df, {"s": [float("nan")]}, problems)[ERROR_COLUMN].tolist() == [error]
+
+
+def test_check_row_names_the_columns_it_is_given():
+    check = check_row(None, ["a"], response_column="answer", samples_column="samples")
+    assert check.problems == (("answer", "missing (empty or null)"),)
+    df = pd.DataFrame({"answer": ["a", 3], "samples": [["a"], ["b"]]})
+    good, problems = validate_rows(df, "t.csv", response_column="answer", samples_column="samples")
+    assert good.tolist() == [True, False]
+    assert [str(p) for p in problems] == ["t.csv: row 2: field 'answer': a int, expected a string"]
+    assert scoring_inputs(df, good, response_column="answer", samples_column="samples") == (
+        ["a"],
+        [["a"]],
+    )
+
+
+def test_with_scores_replaces_columns_in_place_and_leaves_the_frame_alone():
+    df = pd.DataFrame(
+        {"bert_score": ["old", "old"], "response": ["a", None], "sampled_responses": [["a"], []]}
+    )
+    before = copy.deepcopy(df)
+    _, problems = validate_rows(df, "t.jsonl", lines=[1, 2])
+    out = with_scores(df, {"bert_score": [0.5, float("nan")], "other": [1, 2]}, problems)
+    assert list(out.columns) == [
+        "bert_score",
+        "response",
+        "sampled_responses",
+        "other",
+        ERROR_COLUMN,
+    ]
+    assert out["bert_score"].dtype == np.float64 and out["other"].tolist() == [1.0, 2.0]
+    assert out[ERROR_COLUMN].tolist() == [None, "field 'response': missing (empty or null)"]
+    pd.testing.assert_frame_equal(df, before)
+    with pytest.raises(InputValidationError, match="one per row"):
+        with_scores(df, {"bert_score": [0.5]}, problems)
+
+
 # -- prompts ---------------------------------------------------------------------------------------
 
 
@@ -343,6 +418,21 @@ def test_successful_write_replaces_the_file_with_ordinary_permissions(tmp_path, 
     umask = os.umask(0o022)
     os.umask(umask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+
+
+def test_failed_parquet_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch):
+    pq = pytest.importorskip("pyarrow.parquet")
+    target = tmp_path / "out.parquet"
+    write_table(pd.DataFrame({"a": [1, 2]}), str(target))
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pq, "write_table", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_table(pd.DataFrame({"a": [3]}), str(target))
+    assert read_table(str(target))["a"].tolist() == [1, 2]
+    assert os.listdir(tmp_path) == ["out.parquet"]
 
 
 def test_write_into_a_missing_directory_fails_before_writing(tmp_path):

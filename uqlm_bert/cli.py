@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ import pandas as pd
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError, UQLMBertError
 from uqlm_bert.io import (
+    ERROR_COLUMN,
     RowProblem,
     Table,
     load_prompts,
@@ -48,6 +48,7 @@ from uqlm_bert.io import (
     scoring_inputs,
     table_format,
     validate_rows,
+    with_scores,
     write_table,
 )
 
@@ -58,8 +59,6 @@ EXIT_FAILED_ROWS = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-#: The column of ``score`` output that says why a row was not scored (empty where it was).
-ERROR_COLUMN = "score_error"
 #: At most this many row problems are listed on stderr; the output's error column has them all.
 MAX_LISTED_PROBLEMS = 20
 
@@ -312,7 +311,7 @@ def _run_score(args: argparse.Namespace) -> int:
     )
     _report_problems(problems, args.output)
     if args.engine == "ray":
-        out = _score_with_ray(args, names)
+        out = _score_with_ray(args, names, table)
     else:
         out = _score_locally(args, names, table, good, problems)
         write_table(out, args.output)
@@ -331,22 +330,19 @@ def _score_locally(
 
     scorers = build_scorers(names, **_bertscore_kwargs(args))
     responses, samples = scoring_inputs(table.frame, good)
-    out = table.frame.copy()
+    scores = {}
     for scorer in scorers:
-        values = np.full(len(out), np.nan)
+        values = np.full(len(table.frame), np.nan)
         if responses:
             values[good] = scorer.score(responses, samples, show_progress_bars=not args.quiet)
-        out[scorer.name] = values
-    errors: list[list[str]] = [[] for _ in range(len(out))]
-    for p in problems:
-        errors[p.row].append(f"field {p.field!r}: {p.message}" if p.field else p.message)
-    out[ERROR_COLUMN] = pd.Series(
-        ["; ".join(e) if e else None for e in errors], index=out.index, dtype=object
-    )
-    return out
+        scores[scorer.name] = values
+    return with_scores(table.frame, scores, problems)
 
 
-def _score_with_ray(args: argparse.Namespace, names: list[str]) -> pd.DataFrame:
+def _score_with_ray(args: argparse.Namespace, names: list[str], table: Table) -> pd.DataFrame:
+    """Score ``table`` on Ray: ``score_file`` checks its rows as the local engine does, scores
+    the good ones on the cluster and writes the output itself, in the output's format."""
+
     def needs_ray(exc: ImportError) -> ConfigurationError:
         return ConfigurationError(
             f"--engine ray needs Ray ({exc}); install it with: pip install 'uqlm-bert[ray]'"
@@ -356,35 +352,20 @@ def _score_with_ray(args: argparse.Namespace, names: list[str]) -> pd.DataFrame:
         from uqlm_bert.distributed import score_file
     except ImportError as exc:
         raise needs_ray(exc) from exc
-    # score_file writes Parquet; for another format, it writes a temporary Parquet file beside
-    # the output, which is then converted (atomically too) and removed.
-    as_parquet = table_format(args.output) == "parquet"
-    target = args.output
-    if not as_parquet:
-        fd, target = tempfile.mkstemp(
-            prefix=f".{Path(args.output).name}.", suffix=".parquet", dir=Path(args.output).parent
-        )
-        os.close(fd)
     try:
-        out = score_file(
-            args.input,
-            target,
+        return score_file(
+            table,
+            args.output,
             scorers=names,
             scorer_kwargs=_bertscore_kwargs(args),
             address=args.address,
             num_workers=args.num_workers,
             show_progress_bars=not args.quiet,
         )
-        if not as_parquet:
-            write_table(out, args.output)
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] != "ray":
             raise
         raise needs_ray(exc) from exc
-    finally:
-        if not as_parquet and os.path.exists(target):
-            os.unlink(target)
-    return out
 
 
 # -- generate-and-score ----------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """Scoring one batch of rows: the work each Ray actor does, with no Ray in sight.
 
-A row is a response and its sampled responses. Rows are checked one by one: a malformed row (a
-response that is not a string, samples that are not a list of strings) gets NaN scores and a
-message in the ``score_error`` column, and the rest of the batch is scored as usual. Missing values
-(``None``, NaN, ``pd.NA``) are failed LLM calls, exactly as for the scorers themselves: a missing
-sample is skipped and a missing response scores NaN, with no error.
+A row is a response and its sampled responses. Rows are checked one by one with
+:func:`uqlm_bert.io.check_row`, by the rules the command-line scorer applies to a file: a row
+whose response is missing or not a string, or whose samples are missing or not a list of
+strings and nulls, gets NaN scores and the reason in the ``score_error`` column (the text the
+local engine writes), and the rest of the batch is scored as usual. A missing sample (a failed
+LLM call) is skipped, and a row with no sample left scores NaN, with no error.
 
 :class:`ScoreBatch` builds its scorers once, in its constructor, so a Ray actor that holds one
 loads the model once and then scores batch after batch.
@@ -18,12 +19,11 @@ Example:
     ...     "sampled_responses": [["The capital of France is Paris.", None], ["forty-two"]],
     ... }))
     >>> bool(0 < out["bert_score"][0] <= 1), out["score_error"][1]
-    (True, 'response has type int (42); expected a string or null')
+    (True, "field 'response': a int, expected a string")
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,94 +31,10 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import InputValidationError
+from uqlm_bert.io import ERROR_COLUMN, check_row
 from uqlm_bert.scorers import Scorer, available_scorers, build_scorers, register_scorer
 
-__all__ = ["ERROR_COLUMN", "ScoreBatch", "check_row"]
-
-#: The output column that says why a row could not be scored (null where it was).
-ERROR_COLUMN = "score_error"
-
-
-def _is_missing(value: Any) -> bool:
-    """None, NaN or pd.NA: how a failed call or an empty cell reaches a batch."""
-    if value is None or value is pd.NA:
-        return True
-    return isinstance(value, (float, np.floating)) and math.isnan(value)
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} ({text if len(text) <= 40 else text[:37] + '...'})"
-
-
-def check_row(
-    response: Any,
-    samples: Any,
-    response_column: str = "response",
-    samples_column: str = "sampled_responses",
-) -> tuple[str | None, list[str | None], str | None]:
-    """Normalise one row for the scorers, or say why it cannot be scored.
-
-    Args:
-        response: the row's response: a string, or missing (None, NaN, pd.NA).
-        samples: the row's sampled responses: a list, tuple or 1-d array of strings and missing
-            values, or missing altogether (no samples).
-        response_column: the response's column name, used in messages.
-        samples_column: the samples' column name, used in messages.
-
-    Returns:
-        ``(response, samples, error)``: the response as a str or None, the samples as a list of
-        str or None, and None; or, for a malformed row, ``(None, [], message)``.
-
-    Example:
-        >>> import numpy as np
-        >>> check_row("yes", np.array(["yes", None], dtype=object))
-        ('yes', ['yes', None], None)
-        >>> check_row("yes", "yes")[2]
-        'sampled_responses is a string; expected a list of sampled responses (in CSV, a JSON list)'
-    """
-    if _is_missing(response):
-        response = None
-    elif not isinstance(response, str):
-        return (
-            None,
-            [],
-            f"{response_column} has type {_describe(response)}; expected a string or null",
-        )
-    if _is_missing(samples):
-        return response, [], None
-    if isinstance(samples, (str, bytes)):
-        return (
-            None,
-            [],
-            (
-                f"{samples_column} is a string; expected a list of sampled responses "
-                "(in CSV, a JSON list)"
-            ),
-        )
-    if isinstance(samples, np.ndarray) and samples.ndim == 1:
-        samples = samples.tolist()
-    elif isinstance(samples, (list, tuple)):
-        samples = list(samples)
-    else:
-        return (
-            None,
-            [],
-            f"{samples_column} has type {_describe(samples)}; expected a list of strings",
-        )
-    clean: list[str | None] = []
-    for j, sample in enumerate(samples):
-        if _is_missing(sample):
-            clean.append(None)
-        elif isinstance(sample, str):
-            clean.append(str(sample))
-        else:
-            return (
-                None,
-                [],
-                (f"{samples_column}[{j}] has type {_describe(sample)}; expected a string or null"),
-            )
-    return (None if response is None else str(response)), clean, None
+__all__ = ["ERROR_COLUMN", "ScoreBatch"]
 
 
 class ScoreBatch:
@@ -176,26 +92,30 @@ class ScoreBatch:
                 f"the rows have no column {absent[0]!r} (columns: {list(batch.columns)}); "
                 "name the right ones with response_column= and samples_column="
             )
-        n = len(batch)
-        responses: list[str | None] = []
-        samples: list[list[str | None]] = []
-        errors: list[str | None] = []
-        for response, row_samples in zip(
-            batch[self.response_column], batch[self.samples_column], strict=True
-        ):
-            r, s, e = check_row(response, row_samples, self.response_column, self.samples_column)
-            responses.append(r)
-            samples.append(s)
-            errors.append(e)
-        ok = [i for i, e in enumerate(errors) if e is None]
+        checks = [
+            check_row(
+                response,
+                samples,
+                response_column=self.response_column,
+                samples_column=self.samples_column,
+            )
+            for response, samples in zip(
+                batch[self.response_column], batch[self.samples_column], strict=True
+            )
+        ]
+        ok = [i for i, check in enumerate(checks) if check.ok]
         out = batch.copy(deep=False)
         for scorer in self.scorers:
-            values = np.full(n, np.nan, dtype=np.float64)
+            values = np.full(len(batch), np.nan, dtype=np.float64)
             if ok:
                 values[ok] = scorer.score(
-                    [responses[i] for i in ok], [samples[i] for i in ok], show_progress_bars=False
+                    [checks[i].response for i in ok],
+                    [checks[i].samples for i in ok],
+                    show_progress_bars=False,
                 )
             out[scorer.name] = values
         # a string column even where every row is fine, so all blocks share one schema
-        out[ERROR_COLUMN] = pd.Series(errors, index=out.index, dtype="string")
+        out[ERROR_COLUMN] = pd.Series(
+            [check.error for check in checks], index=out.index, dtype="string"
+        )
         return out

@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from uqlm_bert.distributed.batches import ScoreBatch
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.scorers import Scorer, available_scorers
-from uqlm_bert.scorers import base as _scorer_registry
+from uqlm_bert.scorers import Scorer, available_scorers, scorer_factory
 
 if TYPE_CHECKING:
     import ray.data
@@ -150,7 +149,9 @@ def score_dataset(
     """Score every row of a Ray Dataset on a pool of actors; lazy, like any Ray Data step.
 
     Args:
-        ds: rows with a response column (str or null) and a samples column (list of str/null).
+        ds: rows with a response column (a string) and a samples column (a list of strings
+            and nulls); rows that are not are kept, with NaN scores and the reason in
+            ``score_error``, by the rules of :func:`uqlm_bert.io.check_row`.
         scorers: scorer names, e.g. ``("bert_score", "bert_score_precision")``.
         scorer_kwargs: keyword arguments for the scorers: ``model_type``, ``num_layers``,
             ``dtype``, ``device``, ``batch_size`` (texts per forward pass), ...
@@ -273,7 +274,7 @@ def check_batch_size(batch_size: int) -> None:
 
 def _factories(names: Sequence[str]) -> dict[str, Callable[..., Scorer]]:
     # Shipped to the actors, so a scorer registered in the driver exists in every worker.
-    return {name: _scorer_registry._REGISTRY[name] for name in names}
+    return {name: scorer_factory(name) for name in names}
 
 
 def _positive(arg: str, value: float) -> float:

@@ -17,6 +17,7 @@ from uqlm_bert.scorers.base import (
     mean_by_group,
     present_pairs,
     register_scorer,
+    scorer_factory,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "mean_by_group",
     "present_pairs",
     "register_scorer",
+    "scorer_factory",
 ]

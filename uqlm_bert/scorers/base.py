@@ -27,6 +27,7 @@ __all__ = [
     "Scorer",
     "register_scorer",
     "available_scorers",
+    "scorer_factory",
     "build_scorer",
     "build_scorers",
     "present_pairs",
@@ -79,18 +80,34 @@ def available_scorers() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def build_scorer(name: str, **kwargs: Any) -> Scorer:
-    """Create the scorer registered under ``name``, passing it ``kwargs``.
+def scorer_factory(name: str) -> Callable[..., Scorer]:
+    """The factory registered under ``name``: what :func:`build_scorer` calls with the scorer
+    keyword arguments. Ship it to another process (a Ray worker, say) to build the same scorer
+    there, registered there or not.
 
     Raises:
         ConfigurationError: ``name`` is unknown; the message lists the known names.
+
+    Example:
+        >>> make = scorer_factory("bert_score")
+        >>> make(show_progress_bars=False).name
+        'bert_score'
     """
     _load_builtin_scorers()
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ConfigurationError(
             f"unknown scorer {name!r}; known scorers: {', '.join(sorted(_REGISTRY))}"
         )
-    return _REGISTRY[name](**kwargs)
+    return _REGISTRY[name]
+
+
+def build_scorer(name: str, **kwargs: Any) -> Scorer:
+    """Create the scorer registered under ``name``, passing it ``kwargs``.
+
+    Raises:
+        ConfigurationError: ``name`` is unknown; the message lists the known names.
+    """
+    return scorer_factory(name)(**kwargs)
 
 
 def build_scorers(names: Sequence[str] | None, **kwargs: Any) -> list[Scorer]:
@@ -135,7 +152,7 @@ def present_pairs(
     group: list[int] = []
     cands: list[str] = []
     refs: list[str] = []
-    for i, (resp, samples) in enumerate(zip(responses, sampled_responses)):
+    for i, (resp, samples) in enumerate(zip(responses, sampled_responses, strict=True)):
         if resp is not None and not isinstance(resp, str):
             raise InputValidationError(
                 f"responses[{i}] is a {type(resp).__name__}, expected a string or None"

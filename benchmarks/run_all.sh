@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Run every benchmark and collect their Markdown reports in benchmarks/out/.
+#   bash benchmarks/run_all.sh            (CPU; add DEVICE=cuda to run the GPU variants)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py=${PYTHON:-.venv/bin/python}
+device=${DEVICE:-cpu}
+mkdir -p benchmarks/out
+"$py" benchmarks/bench_bertscore.py --device "$device" --rounds 5 | tee benchmarks/out/bertscore.md
+"$py" benchmarks/bench_end_to_end.py --rounds 3 | tee benchmarks/out/end_to_end.md
+"$py" benchmarks/bench_memory.py --sizes 2000 20000 | tee benchmarks/out/memory.md
+"$py" benchmarks/bench_ray.py | tee benchmarks/out/ray.md
+if [ -f ../shared/data/wikibio_gpt3_dev.jsonl ]; then
+    "$py" benchmarks/eval_wikibio.py | tee benchmarks/out/eval_wikibio.md
+fi
