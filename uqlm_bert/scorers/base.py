@@ -153,17 +153,21 @@ def present_pairs(
     cands: list[str] = []
     refs: list[str] = []
     for i, (resp, samples) in enumerate(zip(responses, sampled_responses, strict=True)):
+        if _missing(resp):
+            resp = None
         if resp is not None and not isinstance(resp, str):
             raise InputValidationError(
                 f"responses[{i}] is a {type(resp).__name__}, expected a string or None"
             )
-        if samples is None:
+        if _missing(samples):
             samples = []
         if isinstance(samples, str):
             raise InputValidationError(
                 f"sampled_responses[{i}] is a string; it must be a list of sampled responses"
             )
         for j, s in enumerate(samples):
+            if _missing(s):
+                s = None
             if s is not None and not isinstance(s, str):
                 raise InputValidationError(
                     f"sampled_responses[{i}][{j}] is a {type(s).__name__}, "
@@ -175,6 +179,14 @@ def present_pairs(
             cands.append(resp)
             refs.append(s)
     return group, cands, refs
+
+
+def _missing(value: object) -> bool:
+    """None, a float NaN, or pandas' NA: a failed call's empty slot (pandas turns None into
+    these in columns of strings)."""
+    if value is None or type(value).__name__ == "NAType":
+        return True
+    return isinstance(value, float) and value != value
 
 
 def mean_by_group(values: np.ndarray, group: Sequence[int], n_groups: int) -> np.ndarray:

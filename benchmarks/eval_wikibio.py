@@ -1,0 +1,736 @@
+"""Which BERTScore settings detect hallucinations best? A sweep on WikiBio GPT-3 passages.
+
+The task is SelfCheckGPT's (Manakul et al., 2023): GPT-3 wrote a Wikipedia-style passage about a
+person, then 20 more samples for the same prompt; people labelled each sentence of the passage
+accurate (0), minor inaccurate (0.5) or major inaccurate (1). A detector is judged on
+
+- passage level: Pearson and Spearman correlation between its hallucination score (here the
+  negated confidence) and the passage's mean label;
+- sentence level: "NonFact" AUC-PR (minor and major are positives, scored by the negated
+  confidence) and "Factual" AUC-PR (accurate sentences are positives, scored by the confidence).
+
+All figures are x100, as published. The sweep covers, for the embedded all-MiniLM-L6-v2:
+
+- layer 1..6;
+- idf off, idf over the samples of each passage (``passage``), idf over all samples (``all``);
+- which BERTScore component is the confidence: P, R or F1;
+- the method: ``sentence``: each response sentence against each sample's sentences, best match
+  per sample, mean over samples (SelfCheckGPT's BERTScore detector); ``sent-vs-sample``: each
+  sentence against each whole sample; ``passage``: the whole response against each whole
+  sample (the ``bert_score`` scorer). Passage scores of the sentence methods are the mean of
+  their sentence scores;
+- 5, 10 and 20 samples, the smaller counts over disjoint subsets of the 20 (4 of 5, 2 of 10),
+  so each cell has a spread;
+- the other scorers (``cosine_sim``, ``rouge_l``, ``bleu``, ``exact_match``) as baselines.
+
+Response sentences are the released split (the labels belong to them); samples are split with
+:func:`uqlm_bert.scorers.sentences.split_sentences`.
+
+Embeddings are computed once per layer with a :class:`uqlm_bert.BERTScorer`'s encoder and the
+greedy matches are reduced once per pair; every idf setting and sample subset then only reweighs
+those matches. A parity check against ``BERTScorer.score`` on real pairs runs for every layer
+and idf mode first, and the run stops if the two disagree by more than 1e-5.
+
+Usage::
+
+    python benchmarks/eval_wikibio.py          # full sweep: 4-5 minutes on 2 idle CPU cores
+    python benchmarks/eval_wikibio.py --layers 5 6 --no-other-scorers
+
+Writes ``benchmarks/out/wikibio_sweep.csv`` (every cell) and ``wikibio_sweep.md`` (the tables),
+and prints the Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
+from uqlm_bert.evaluation import auc_pr, pearson, spearman
+from uqlm_bert.scorers.cosine import CosineSimScorer
+from uqlm_bert.scorers.sentences import split_sentences
+from uqlm_bert.scorers.text import (
+    BleuScorer,
+    ExactMatchScorer,
+    RougeLScorer,
+    rouge_l,
+    sentence_bleu,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "wikibio_gpt3_dev.jsonl"
+DEFAULT_OUT = ROOT / "benchmarks" / "out"
+LABEL_DEGREE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 1.0}
+N_SAMPLES = 20
+SAMPLE_COUNTS = (5, 10, 20)
+METRICS = ("P", "R", "F1")
+METHODS = ("sentence", "sent-vs-sample", "passage")
+IDF_MODES = ("none", "passage", "all")
+PUBLISHED = {
+    "BERTScore, roberta-large (published)": (58.18, 55.90, 81.96, 44.23),
+    "NLI, DeBERTa-v3-large (published)": (74.14, 73.78, 92.50, 66.08),
+    "Prompt, gpt-3.5-turbo (published)": (78.32, 78.30, 93.42, 67.09),
+}
+MEASURES = ("passage_pearson", "passage_spearman", "nonfact_aucpr", "factual_aucpr")
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class Passage:
+    """One GPT-3 passage with its human-split sentences, labels and samples."""
+
+    response: str
+    sentences: list[str]
+    degree: np.ndarray
+    samples: list[str]
+    sample_sentences: list[list[str]] = field(default_factory=list)
+
+
+def load_passages(path: Path) -> list[Passage]:
+    """Read the JSONL file; the samples are split with :func:`split_sentences`."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        samples = row["sampled_responses"][:N_SAMPLES]
+        out.append(
+            Passage(
+                response=row["response"],
+                sentences=list(row["sentences"]),
+                degree=np.array([LABEL_DEGREE[x] for x in row["sentence_labels"]]),
+                samples=samples,
+                sample_sentences=[split_sentences(s) or [s] for s in samples],
+            )
+        )
+    return out
+
+
+def subsets() -> list[tuple[int, int, list[int]]]:
+    """``(k, subset_index, sample_indices)``: disjoint subsets of k samples for each k."""
+    return [
+        (k, s, list(range(s * k, (s + 1) * k)))
+        for k in SAMPLE_COUNTS
+        for s in range(N_SAMPLES // k)
+    ]
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def evaluate(passages: Sequence[Passage], sent_conf: np.ndarray, pass_conf: np.ndarray) -> dict:
+    """The four published measures (x100) for sentence and passage confidences."""
+    degree = np.concatenate([p.degree for p in passages])
+    mean_degree = np.array([p.degree.mean() for p in passages])
+    out = {
+        "passage_pearson": 100 * _safe(pearson, -pass_conf, mean_degree),
+        "passage_spearman": 100 * _safe(spearman, -pass_conf, mean_degree),
+        "nonfact_aucpr": np.nan,
+        "factual_aucpr": np.nan,
+    }
+    if sent_conf is not None:
+        out["nonfact_aucpr"] = 100 * _safe(auc_pr, -sent_conf, degree > 0)
+        out["factual_aucpr"] = 100 * _safe(auc_pr, sent_conf, degree == 0)
+    return out
+
+
+def _safe(fn, scores, labels) -> float:
+    """A metric, or NaN where it is undefined (a scorer that gives every item the same value)."""
+    if np.all(scores == scores[0]):
+        return float("nan")
+    return fn(scores, labels)
+
+
+# --------------------------------------------------------------------------- BERTScore sweep
+
+
+@dataclass
+class _PassageMatches:
+    """Best token similarities of one passage at one layer, before any weighting.
+
+    Token axes: ``rs`` the response's sentences concatenated (``rs_seg`` gives each token's
+    sentence), ``resp`` the whole response, per sample ``ss`` its sentences concatenated
+    (``ss_seg``) and ``samp`` the whole sample.
+    """
+
+    rs_ids: list[int]
+    rs_seg: torch.Tensor
+    resp_ids: list[int]
+    ss_ids: list[list[int]]
+    ss_seg: list[torch.Tensor]
+    samp_ids: list[list[int]]
+    a_p: list[torch.Tensor]  # [rs tokens, sample sentences]: best sim in each sample sentence
+    a_r: list[torch.Tensor]  # [response sentences, ss tokens]: best sim in each response sentence
+    b_p: list[torch.Tensor]  # [rs tokens]: best sim anywhere in the whole sample
+    b_r: list[torch.Tensor]  # [response sentences, samp tokens]
+    c_p: list[torch.Tensor]  # [resp tokens]
+    c_r: list[torch.Tensor]  # [samp tokens]
+
+
+class LayerSweep:
+    """Embeddings and greedy matches of every passage at one layer, reweighed per setting."""
+
+    def __init__(self, scorer: BERTScorer, passages: list[Passage], show: bool) -> None:
+        self.scorer = scorer
+        self.passages = passages
+        enc = scorer.encoder
+        tok = enc.tokenizer
+        self.zero_ids = {
+            i
+            for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
+            if i is not None
+        }
+        texts = list(
+            dict.fromkeys(
+                t.strip()
+                for p in passages
+                for t in [p.response, *p.sentences, *p.samples]
+                + [s for ss in p.sample_sentences for s in ss]
+            )
+        )
+        ids = dict(zip(texts, enc.tokenize(texts), strict=True))
+        emb = _embed_all(enc, texts, ids, scorer.batch_size, show, f"layer {enc.num_layers}")
+        self.ids = ids
+        self.matches = [
+            self._match(p, ids, emb)
+            for p in tqdm(passages, desc="matching", leave=False, disable=not show)
+        ]
+
+    def _match(self, p: Passage, ids: dict, emb: dict) -> _PassageMatches:
+        rs_keys = [s.strip() for s in p.sentences]
+        rs = torch.cat([emb[k] for k in rs_keys])
+        rs_seg = torch.cat([torch.full((len(ids[k]),), i) for i, k in enumerate(rs_keys)])
+        resp = emb[p.response.strip()]
+        n_k = len(rs_keys)
+        m = _PassageMatches(
+            [t for k in rs_keys for t in ids[k]], rs_seg, ids[p.response.strip()],
+            [], [], [], [], [], [], [], [], [],
+        )  # fmt: skip
+        for sample, sents in zip(p.samples, p.sample_sentences, strict=True):
+            ss_keys = [s.strip() for s in sents]
+            ss = torch.cat([emb[k] for k in ss_keys])
+            ss_seg = torch.cat([torch.full((len(ids[k]),), t) for t, k in enumerate(ss_keys)])
+            samp = emb[sample.strip()]
+            sim = rs @ ss.T
+            m.a_p.append(_segment_max(sim, ss_seg, len(ss_keys), dim=1))
+            m.a_r.append(_segment_max(sim, rs_seg, n_k, dim=0))
+            sim = rs @ samp.T
+            m.b_p.append(sim.max(dim=1).values)
+            m.b_r.append(_segment_max(sim, rs_seg, n_k, dim=0))
+            sim = resp @ samp.T
+            m.c_p.append(sim.max(dim=1).values)
+            m.c_r.append(sim.max(dim=0).values)
+            m.ss_ids.append([t for k in ss_keys for t in ids[k]])
+            m.ss_seg.append(ss_seg)
+            m.samp_ids.append(ids[sample.strip()])
+        return m
+
+    def weights(self, token_ids: list[int], idf: IdfWeights | None) -> torch.Tensor:
+        """Unnormalised token weights: 1 (idf) with [CLS]/[SEP] at 0, as the engine does."""
+        if idf is None:
+            return torch.tensor([0.0 if t in self.zero_ids else 1.0 for t in token_ids])
+        return torch.tensor(
+            [0.0 if t in self.zero_ids and t not in idf.weights else idf[t] for t in token_ids]
+        )
+
+    def scores(
+        self,
+        idf_for: dict[int, IdfWeights | None],
+        samples: list[int],
+        passage_only: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """Per method, ``[3, items, len(samples)]`` P/R/F of each item against each sample.
+
+        ``idf_for[p]`` is the idf of passage p (or None). Items are sentences for ``sentence``
+        and ``sent-vs-sample``, passages for ``passage`` (the only method computed when
+        ``passage_only``).
+        """
+        if passage_only:
+            return {"passage": self._passage_scores(idf_for, samples)}
+        a, b, c = [], [], []
+        for pi, m in enumerate(self.matches):
+            idf = idf_for[pi]
+            n_k = int(m.rs_seg.max()) + 1
+            w_rs = self.weights(m.rs_ids, idf)
+            sent_w = _segment_normaliser(w_rs, m.rs_seg, n_k)  # [n_k, rs tokens]
+            w_resp = _normalise(self.weights(m.resp_ids, idf))
+            pa, pb, pc = [], [], []
+            for j in samples:
+                n_t = int(m.ss_seg[j].max()) + 1
+                w_ss = _segment_normaliser(self.weights(m.ss_ids[j], idf), m.ss_seg[j], n_t)
+                P = sent_w @ m.a_p[j]  # [n_k, n_t]
+                R = m.a_r[j] @ w_ss.T  # [n_k, n_t]
+                pa.append(torch.stack([P, R, _f1(P, R)]).max(dim=2).values)  # [3, n_k]
+                w_samp = _normalise(self.weights(m.samp_ids[j], idf))
+                P = sent_w @ m.b_p[j]
+                R = m.b_r[j] @ w_samp
+                pb.append(torch.stack([P, R, _f1(P, R)]))
+                P = (w_resp * m.c_p[j]).sum()
+                R = (w_samp * m.c_r[j]).sum()
+                pc.append(torch.stack([P, R, _f1(P, R)])[:, None])
+            a.append(torch.stack(pa, dim=2))
+            b.append(torch.stack(pb, dim=2))
+            c.append(torch.stack(pc, dim=2))
+        return {
+            "sentence": torch.cat(a, dim=1).double().numpy(),
+            "sent-vs-sample": torch.cat(b, dim=1).double().numpy(),
+            "passage": torch.cat(c, dim=1).double().numpy(),
+        }
+
+    def _passage_scores(
+        self, idf_for: dict[int, IdfWeights | None], samples: list[int]
+    ) -> np.ndarray:
+        """``[3, passages, len(samples)]``: whole response against each whole sample."""
+        out = np.zeros((3, len(self.matches), len(samples)))
+        for pi, m in enumerate(self.matches):
+            w_resp = _normalise(self.weights(m.resp_ids, idf_for[pi]))
+            for jj, j in enumerate(samples):
+                w_samp = _normalise(self.weights(m.samp_ids[j], idf_for[pi]))
+                P = (w_resp * m.c_p[j]).sum()
+                R = (w_samp * m.c_r[j]).sum()
+                out[:, pi, jj] = torch.stack([P, R, _f1(P, R)]).double().numpy()
+        return out
+
+    def check_parity(
+        self, idf_for: dict[int, IdfWeights | None], idf_sents: list[str] | None
+    ) -> float:
+        """Largest |difference| between :meth:`scores` and ``BERTScorer.score`` on real pairs.
+
+        ``idf_sents`` are the documents the engine computes passage 0's idf from (None: no idf).
+        """
+        p = self.passages[0]
+        got = self.scores(idf_for, [0, 1])
+        engine = BERTScorer(
+            num_layers=self.scorer.encoder.num_layers,
+            idf=idf_sents is not None,
+            idf_sents=idf_sents,
+            device=self.scorer.device,
+            show_progress_bars=False,
+        )
+        n_k = len(p.sentences)
+        diffs = []
+        for j in (0, 1):
+            checks = [
+                ("sentence", list(p.sentences), [p.sample_sentences[j]] * n_k),
+                ("sent-vs-sample", list(p.sentences), [p.samples[j]] * n_k),
+                ("passage", [p.response], [p.samples[j]]),
+            ]
+            for method, cands, refs in checks:
+                want = torch.stack(engine.score(cands, refs)).double().numpy()
+                diffs.append(np.abs(want - got[method][:, : len(cands), j]).max())
+        return float(max(diffs))
+
+
+def _embed_all(enc, texts, ids, batch_size, show, desc) -> dict[str, torch.Tensor]:
+    """Token embeddings of every text, in length-sorted batches (CPU float32)."""
+    order = sorted(texts, key=lambda t: len(ids[t]))
+    out = {}
+    for b in tqdm(range(0, len(order), batch_size), desc=desc, leave=False, disable=not show):
+        batch = order[b : b + batch_size]
+        for t, e in zip(batch, enc.embed_batch([ids[t] for t in batch]), strict=True):
+            out[t] = e.float().cpu()
+    return out
+
+
+def _segment_max(sim: torch.Tensor, seg: torch.Tensor, n: int, dim: int) -> torch.Tensor:
+    """Max of ``sim`` over the segments ``seg`` along ``dim`` (that axis becomes length n)."""
+    if dim == 1:
+        idx = seg[None, :].expand_as(sim)
+        out = torch.full((sim.shape[0], n), -torch.inf)
+        return out.scatter_reduce(1, idx, sim, reduce="amax", include_self=True)
+    idx = seg[:, None].expand_as(sim)
+    out = torch.full((n, sim.shape[1]), -torch.inf)
+    return out.scatter_reduce(0, idx, sim, reduce="amax", include_self=True)
+
+
+def _segment_normaliser(w: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
+    """``[n, tokens]`` matrix whose row i holds segment i's weights normalised to sum 1."""
+    mat = torch.zeros((n, w.shape[0]))
+    mat[seg, torch.arange(w.shape[0])] = w
+    total = mat.sum(dim=1, keepdim=True)
+    return torch.where(total > 0, mat / total.clamp(min=1e-30), torch.zeros_like(mat))
+
+
+def _normalise(w: torch.Tensor) -> torch.Tensor:
+    total = w.sum()
+    return w / total if total > 0 else torch.zeros_like(w)
+
+
+def _f1(P: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+    denom = P + R
+    return torch.where(denom == 0, torch.zeros_like(P), 2 * P * R / denom)
+
+
+def idf_tables(
+    sweep: LayerSweep, passages: list[Passage], samples: list[int]
+) -> dict[str, dict[int, IdfWeights | None]]:
+    """idf per passage for each mode, computed over the given samples only."""
+    docs = [[sweep.ids[p.samples[j].strip()] for j in samples] for p in passages]
+    everything = idf_from_token_ids([d for ds in docs for d in ds])
+    return {
+        "none": {i: None for i in range(len(passages))},
+        "passage": {i: idf_from_token_ids(docs[i]) for i in range(len(passages))},
+        "all": {i: everything for i in range(len(passages))},
+    }
+
+
+def sweep_bertscore(
+    passages: list[Passage], layers: Sequence[int], device: str | None, show: bool
+) -> tuple[list[dict], dict[tuple, np.ndarray], list[dict]]:
+    """Every BERTScore setting on every sample subset.
+
+    Returns the rows, the k=20 passage confidences per setting (for the bootstrap), and the
+    idf-corpus rows (see :func:`idf_corpus_size`).
+    """
+    rows: list[dict] = []
+    confidences: dict[tuple, np.ndarray] = {}
+    corpus_rows: list[dict] = []
+    for layer in layers:
+        t0 = time.time()
+        scorer = BERTScorer(num_layers=layer, device=device, show_progress_bars=False)
+        sweep = LayerSweep(scorer, passages, show)
+        full = idf_tables(sweep, passages, list(range(N_SAMPLES)))
+        docs = {
+            "none": None,
+            "passage": list(passages[0].samples),
+            "all": [x for p in passages for x in p.samples],
+        }
+        for mode in IDF_MODES:
+            diff = sweep.check_parity(full[mode], docs[mode])
+            if not diff < 1e-5:
+                raise SystemExit(
+                    f"parity check failed at layer {layer}, idf={mode}: the sweep's numbers "
+                    f"differ from BERTScorer.score by {diff:.2e}"
+                )
+        for k, s, idx in subsets():
+            tables = idf_tables(sweep, passages, idx)
+            for mode in IDF_MODES:
+                per = sweep.scores(tables[mode], idx)
+                for method in METHODS:
+                    conf = per[method].mean(axis=2)  # [3, items]: mean over the samples
+                    for mi, metric in enumerate(METRICS):
+                        if method == "passage":
+                            sent, pas = None, conf[mi]
+                        else:
+                            sent = conf[mi]
+                            pas = _passage_means(passages, sent)
+                        if k == N_SAMPLES:
+                            confidences[("bert_score", layer, mode, metric, method)] = pas
+                        rows.append(
+                            {
+                                "scorer": "bert_score", "layer": layer, "idf": mode,
+                                "metric": metric, "method": method, "k": k, "subset": s,
+                                **evaluate(passages, sent, pas),
+                            }
+                        )  # fmt: skip
+        corpus_rows += idf_corpus_size(sweep, passages, layer)
+        del sweep
+        print(f"layer {layer}: {time.time() - t0:.0f}s", file=sys.stderr)
+    return rows, confidences, corpus_rows
+
+
+def idf_corpus_size(
+    sweep: LayerSweep, passages: list[Passage], layer: int, repeats: int = 5
+) -> list[dict]:
+    """Whole-passage F1 with idf over the samples of G prompts scored together.
+
+    Users score prompts in batches; idf computed over the samples of one call depends on how
+    many prompts it holds. The passages are split at random into groups of G (``repeats``
+    times) and each group gets the idf of its own samples; G = 1 is per-prompt idf.
+    """
+    rng = np.random.default_rng(0)
+    everything = list(range(N_SAMPLES))
+    out = []
+    for group in (1, 2, 3, 5, 10, len(passages)):
+        values = []
+        for _ in range(repeats if group < len(passages) else 1):
+            order = rng.permutation(len(passages))
+            idf_for: dict[int, IdfWeights | None] = {}
+            for start in range(0, len(order), group):
+                members = order[start : start + group]
+                idf = idf_from_token_ids(
+                    [sweep.ids[passages[i].samples[j].strip()] for i in members for j in everything]
+                )
+                idf_for.update({int(i): idf for i in members})
+            conf = sweep.scores(idf_for, everything, passage_only=True)["passage"].mean(axis=2)
+            values.append(evaluate(passages, None, conf[2])["passage_spearman"])
+        out.append(
+            {"layer": layer, "prompts_per_call": group, "spearman_mean": float(np.mean(values)),
+             "spearman_std": float(np.std(values)), "repeats": len(values)}
+        )  # fmt: skip
+    return out
+
+
+def _passage_means(passages: list[Passage], sent: np.ndarray) -> np.ndarray:
+    bounds = np.cumsum([0] + [len(p.sentences) for p in passages])
+    return np.array([sent[a:b].mean() for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+
+
+# --------------------------------------------------------------------------- other scorers
+
+
+def sweep_other_scorers(
+    passages: list[Passage], device: str | None, show: bool
+) -> tuple[list[dict], dict[tuple, np.ndarray]]:
+    """Passage-level scores of the lexical and embedding scorers, and their sentence variants.
+
+    The sentence variant uses the same rule as BERTScore's ``sentence`` method: best match
+    among each sample's sentences, mean over samples.
+    """
+    rows = []
+    confidences: dict[tuple, np.ndarray] = {}
+    responses = [p.response for p in passages]
+    cos = CosineSimScorer(device=device)
+    texts = list(
+        dict.fromkeys(
+            t.strip()
+            for p in passages
+            for t in [p.response, *p.sentences, *p.samples]
+            + [s for ss in p.sample_sentences for s in ss]
+        )
+    )
+    vecs = dict(zip(texts, cos.embed(texts, show_progress_bars=show), strict=True))
+    check = cos.score(responses[:2], [p.samples for p in passages[:2]])
+    direct = [
+        (1 + np.mean([vecs[p.response.strip()] @ vecs[s.strip()] for s in p.samples])) / 2
+        for p in passages[:2]
+    ]
+    if not np.allclose(check, direct, atol=1e-6):
+        raise SystemExit("cosine_sim parity check failed: cached embeddings disagree with .score")
+
+    def sentence_matrix(pair_fn) -> np.ndarray:
+        """[sentences, samples]: best pair score within each sample's sentences."""
+        return np.array(
+            [
+                [max(pair_fn(sent, t) for t in sents) for sents in p.sample_sentences]
+                for p in passages
+                for sent in p.sentences
+            ]
+        )
+
+    sentence_level = {
+        "rouge_l": sentence_matrix(rouge_l),
+        "bleu": sentence_matrix(sentence_bleu),
+        "cosine_sim": sentence_matrix(
+            lambda a, b: (1 + float(vecs[a.strip()] @ vecs[b.strip()])) / 2
+        ),
+    }
+    scorers = {
+        "exact_match": ExactMatchScorer(),
+        "rouge_l": RougeLScorer(),
+        "bleu": BleuScorer(),
+    }
+    for k, s, idx in subsets():
+        sampled = [[p.samples[j] for j in idx] for p in passages]
+        for name, scorer in scorers.items():
+            pas = scorer.score(responses, sampled)
+            sent = sentence_level[name][:, idx].mean(axis=1) if name in sentence_level else None
+            if k == N_SAMPLES:
+                confidences[(name, "-", "-", "-", "passage")] = pas
+            rows.append({"scorer": name, "method": "passage", "k": k, "subset": s,
+                         **evaluate(passages, sent, pas)})  # fmt: skip
+        pas = np.array(
+            [
+                (1 + np.mean([vecs[p.response.strip()] @ vecs[p.samples[j].strip()] for j in idx]))
+                / 2
+                for p in passages
+            ]
+        )
+        sent = sentence_level["cosine_sim"][:, idx].mean(axis=1)
+        if k == N_SAMPLES:
+            confidences[("cosine_sim", "-", "-", "-", "passage")] = pas
+        rows.append({"scorer": "cosine_sim", "method": "passage", "k": k, "subset": s,
+                     **evaluate(passages, sent, pas)})  # fmt: skip
+    return rows, confidences
+
+
+# --------------------------------------------------------------------------- report
+
+
+def summarise(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting: k=20 figures, Spearman mean (std) at k=10 and k=5, and over all."""
+    keys = ["scorer", "layer", "idf", "metric", "method"]
+    df = df.copy()
+    df["layer"] = [str(int(v)) if pd.notna(v) else "-" for v in df["layer"]]
+    for col in ("idf", "metric"):
+        df[col] = df[col].astype(object).where(df[col].notna(), "-")
+    out = []
+    for key, g in df.groupby(keys, sort=False):
+        row = dict(zip(keys, key, strict=True))
+        full = g[g.k == N_SAMPLES].iloc[0]
+        for m in MEASURES:
+            row[m] = full[m]
+        for k in (10, 5):
+            sp = g[g.k == k]["passage_spearman"]
+            row[f"spearman_k{k}"] = (
+                f"{sp.mean():.2f} ({sp.std(ddof=0):.2f})" if sp.notna().all() else "n/a"
+            )
+        row["spearman_all_cells"] = g["passage_spearman"].mean()
+        row["spearman_worst_cell"] = g["passage_spearman"].min()
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def markdown(
+    summary: pd.DataFrame,
+    df: pd.DataFrame,
+    corpus: pd.DataFrame,
+    bootstrap: tuple[tuple, tuple, tuple[float, float, float]] | None,
+    top: int,
+) -> str:
+    """The report: best settings, baselines, spread per factor, idf corpus size, every setting."""
+    bs = summary[summary.scorer == "bert_score"].sort_values("spearman_all_cells", ascending=False)
+    lines = [
+        f"# WikiBio GPT-3 hallucination detection ({df['k'].max()} samples, x100)",
+        "",
+        "Passage: correlation of the hallucination score (negated confidence) with the mean "
+        "sentence label. Sentence: AUC-PR (n/a for whole-passage methods). The k=20 columns "
+        "use all samples; `spearman_k10` and `spearman_k5` give the mean (std) of passage "
+        "Spearman over 2 and 4 disjoint sample subsets; `spearman_all_cells` is the mean over "
+        "all 7 subsets and `spearman_worst_cell` the lowest. Settings are ranked by "
+        "`spearman_all_cells`, not by the single k=20 figure.",
+        "",
+        f"## Best {top} BERTScore settings",
+        "",
+        _table(bs.head(top)),
+        "",
+        "## Other scorers (sentence columns: best match among a sample's sentences)",
+        "",
+        _table(summary[summary.scorer != "bert_score"]),
+        "",
+        "| published (238 passages) | Pearson | Spearman | NonFact | Factual |",
+        "|---|---|---|---|---|",
+        *[f"| {n} | {a} | {b} | {c} | {d} |" for n, (a, b, c, d) in PUBLISHED.items()],
+        "",
+    ]
+    if bootstrap is not None:
+        best, base, (mean, lo, hi) = bootstrap
+        lines += [
+            "## Is the best setting really better than the plain one?",
+            "",
+            f"Passage Spearman of `{' / '.join(map(str, best))}` minus that of "
+            f"`{' / '.join(map(str, base))}`, passages resampled 2000 times: mean {mean:.2f}, "
+            f"90% interval [{lo:.2f}, {hi:.2f}].",
+            "",
+        ]
+    lines += [
+        "## idf and the number of prompts per call (whole-passage F1, k=20)",
+        "",
+        "idf is computed over the samples of the prompts scored together; 1 prompt per call "
+        "is per-prompt idf. Mean (std) over random groupings.",
+        "",
+        _table(corpus),
+        "",
+        "## Spread: passage Spearman (k=20) across all other settings, per factor",
+        "",
+    ]
+    full = df[(df.scorer == "bert_score") & (df.k == N_SAMPLES)]
+    full = full.assign(layer=full["layer"].astype(int))
+    for factor in ("layer", "idf", "metric", "method"):
+        g = full.groupby(factor)["passage_spearman"]
+        t = pd.DataFrame({"median": g.median(), "min": g.min(), "max": g.max(), "n": g.size()})
+        lines += [f"### {factor}", "", _table(t.reset_index()), ""]
+    sent = full[full.method != "passage"]
+    lines += [
+        "### sentence level: median AUC-PR per metric and layer",
+        "",
+        _table(
+            sent.groupby(["metric", "layer"])[["nonfact_aucpr", "factual_aucpr"]]
+            .median()
+            .reset_index()
+        ),
+        "",
+        "## Every BERTScore setting",
+        "",
+        _table(bs),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    body = []
+    for _, r in df.astype(object).iterrows():
+        cells = []
+        for c in cols:
+            v = r[c]
+            if isinstance(v, (float, np.floating)):
+                cells.append("n/a" if np.isnan(v) else f"{v:.2f}")
+            else:
+                cells.append(str(v))
+        body.append("| " + " | ".join(cells) + " |")
+    return "\n".join(["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols), *body])
+
+
+def bootstrap_difference(
+    passages: list[Passage], a: np.ndarray, b: np.ndarray, n: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean and 90% interval of Spearman(a) - Spearman(b), passages resampled ``n`` times."""
+    y = np.array([p.degree.mean() for p in passages])
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(n):
+        i = rng.integers(0, len(y), len(y))
+        if np.all(y[i] == y[i][0]) or np.all(a[i] == a[i][0]) or np.all(b[i] == b[i][0]):
+            continue
+        diffs.append(100 * (spearman(-a[i], y[i]) - spearman(-b[i], y[i])))
+    d = np.array(diffs)
+    return float(d.mean()), float(np.quantile(d, 0.05)), float(np.quantile(d, 0.95))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--layers", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
+    parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: best found)")
+    parser.add_argument("--top", type=int, default=15, help="rows in the best-settings table")
+    parser.add_argument("--no-other-scorers", action="store_true")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        print(f"data not found: {args.data} (see the shared data README)", file=sys.stderr)
+        return 2
+    show = not args.no_progress
+    passages = load_passages(args.data)
+    rows, confidences, corpus_rows = sweep_bertscore(passages, args.layers, args.device, show)
+    if not args.no_other_scorers:
+        more_rows, more_conf = sweep_other_scorers(passages, args.device, show)
+        rows += more_rows
+        confidences.update(more_conf)
+    df = pd.DataFrame(rows)
+    summary = summarise(df)
+    ranked = summary[summary.scorer == "bert_score"].sort_values(
+        "spearman_all_cells", ascending=False
+    )
+    best = tuple(ranked.iloc[0][["scorer", "layer", "idf", "metric", "method"]])
+    best_key = (best[0], int(best[1]), *best[2:])
+    base_key = ("bert_score", max(args.layers), "none", "F1", "passage")
+    bootstrap = None
+    if best_key != base_key and base_key in confidences:
+        bootstrap = (
+            best_key,
+            base_key,
+            bootstrap_difference(passages, confidences[best_key], confidences[base_key]),
+        )
+    text = markdown(summary, df, pd.DataFrame(corpus_rows), bootstrap, args.top)
+    args.out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(args.out / "wikibio_sweep.csv", index=False)
+    (args.out / "wikibio_sweep.md").write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

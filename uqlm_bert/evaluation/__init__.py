@@ -1,0 +1,49 @@
+"""How good a confidence is: ranking, correlation, thresholds and filtering curves.
+
+Every function takes ``scores`` then ``labels`` (note: the reverse of scikit-learn's
+``(y_true, y_score)``), both one value per item, and returns plain floats or a DataFrame. They
+are pure numpy, exact, and tested against scikit-learn and scipy.
+
+- :func:`auroc`: ROC AUC for binary labels (equals scikit-learn's ``roc_auc_score``);
+- :func:`auc_pr`: average precision for binary labels (``average_precision_score``);
+- :func:`prr`: prediction-rejection ratio against answer quality;
+- :func:`pearson`: Pearson's r against graded labels (``scipy.stats.pearsonr``);
+- :func:`spearman`: Spearman's rho, ties as average ranks (``scipy.stats.spearmanr``);
+- :func:`choose_threshold`: the flagging threshold for the best F1 or a target precision;
+- :func:`accuracy_vs_fraction_kept`: accuracy of the answers kept at each confidence threshold.
+
+Missing values: an item whose score or label is NaN (a scorer gives NaN where a prompt had no
+samples) is dropped with a warning; pass ``nan_policy="raise"`` to make that an error instead.
+
+Example:
+    >>> from uqlm_bert.evaluation import auroc, spearman
+    >>> confidence = [0.93, 0.41, 0.88, 0.52, 0.97]
+    >>> correct = [1, 0, 1, 0, 1]
+    >>> auroc(confidence, correct)
+    1.0
+    >>> hallucination_degree = [0.0, 0.8, 0.1, 0.5, 0.0]
+    >>> round(spearman(confidence, hallucination_degree), 3)
+    -0.975
+"""
+
+from uqlm_bert.evaluation.classification import (
+    ThresholdChoice,
+    auc_pr,
+    auroc,
+    choose_threshold,
+)
+from uqlm_bert.evaluation.correlation import pearson, rankdata, spearman
+from uqlm_bert.evaluation.rejection import accuracy_vs_fraction_kept, prr, rejection_curve
+
+__all__ = [
+    "ThresholdChoice",
+    "accuracy_vs_fraction_kept",
+    "auc_pr",
+    "auroc",
+    "choose_threshold",
+    "pearson",
+    "prr",
+    "rankdata",
+    "rejection_curve",
+    "spearman",
+]
