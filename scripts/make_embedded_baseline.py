@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from uqlm_bert.bertscore import BERTScorer, EMBEDDED_MODEL_NAME
+from uqlm_bert.bertscore import EMBEDDED_MODEL_NAME, BERTScorer
 from uqlm_bert.bertscore.baseline import BASELINE_DIR
 
 NUM_PAIRS = 20_000

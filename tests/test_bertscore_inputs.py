@@ -77,7 +77,7 @@ def test_rescale_without_baseline_is_clear(tmp_path, embedded_model_path):
     short = tmp_path / "short.tsv"
     short.write_text("LAYER,P,R,F\n0,0.1,0.2,0.3\n")
     with pytest.raises(ConfigurationError, match="no single row for layer 6"):
-        BERTScorer(rescale_with_baseline=True, baseline_path=short)
+        BERTScorer(num_layers=6, rescale_with_baseline=True, baseline_path=short)
 
 
 def test_bad_settings():

@@ -32,7 +32,7 @@ def _stack(prf) -> torch.Tensor:
 
 
 def _ref_alone(ref, cands, refs) -> torch.Tensor:
-    return torch.cat([_stack(ref.score([c], [r])) for c, r in zip(cands, refs)], dim=1)
+    return torch.cat([_stack(ref.score([c], [r])) for c, r in zip(cands, refs, strict=True)], dim=1)
 
 
 def test_published_layer_table():
@@ -192,6 +192,21 @@ def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, emb
         ids = enc.tokenize(texts)
         packed = enc.embed_batch(ids)
         padded = enc._embed_padded(ids)
-        for a, b in zip(packed, padded):
+        for a, b in zip(packed, padded, strict=True):
             assert a.shape == b.shape
             assert torch.allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_embedded_model_by_path_is_the_embedded_model(embedded_model_path, tiny_bert):
+    """Naming the embedded model by its directory gives the same model, layer and baseline as
+    model_type=None, whichever is loaded first; other models never share its cache entry."""
+    from uqlm_bert.bertscore import EMBEDDED_MODEL_NAME, clear_encoder_cache
+
+    clear_encoder_cache()
+    by_path = BERTScorer(model_type=embedded_model_path, show_progress_bars=False)
+    default = BERTScorer(show_progress_bars=False)
+    assert by_path.model_type == default.model_type == EMBEDDED_MODEL_NAME
+    assert by_path.num_layers == default.num_layers == MODEL_LAYERS[EMBEDDED_MODEL_NAME]
+    with pytest.warns(UserWarning, match="no published default layer"):
+        other = BERTScorer(model_type=tiny_bert, show_progress_bars=False)
+    assert other.num_layers == 3 and default.num_layers == MODEL_LAYERS[EMBEDDED_MODEL_NAME]

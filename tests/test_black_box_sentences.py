@@ -1,0 +1,58 @@
+"""BlackBoxUQ.score_sentences: one row per sentence, scores derived pair by pair."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from uqlm_bert import BERTScorer, BlackBoxUQ
+from uqlm_bert.result import SentenceUQResult
+
+
+@pytest.fixture(scope="module")
+def uq() -> BlackBoxUQ:
+    return BlackBoxUQ(show_progress_bars=False)
+
+
+def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
+    responses = ["Paris is the capital of France. It is known for the Eiffel Tower.", None]
+    sentences = [["Paris is the capital of France.", "It is known for the Eiffel Tower."], None]
+    samples = [
+        [["France's capital is Paris.", "The Louvre is there."], ["Berlin is in Germany."]],
+        [["x"]],
+    ]
+    sample_texts = [[" ".join(s) for s in group] for group in samples]
+    result = uq.score_sentences(responses, sample_texts, sentences=sentences)
+    assert isinstance(result, SentenceUQResult)
+    df = result.to_df()
+    assert list(df.columns) == ["response_index", "sentence_index", "sentence", "bert_score"]
+    assert df["response_index"].tolist() == [0, 0]
+    assert df["sentence"].tolist() == sentences[0]
+
+    engine = BERTScorer(show_progress_bars=False)  # same default settings as uq
+    for k, sentence in enumerate(sentences[0]):
+        per_sample = []
+        for sample_sentences in samples[0]:
+            F = [float(engine.score([sentence], [t])[2][0]) for t in sample_sentences]
+            per_sample.append(max(F))
+        assert df["bert_score"].iloc[k] == pytest.approx(np.mean(per_sample), abs=1e-5)
+
+
+def test_precision_metric_and_missing_samples(uq):
+    res = uq.score_sentences(["A cat sat. A dog ran."], [[None, "A cat sat on a mat."]],
+                             metric="precision")
+    df = res.to_df()
+    engine = BERTScorer(show_progress_bars=False)
+    expected = float(engine.score(["A cat sat."], ["A cat sat on a mat."])[0][0])
+    assert df["bert_score"].iloc[0] == pytest.approx(expected, abs=1e-5)
+    assert res.metadata["metric"] == "precision"
+
+
+def test_nan_from_pandas_counts_as_missing(uq):
+    responses = pd.Series(["Water boils at 100 C.", None], dtype=object)
+    conf = uq.score(list(responses), [["Water boils at 100 C.", float("nan")], [None]])
+    assert conf.data["bert_score"][0] == pytest.approx(1.0, abs=1e-5)
+    assert math.isnan(conf.data["bert_score"][1])
