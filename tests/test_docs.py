@@ -1,0 +1,306 @@
+"""The documentation builds, and every code example in it runs.
+
+- The Sphinx site (``docs/``) builds with warnings as errors, as CI builds it.
+- Every ``Example:`` section of every module's docstrings passes as a doctest.
+- Every ```` ```python ```` block of ``docs/*.md`` and ``README.md`` runs. A page's blocks run in
+  order in one namespace (later blocks use what earlier ones defined), in a scratch working
+  directory, offline:
+
+  * an LLM server is the scripted OpenAI-compatible server of ``tests/openai_server.py`` on
+    127.0.0.1: the address the docs give (``http://localhost:8000/v1``) is replaced by its
+    address, and ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` point ``ChatOpenAI`` without a
+    ``base_url`` at it;
+  * a model the docs name as a placeholder (``my-org/my-model``) is the embedded model, and a
+    sample size meant for real use is cut down (``STANDINS``);
+  * names a page leaves to the reader (``prompts``, ``cands``, ...) are given by ``GIVENS``
+    below;
+  * top-level ``await`` runs, as in Jupyter;
+  * a block with the line ``# docs: skip-exec (why)`` is not run; the reason is required, and
+    skips are counted and kept few.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import doctest
+import importlib
+import linecache
+import os
+import pkgutil
+import re
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import uqlm_bert
+from tests.conftest import REPO_ROOT
+from tests.openai_server import FakeOpenAIServer
+
+DOCS = REPO_ROOT / "docs"
+SKIP_MARKER = re.compile(r"^\s*#\s*docs:\s*skip-exec\b(.*)$", re.M)
+MAX_SKIPPED_BLOCKS = 3
+DOCS_SERVER_URL = "http://localhost:8000/v1"
+EMBEDDED_MODEL = "<the embedded model's directory>"
+
+#: Text of the examples replaced before they run: placeholders for things on the reader's machine,
+#: and sizes meant for real use (the examples' behaviour does not depend on them).
+STANDINS: dict[str, str] = {
+    "my-org/my-model": EMBEDDED_MODEL,
+    "num_pairs=100_000": "num_pairs=300",
+}
+
+#: Names a page uses without defining them, as its prose says the reader has them.
+GIVENS: dict[str, str] = {
+    "black_box.md": """
+prompts = ["Who wrote 'The Master and Margarita'?", "At what temperature does ethanol boil?"]
+""",
+    "bertscore.md": """
+cands = ["The cat sat on the mat.", "Paris is the capital of France."]
+refs = [["A cat was sitting on the mat."], ["The capital of France is Paris.", "It is Paris."]]
+my_sentences = [
+    "The river floods every spring.", "She plays the violin in an orchestra.",
+    "Prices rose sharply last year.", "The museum opens at nine.",
+    "He repaired the old bicycle.", "Snow covered the mountain pass.",
+    "The committee approved the budget.", "Our train was delayed by an hour.",
+]
+""",
+    "scaling.md": """
+import json
+from uqlm_bert.examples import load_example_answers
+with open("answers.jsonl", "w", encoding="utf-8") as f:
+    f.writelines(json.dumps(row) + "\\n" for row in load_example_answers())
+""",
+    "evaluation.md": """
+from uqlm_bert import UQResult
+result = UQResult({"prompts": ["a", "b", "c", "d", "e", "f"],
+                   "bert_score": [0.91, 0.55, 0.84, 0.77, 0.42, 0.88]})
+hallucinated = [0, 1, 0, 0, 1, 1]
+new_confidences = [0.95, 0.30, 0.61]
+""",
+}
+
+
+# -- Sphinx ------------------------------------------------------------------------------------
+
+
+def _offline_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_sphinx_builds_with_warnings_as_errors(tmp_path):
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    out = tmp_path / "html"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            str(DOCS),
+            str(out),
+        ],
+        cwd=REPO_ROOT,
+        env=_offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, f"sphinx-build failed:\n{proc.stderr[-6000:]}"
+    for page in sorted(DOCS.glob("*.md")):
+        assert (out / page.with_suffix(".html").name).is_file(), f"{page.name} was not built"
+    api_plots = (out / "api" / "plots.html").read_text(encoding="utf-8")
+    for name in ("plot_confidence_histogram", "plot_accuracy_vs_fraction_kept", "plot_threshold"):
+        assert name in api_plots
+    core = (out / "api" / "core.html").read_text(encoding="utf-8")
+    assert "generate_and_score_sync" in core and "plot_histogram" in core
+
+
+# -- doctests ----------------------------------------------------------------------------------
+
+
+def _modules() -> list[str]:
+    names = ["uqlm_bert"]
+    for info in pkgutil.walk_packages(uqlm_bert.__path__, "uqlm_bert."):
+        names.append(info.name)
+    return sorted(names)
+
+
+MODULES = _modules()
+
+
+def test_every_public_module_is_doctested():
+    for expected in (
+        "uqlm_bert.black_box",
+        "uqlm_bert.result",
+        "uqlm_bert.plots",
+        "uqlm_bert.bertscore.scorer",
+        "uqlm_bert.evaluation",
+    ):
+        assert expected in MODULES
+    # the package's examples are doctests: there are plenty of them
+    finder = doctest.DocTestFinder()
+    total = sum(
+        len(t.examples) for name in MODULES for t in finder.find(importlib.import_module(name))
+    )
+    assert total >= 100, total
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_docstring_examples(module_name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    module = importlib.import_module(module_name)
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS, verbose=False)
+    tests = [t for t in finder.find(module, module_name) if t.examples]
+    reports: list[str] = []
+    for test in sorted(tests, key=lambda t: t.name):
+        out: list[str] = []
+        result = runner.run(test, out=out.append, clear_globs=True)
+        if result.failed:
+            reports.append("".join(out))
+    assert not reports, "\n".join(reports)
+
+
+# -- code blocks of the Markdown pages ---------------------------------------------------------
+
+
+@dataclass
+class Block:
+    path: Path
+    line: int  # 1-based line of the opening fence
+    code: str
+
+    @property
+    def skip_reason(self) -> str | None:
+        m = SKIP_MARKER.search(self.code)
+        return None if m is None else m.group(1).strip()
+
+
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
+
+
+def python_blocks(path: Path) -> list[Block]:
+    """The ```python blocks of a Markdown file (nested in lists too), in order."""
+    blocks: list[Block] = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, fence = m.group("indent"), m.group("fence")
+        info = m.group("info").strip().split()
+        body: list[str] = []
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence):
+            body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j])
+            j += 1
+        if info and info[0] in ("python", "py", "python3"):
+            blocks.append(Block(path, i + 1, "\n".join(body) + "\n"))
+        i = j + 1
+    return blocks
+
+
+def _pages() -> list[Path]:
+    return [*sorted(DOCS.glob("*.md")), REPO_ROOT / "README.md"]
+
+
+PAGES_WITH_CODE = [p for p in _pages() if python_blocks(p)]
+
+
+def test_code_blocks_are_found_and_skips_are_rare_and_explained():
+    blocks = [b for p in _pages() for b in python_blocks(p)]
+    assert len(blocks) >= 10, [f"{b.path.name}:{b.line}" for b in blocks]
+    skipped = [b for b in blocks if b.skip_reason is not None]
+    for b in skipped:
+        assert re.fullmatch(r"\(.+\)", b.skip_reason), (
+            f"{b.path.name}:{b.line}: '# docs: skip-exec' needs a reason in parentheses"
+        )
+    assert len(skipped) <= MAX_SKIPPED_BLOCKS, [f"{b.path.name}:{b.line}" for b in skipped]
+
+
+def test_block_extraction_handles_fences_and_markers(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "text\n```python\nx = 1\n```\n\n```bash\nls\n```\n- item\n\n  ```python\n  y = 2\n"
+        "  # docs: skip-exec (needs a GPU)\n  ```\n````python\nz = '```'\n````\n",
+        encoding="utf-8",
+    )
+    blocks = python_blocks(page)
+    assert [(b.line, b.code) for b in blocks] == [
+        (2, "x = 1\n"),
+        (11, "y = 2\n# docs: skip-exec (needs a GPU)\n"),
+        (15, "z = '```'\n"),
+    ]
+    assert [b.skip_reason for b in blocks] == [None, "(needs a GPU)", None]
+
+
+@pytest.fixture(scope="module")
+def llm_server():
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+def _run_block(block: Block, namespace: dict) -> None:
+    # named after the page, with the page's line numbers; tracebacks show the block's lines
+    filename = f"<{block.path.name}, block at line {block.line}>"
+    source = "\n" * block.line + block.code
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, namespace)  # noqa: S307 - the docs' own examples
+    if asyncio.iscoroutine(result):
+        asyncio.run(result)
+
+
+def _block_failure(block: Block, exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)[1:]  # from the block's own frame on
+    where = "\n".join(f"  {f.filename}:{f.lineno} in {f.name}: {f.line}" for f in frames[-8:])
+    return (
+        f"{block.path.name}: the example at line {block.line} failed\n{where}\n"
+        f"{type(exc).__name__}: {exc}"
+    )
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: p.name)
+def test_markdown_code_blocks_run(page, llm_server, embedded_model_path, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "docs-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.base_url)
+    monkeypatch.setenv("OPENAI_API_BASE", llm_server.base_url)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    # processes the examples start (Ray workers, say) import the package from this checkout
+    monkeypatch.setenv("PYTHONPATH", _offline_env()["PYTHONPATH"])
+    namespace: dict = {"__name__": "__docs__"}
+    given = GIVENS.get(page.name)
+    if given:
+        exec(compile(given, f"<givens for {page.name}>", "exec"), namespace)  # noqa: S102
+    ran = 0
+    for block in python_blocks(page):
+        if block.skip_reason is not None:
+            continue
+        block.code = block.code.replace(DOCS_SERVER_URL, llm_server.base_url)
+        for text, standin in STANDINS.items():
+            block.code = block.code.replace(
+                text, embedded_model_path if standin == EMBEDDED_MODEL else standin
+            )
+        try:
+            _run_block(block, namespace)
+        except Exception as exc:  # report the block and where in it, not the test machinery
+            pytest.fail(_block_failure(block, exc), pytrace=False)
+        ran += 1
+    assert ran > 0
