@@ -41,7 +41,7 @@ from uqlm_bert.generation.records import GenerationResult
 from uqlm_bert.generation.retry import RetryPolicy
 from uqlm_bert.generation.sync import run_sync
 from uqlm_bert.result import SentenceUQResult, UQResult
-from uqlm_bert.scorers.base import Scorer, build_scorer
+from uqlm_bert.scorers.base import Scorer, build_scorer, check_scoring_lists
 
 __all__ = ["BlackBoxUQ"]
 
@@ -574,29 +574,12 @@ def _batch_invariant(scorer: Scorer) -> bool:
 def _check_scoring_input(
     responses: Any, sampled_responses: Any, prompts: Any
 ) -> tuple[list[str | None], list[list[str | None]]]:
-    for name, value in (("responses", responses), ("sampled_responses", sampled_responses)):
-        if isinstance(value, str) or not isinstance(value, Sequence):
-            raise InputValidationError(
-                f"{name} must be a list with one item per prompt, got {type(value).__name__}"
-            )
-    if len(responses) != len(sampled_responses):
-        raise InputValidationError(
-            f"responses has {len(responses)} items but sampled_responses has "
-            f"{len(sampled_responses)}; give one list of samples per response"
-        )
+    responses, samples = check_scoring_lists(responses, sampled_responses)
     if prompts is not None and len(prompts) != len(responses):
         raise InputValidationError(
             f"prompts has {len(prompts)} items but responses has {len(responses)}"
         )
-    samples = []
-    for i, s in enumerate(sampled_responses):
-        if isinstance(s, str) or not isinstance(s, Sequence):
-            raise InputValidationError(
-                f"sampled_responses[{i}] must be a list of sampled responses, got "
-                f"{type(s).__name__}"
-            )
-        samples.append(list(s))
-    return list(responses), samples
+    return responses, samples
 
 
 def _as_floats(values: Any) -> list[float]:

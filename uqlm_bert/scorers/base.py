@@ -31,6 +31,8 @@ __all__ = [
     "build_scorer",
     "build_scorers",
     "present_pairs",
+    "check_scoring_lists",
+    "is_missing",
     "mean_by_group",
 ]
 
@@ -140,34 +142,16 @@ def present_pairs(
     Raises:
         InputValidationError: lengths differ, or an item is neither a string nor None.
     """
-    if isinstance(responses, str) or isinstance(sampled_responses, str):
-        raise InputValidationError(
-            "responses and sampled_responses must be lists (one item per prompt), not a string"
-        )
-    if len(responses) != len(sampled_responses):
-        raise InputValidationError(
-            f"responses has {len(responses)} items but sampled_responses has "
-            f"{len(sampled_responses)}; give one list of samples per response"
-        )
+    responses, sampled_responses = check_scoring_lists(responses, sampled_responses)
     group: list[int] = []
     cands: list[str] = []
     refs: list[str] = []
     for i, (resp, samples) in enumerate(zip(responses, sampled_responses, strict=True)):
-        if _missing(resp):
-            resp = None
         if resp is not None and not isinstance(resp, str):
             raise InputValidationError(
                 f"responses[{i}] is a {type(resp).__name__}, expected a string or None"
             )
-        if _missing(samples):
-            samples = []
-        if isinstance(samples, str):
-            raise InputValidationError(
-                f"sampled_responses[{i}] is a string; it must be a list of sampled responses"
-            )
         for j, s in enumerate(samples):
-            if _missing(s):
-                s = None
             if s is not None and not isinstance(s, str):
                 raise InputValidationError(
                     f"sampled_responses[{i}][{j}] is a {type(s).__name__}, "
@@ -181,12 +165,47 @@ def present_pairs(
     return group, cands, refs
 
 
-def _missing(value: object) -> bool:
+def is_missing(value: object) -> bool:
     """None, a float NaN, or pandas' NA: a failed call's empty slot (pandas turns None into
     these in columns of strings)."""
     if value is None or type(value).__name__ == "NAType":
         return True
     return isinstance(value, float) and value != value
+
+
+def check_scoring_lists(
+    responses: Any, sampled_responses: Any
+) -> tuple[list[str | None], list[list[str | None]]]:
+    """Positional list copies of one response and one list of samples per prompt.
+
+    Lists, tuples, pandas Series and arrays are accepted; missing values (None, NaN, NA) become
+    None, and a missing list of samples becomes an empty list.
+
+    Raises:
+        InputValidationError: a string where a list belongs, or lengths that differ.
+    """
+    for name, value in (("responses", responses), ("sampled_responses", sampled_responses)):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+            raise InputValidationError(
+                f"{name} must be a list with one item per prompt, got {type(value).__name__}"
+            )
+    if len(responses) != len(sampled_responses):
+        raise InputValidationError(
+            f"responses has {len(responses)} items but sampled_responses has "
+            f"{len(sampled_responses)}; give one list of samples per response"
+        )
+    out_responses = [None if is_missing(r) else r for r in responses]
+    out_samples: list[list[str | None]] = []
+    for i, samples in enumerate(sampled_responses):
+        if is_missing(samples):
+            samples = []
+        if isinstance(samples, (str, bytes)) or not hasattr(samples, "__len__"):
+            raise InputValidationError(
+                f"sampled_responses[{i}] must be a list of sampled responses, got "
+                f"{type(samples).__name__}"
+            )
+        out_samples.append([None if is_missing(x) else x for x in samples])
+    return out_responses, out_samples
 
 
 def mean_by_group(values: np.ndarray, group: Sequence[int], n_groups: int) -> np.ndarray:

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.scorers.base import mean_by_group
+from uqlm_bert.scorers.base import check_scoring_lists, is_missing, mean_by_group
 
 __all__ = ["PairScorer", "score_sentences", "split_sentences"]
 
@@ -131,13 +131,7 @@ def _response_sentences(
     sentences: Sequence[Sequence[str] | None] | None,
 ) -> list[list[str]]:
     """Each response's sentences: the caller's, or split here; checks every input's shape."""
-    responses = _as_list(responses, "responses")
-    sampled_responses = _as_list(sampled_responses, "sampled_responses")
-    if len(responses) != len(sampled_responses):
-        raise InputValidationError(
-            f"responses has {len(responses)} items but sampled_responses has "
-            f"{len(sampled_responses)}; give one list of samples per response"
-        )
+    responses, sampled_responses = check_scoring_lists(responses, sampled_responses)
     if sentences is not None:
         sentences = _as_list(sentences, "sentences")
         if len(sentences) != len(responses):
@@ -147,7 +141,7 @@ def _response_sentences(
             )
     out: list[list[str]] = []
     for i, resp in enumerate(responses):
-        resp = None if _is_missing(resp) else resp
+        resp = None if is_missing(resp) else resp
         if resp is not None and not isinstance(resp, str):
             raise InputValidationError(
                 f"responses[{i}] is a {type(resp).__name__}, expected a string or None"
@@ -167,11 +161,6 @@ def _response_sentences(
                 )
         out.append(list(given))
     return out
-
-
-def _is_missing(value: Any) -> bool:
-    """None, or the NaN / ``pd.NA`` that pandas puts where a text is missing."""
-    return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
 
 
 def _as_list(value: Any, name: str) -> list:
@@ -196,7 +185,7 @@ def _sample_sentences(sampled_responses: Sequence[Sequence[str | None]]) -> list
             )
         per_prompt: list[list[str]] = []
         for j, s in enumerate(samples):
-            if _is_missing(s):
+            if is_missing(s):
                 continue
             if not isinstance(s, str):
                 raise InputValidationError(
