@@ -2,7 +2,7 @@
 
 - The Sphinx site (``docs/``) builds with warnings as errors, as CI builds it.
 - Every ``Example:`` section of every module's docstrings passes as a doctest.
-- Every ```` ```python ```` block of ``docs/*.md`` and ``README.md`` runs. A page's blocks run in
+- Every ```` ```python ```` block of ``docs/**/*.md`` and ``README.md`` runs. A page's blocks run in
   order in one namespace (later blocks use what earlier ones defined), in a scratch working
   directory, offline:
 
@@ -119,8 +119,9 @@ def test_sphinx_builds_with_warnings_as_errors(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, f"sphinx-build failed:\n{proc.stderr[-6000:]}"
-    for page in sorted(DOCS.glob("*.md")):
-        assert (out / page.with_suffix(".html").name).is_file(), f"{page.name} was not built"
+    for page in _doc_pages():
+        built = out / page.relative_to(DOCS).with_suffix(".html")
+        assert built.is_file(), f"{page.relative_to(DOCS)} was not built"
     api_plots = (out / "api" / "plots.html").read_text(encoding="utf-8")
     for name in ("plot_confidence_histogram", "plot_accuracy_vs_fraction_kept", "plot_threshold"):
         assert name in api_plots
@@ -215,8 +216,13 @@ def python_blocks(path: Path) -> list[Block]:
     return blocks
 
 
+def _doc_pages() -> list[Path]:
+    """Every Markdown page of the docs, in subfolders too (not the build output)."""
+    return sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)
+
+
 def _pages() -> list[Path]:
-    return [*sorted(DOCS.glob("*.md")), REPO_ROOT / "README.md"]
+    return [*_doc_pages(), REPO_ROOT / "README.md"]
 
 
 PAGES_WITH_CODE = [p for p in _pages() if python_blocks(p)]
