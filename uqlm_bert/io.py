@@ -671,7 +671,7 @@ def _write_parquet(columns: list[str], rows: list[list[Any]], tmp: str, df: pd.D
                 arrays.append(pa.array([_json_value(v, column, i) for i, v in enumerate(series)]))
             else:
                 arrays.append(pa.array(series, from_pandas=True))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        except pa.ArrowException as exc:  # invalid, mistyped or unsupported values
             warnings.warn(
                 f"column {column!r} mixes types that Parquet cannot hold in one column ({exc}); "
                 "it is written as JSON text",
