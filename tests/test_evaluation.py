@@ -218,20 +218,47 @@ def test_flag_below_is_flag_above_on_negated_scores():
     s, y = _random_binary(5, decimals=2)
     below = choose_threshold(s, 1 - y, flag_when="below")
     above = choose_threshold(-s, 1 - y)
-    assert below.threshold == pytest.approx(-above.threshold)
+    # "below" flags score < threshold, the threshold lying between the last flagged score
+    # (-above.threshold) and the next higher score
+    last_flagged = -above.threshold
+    higher = s[s > last_flagged]
+    assert last_flagged < below.threshold
+    if higher.size:
+        assert below.threshold == pytest.approx((last_flagged + higher.min()) / 2)
     assert (below.f1, below.n_flagged) == (above.f1, above.n_flagged)
     np.testing.assert_array_equal(below.flag(s), above.flag(-s))
 
 
+def test_below_threshold_flags_the_same_rows_as_uqresult():
+    from uqlm_bert import UQResult
+
+    s, y = _random_binary(7, decimals=2)
+    choice = choose_threshold(s, y, flag_when="below")
+    result = UQResult({"prompts": [f"p{i}" for i in range(len(s))], "bert_score": s.tolist()})
+    flagged = result.flag(choice.threshold)["flagged"].to_numpy()
+    np.testing.assert_array_equal(flagged, choice.flag(s))
+    assert flagged.sum() == choice.n_flagged
+    kept = result.filter(choice.threshold, keep="above")
+    assert len(kept.data["prompts"]) == len(s) - choice.n_flagged
+
+
+def test_below_threshold_when_everything_is_flagged():
+    s = np.array([0.3, 0.5, 0.8])
+    y = [1, 0, 1]
+    # flagging all three: precision 2/3 >= 0.6 and recall 1, the highest recall reaching 0.6
+    choice = choose_threshold(s, y, objective="precision", target_precision=0.6, flag_when="below")
+    assert choice.n_flagged == 3
+    assert choice.precision == pytest.approx(2 / 3)
+    assert choice.threshold > 0.8
+    assert choice.flag(s).all()
+
+
 def test_threshold_hand_case():
-    # confidences; flag low ones. Threshold 0.42 flags {0.42, 0.35}: both hallucinated -> F1 = 1
+    # confidences; flag low ones. Flagging {0.42, 0.35} (both hallucinated) gives F1 = 1; the
+    # threshold lies midway between 0.42 (flagged) and 0.60 (kept)
     choice = choose_threshold([0.91, 0.42, 0.88, 0.35, 0.60], [0, 1, 0, 1, 0], flag_when="below")
-    assert (choice.threshold, choice.precision, choice.recall, choice.n_flagged) == (
-        0.42,
-        1.0,
-        1.0,
-        2,
-    )
+    assert choice.threshold == pytest.approx((0.42 + 0.60) / 2)
+    assert (choice.precision, choice.recall, choice.n_flagged) == (1.0, 1.0, 2)
 
 
 def test_threshold_argument_errors():

@@ -38,7 +38,8 @@ class ThresholdChoice:
 
     Attributes:
         threshold: flag an item when its score is ``>= threshold`` (``flag_when="above"``) or
-            ``<= threshold`` (``flag_when="below"``).
+            ``< threshold`` (``flag_when="below"``, the rule of ``UQResult.flag`` and
+            ``UQResult.filter``, so the threshold can be passed to them as it is).
         flag_when: ``"above"`` or ``"below"``.
         precision: fraction of flagged items that are positives.
         recall: fraction of positives that are flagged.
@@ -68,7 +69,7 @@ class ThresholdChoice:
         s = np.asarray(scores, dtype=np.float64)
         if self.flag_when == "above":
             return s >= self.threshold
-        return s <= self.threshold
+        return s < self.threshold
 
 
 def auroc(scores: ArrayLike, labels: ArrayLike, *, nan_policy: NanPolicy = "omit") -> float:
@@ -148,7 +149,9 @@ def choose_threshold(
 ) -> ThresholdChoice:
     """Choose the score threshold at which to flag items (say, as hallucinations).
 
-    Candidate thresholds are the distinct score values. With ``objective="f1"`` the threshold
+    Candidate thresholds are the distinct score values (for ``flag_when="below"``, the midpoint
+    between a score and the next higher one, so that ``score < threshold`` flags the same items
+    as ``score <= that score``, as ``UQResult.flag`` expects). With ``objective="f1"`` the threshold
     with the highest F1 is chosen (F1 ties go to the higher precision). With
     ``objective="precision"`` the threshold that flags the most positives (highest recall) while
     keeping precision >= ``target_precision`` is chosen (recall ties go to the higher
@@ -161,7 +164,8 @@ def choose_threshold(
         target_precision: the precision to reach, in (0, 1]; required for
             ``objective="precision"``.
         flag_when: ``"above"`` flags ``score >= threshold`` (hallucination scores);
-            ``"below"`` flags ``score <= threshold`` (confidences such as ``bert_score``).
+            ``"below"`` flags ``score < threshold`` (confidences such as ``bert_score``; the
+            threshold then works with ``UQResult.flag`` and ``UQResult.filter`` as it is).
         nan_policy: ``"omit"`` drops items with a NaN score or label (with a warning);
             ``"raise"`` raises.
 
@@ -178,8 +182,11 @@ def choose_threshold(
         >>> # flag answers whose confidence is low; 1 = the answer was a hallucination
         >>> conf = [0.91, 0.42, 0.88, 0.35, 0.60]
         >>> hallucinated = [0, 1, 0, 1, 0]
-        >>> choose_threshold(conf, hallucinated, flag_when="below").threshold
-        0.42
+        >>> choice = choose_threshold(conf, hallucinated, flag_when="below")
+        >>> round(choice.threshold, 2)  # midway between 0.42 (flagged) and 0.60 (kept)
+        0.51
+        >>> choice.flag(conf).tolist()
+        [False, True, False, True, False]
     """
     if objective not in ("f1", "precision"):
         raise ConfigurationError(f"objective must be 'f1' or 'precision', got {objective!r}")
@@ -218,8 +225,17 @@ def choose_threshold(
             )
         order = np.lexsort((-precision[ok], -recall[ok]))
         best = int(ok[order[0]])
+    threshold = float(sign * thresholds[best])
+    if flag_when == "below":
+        # flag score < threshold: put it between the last flagged score and the next one up
+        higher = s[s > threshold]
+        threshold = (
+            float((threshold + higher.min()) / 2)
+            if higher.size
+            else float(np.nextafter(threshold, np.inf))
+        )
     return ThresholdChoice(
-        threshold=float(sign * thresholds[best]),
+        threshold=threshold,
         flag_when=flag_when,
         precision=float(precision[best]),
         recall=float(recall[best]),
