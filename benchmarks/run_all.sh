@@ -12,4 +12,5 @@ mkdir -p benchmarks/out
 "$py" benchmarks/bench_ray.py | tee benchmarks/out/ray.md
 if [ -f ../shared/data/wikibio_gpt3_dev.jsonl ]; then
     "$py" benchmarks/eval_wikibio.py | tee benchmarks/out/eval_wikibio.md
+    "$py" benchmarks/eval_wikibio_combinations.py | tee benchmarks/out/eval_wikibio_combinations.md
 fi
