@@ -181,10 +181,16 @@ def test_compute_baseline_writes_reference_format(tmp_path, tiny_bert):
                           atol=TOL, rtol=0)
 
 
-def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, embedded_model_path):
-    """The packed pass (BERT/RoBERTa) gives the transformers forward's hidden states."""
+@pytest.mark.parametrize("per_text", [True, False], ids=["per-text copies", "indexed copy"])
+def test_packed_forward_equals_transformers_forward(
+    tiny_bert, tiny_roberta, embedded_model_path, monkeypatch, per_text
+):
+    """The packed pass (BERT/RoBERTa) gives the transformers forward's hidden states, with
+    either way of filling the attention layout (the indexed copy is the accelerators' path)."""
     from uqlm_bert.bertscore.encoder import load_encoder
+    from uqlm_bert.bertscore.packed import PackedEncoder
 
+    monkeypatch.setattr(PackedEncoder, "per_text_copies", staticmethod(lambda device: per_text))
     texts = SHORT + LONG[:2]
     for location, layers in ((None, 6), (tiny_bert, 2), (tiny_roberta, 3)):
         enc = load_encoder(location, num_layers=layers, device="cpu")
@@ -195,6 +201,25 @@ def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, emb
         for a, b in zip(packed, padded, strict=True):
             assert a.shape == b.shape
             assert torch.allclose(a, b, atol=1e-5, rtol=0)
+
+
+def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_path):
+    """Batches that share one workspace (growing, shrinking, with and without padding, widths on
+    and off a multiple of 16) give the same states as batches that each allocate their own."""
+    from uqlm_bert.bertscore.encoder import load_encoder
+
+    enc = load_encoder(None, num_layers=6, device="cpu")
+    ids = enc.tokenize(SHORT + LONG[:3])
+    same_length = [ids[0], list(ids[0])]  # no padding at all
+    batches = [ids[:3], ids[3:], ids[:2], same_length, [ids[-1]], ids]
+    fresh = [enc.embed_batch(b) for b in batches]
+    with enc.reuse_workspace():
+        shared = [enc.embed_batch(b) for b in batches]
+        assert enc.packed._local.buffer is not None
+    assert enc.packed._local.buffer is None  # freed on leaving the block
+    for xs, ys in zip(fresh, shared, strict=True):
+        for a, b in zip(xs, ys, strict=True):
+            assert torch.equal(a, b)
 
 
 def test_embedded_model_by_path_is_the_embedded_model(embedded_model_path, tiny_bert):
