@@ -10,6 +10,7 @@ mkdir -p benchmarks/out
 "$py" benchmarks/bench_end_to_end.py --rounds 3 | tee benchmarks/out/end_to_end.md
 "$py" benchmarks/bench_memory.py --sizes 2000 20000 | tee benchmarks/out/memory.md
 "$py" benchmarks/bench_ray.py | tee benchmarks/out/ray.md
+"$py" benchmarks/bench_onnxruntime.py | tee benchmarks/out/onnxruntime.md  # skips without onnxruntime
 if [ -f ../shared/data/wikibio_gpt3_dev.jsonl ]; then
     "$py" benchmarks/eval_wikibio.py | tee benchmarks/out/eval_wikibio.md
     "$py" benchmarks/eval_wikibio_combinations.py | tee benchmarks/out/eval_wikibio_combinations.md
