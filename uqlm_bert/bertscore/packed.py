@@ -150,8 +150,9 @@ class PackedEncoder:
             return torch.empty(numel, dtype=dtype, device=device)
         buf = getattr(local, "buffer", None)
         if buf is None or buf.numel() < numel or buf.dtype != dtype or buf.device != device:
-            # batches come sorted by length, so grow with headroom for the next ones
-            size = numel if buf is None else max(numel, buf.numel() * 3 // 2)
+            # batches come sorted by length, so grow with headroom for the next ones (at most
+            # a quarter above this batch's need, so long texts do not hold much spare memory)
+            size = numel if buf is None else max(numel, min(buf.numel() * 3 // 2, numel * 5 // 4))
             local.buffer = None  # free the old buffer before taking the new one
             buf = local.buffer = torch.empty(size, dtype=dtype, device=device)
         return buf[:numel]
