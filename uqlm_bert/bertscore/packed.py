@@ -10,7 +10,7 @@ back.
 
 The layers write into one preallocated workspace (``out=`` GEMMs, in-place activation) rather
 than into fresh tensors: fresh tensors of tens of MB cost a page fault per 4 KiB on first touch,
-which made up a tenth of the transformers forward's time on CPU. Wrap several batches in
+which cost about a tenth of this pass's time on CPU before the workspace. Wrap several batches in
 :meth:`PackedEncoder.reuse_workspace` to share the workspace between them too.
 
 The arithmetic is the model's own (same weights, same operations, same order within each token),
