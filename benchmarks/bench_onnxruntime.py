@@ -274,23 +274,15 @@ def ours_embedder(encoder: object) -> Callable[[Sequence[Sequence[Sequence[int]]
 
 
 def padded_torch_embedder(
-    model: torch.nn.Module, pad_id: int
+    encoder: object,
 ) -> Callable[[Sequence[Sequence[Sequence[int]]]], Embeddings]:
-    """Embed batches with the plain transformers forward on padded batches."""
+    """Embed batches with the plain transformers forward on padded batches (the encoder's path
+    for architectures the packed pass does not cover)."""
 
-    @torch.inference_mode()
     def embed(batches: Sequence[Sequence[Sequence[int]]]) -> Embeddings:
         result: Embeddings = []
         for batch in batches:
-            lens = [len(ids) for ids in batch]
-            ids = torch.full((len(batch), max(lens)), pad_id, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for i, row in enumerate(batch):
-                ids[i, : lens[i]] = torch.as_tensor(row)
-                mask[i, : lens[i]] = 1
-            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state.float()
-            hidden = hidden / hidden.norm(dim=-1, keepdim=True)
-            result.extend(hidden[i, :n] for i, n in enumerate(lens))
+            result.extend(encoder._embed_padded(batch))
         return result
 
     return embed
@@ -409,7 +401,7 @@ def main() -> None:
     variants.append(
         Variant(
             "transformers forward (float32, padded)",
-            padded_torch_embedder(exact.model, pad_id),
+            padded_torch_embedder(exact),
             batches,
         )
     )
