@@ -13,5 +13,5 @@ mkdir -p benchmarks/out
 "$py" benchmarks/bench_onnxruntime.py | tee benchmarks/out/onnxruntime.md  # skips without onnxruntime
 if [ -f ../shared/data/wikibio_gpt3_dev.jsonl ]; then
     "$py" benchmarks/eval_wikibio.py | tee benchmarks/out/eval_wikibio.md
-    "$py" benchmarks/eval_wikibio_combinations.py | tee benchmarks/out/eval_wikibio_combinations.md
+    "$py" benchmarks/eval_combinations.py | tee benchmarks/out/eval_combinations.md
 fi

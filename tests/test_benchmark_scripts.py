@@ -12,7 +12,7 @@ from scipy.stats import spearmanr
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-import eval_wikibio_combinations as combos  # noqa: E402
+import eval_combinations as combos  # noqa: E402
 
 
 def test_judge_matches_scipy_over_sample_subsets():

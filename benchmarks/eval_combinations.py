@@ -2,7 +2,7 @@
 ``eval_wikibio.py``: scores averaged over layers, rank ensembles with BLEU, and other ways to
 pool the per-sample scores.
 
-    python benchmarks/eval_wikibio_combinations.py [--data PATH]
+    python benchmarks/eval_combinations.py [--data PATH]
 
 Every candidate is judged like the settings of ``eval_wikibio.py``: passage Spearman (x100)
 between the hallucination score (negated confidence) and the passage's mean label degree, with
