@@ -314,27 +314,24 @@ class BERTScorer:
             disable=not show,
             leave=False,
         )
-        try:
-            with self._encoder.reuse_workspace():
-                for start in range(0, n, self.chunk_size):
-                    stop = min(n, start + self.chunk_size)
-                    keys_c = [c.strip() for c in pair_cand[start:stop]]
-                    keys_r = [r.strip() for r in pair_ref[start:stop]]
-                    new = sorted(
-                        {k for k in keys_c + keys_r if k not in cache},
-                        key=lambda k: len(texts[k].ids),
-                    )
-                    for b in range(0, len(new), batch_size):
-                        batch = new[b : b + batch_size]
-                        embs = self._encoder.embed_batch([texts[k].ids for k in batch])
-                        cache.update(zip(batch, embs, strict=True))
-                        bar.update(len(batch))
-                    out[start:stop] = self._match(keys_c, keys_r, texts, cache)
-                    for k in set(keys_c + keys_r):
-                        if texts[k].last_use < stop:
-                            del cache[k]
-        finally:
-            bar.close()
+        with bar, self._encoder.reuse_workspace():
+            for start in range(0, n, self.chunk_size):
+                stop = min(n, start + self.chunk_size)
+                keys_c = [c.strip() for c in pair_cand[start:stop]]
+                keys_r = [r.strip() for r in pair_ref[start:stop]]
+                new = sorted(
+                    {k for k in keys_c + keys_r if k not in cache},
+                    key=lambda k: len(texts[k].ids),
+                )
+                for b in range(0, len(new), batch_size):
+                    batch = new[b : b + batch_size]
+                    embs = self._encoder.embed_batch([texts[k].ids for k in batch])
+                    cache.update(zip(batch, embs, strict=True))
+                    bar.update(len(batch))
+                out[start:stop] = self._match(keys_c, keys_r, texts, cache)
+                for k in set(keys_c + keys_r):
+                    if texts[k].last_use < stop:
+                        del cache[k]
         return out
 
     def _match(
