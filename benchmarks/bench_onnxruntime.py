@@ -282,7 +282,7 @@ def padded_torch_embedder(
     def embed(batches: Sequence[Sequence[Sequence[int]]]) -> Embeddings:
         result: Embeddings = []
         for batch in batches:
-            result.extend(encoder._embed_padded(batch))
+            result.extend(h / h.norm(dim=-1, keepdim=True) for h in encoder._padded_states(batch))
         return result
 
     return embed
@@ -369,7 +369,7 @@ def main() -> None:
     load_before = os.getloadavg()
 
     from uqlm_bert import BERTScorer
-    from uqlm_bert.bertscore.encoder import load_encoder
+    from uqlm_bert.bertscore.models import load_encoder
 
     responses, samples, source = load_prompts(args.prompts, args.samples)
     pairs = [(r.strip(), s.strip()) for r, ss in zip(responses, samples, strict=True) for s in ss]

@@ -67,7 +67,7 @@ def test_empty_text_rescaled_from_raw_zero():
 
 def test_rescale_without_baseline_is_clear(tmp_path, embedded_model_path):
     with pytest.raises(BaselineNotFoundError, match="compute_baseline"):
-        BERTScorer(rescale_with_baseline=True, lang="xx")
+        BERTScorer(model_type=embedded_model_path, rescale_with_baseline=True, lang="xx")
     with pytest.raises(BaselineNotFoundError, match="does not exist"):
         BERTScorer(rescale_with_baseline=True, baseline_path=tmp_path / "missing.tsv")
     bad = tmp_path / "bad.tsv"

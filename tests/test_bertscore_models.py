@@ -11,7 +11,7 @@ from tests.texts import LONG, SHORT
 from tests.tiny_models import build_tiny_bert, build_tiny_roberta
 from uqlm_bert import BERTScorer, ConfigurationError, ModelLoadError
 from uqlm_bert.bertscore import MODEL_LAYERS, compute_baseline, read_baseline
-from uqlm_bert.bertscore.encoder import resolve_device
+from uqlm_bert.bertscore.models import resolve_device
 
 bert_score = pytest.importorskip("bert_score")
 TOL = 1e-5
@@ -187,17 +187,17 @@ def test_packed_forward_equals_transformers_forward(
 ):
     """The packed pass (BERT/RoBERTa) gives the transformers forward's hidden states, with
     either way of filling the attention layout (the indexed copy is the accelerators' path)."""
-    from uqlm_bert.bertscore.encoder import load_encoder
+    from uqlm_bert.bertscore.models import load_encoder
     from uqlm_bert.bertscore.packed import PackedEncoder
 
     monkeypatch.setattr(PackedEncoder, "per_text_copies", staticmethod(lambda device: per_text))
     texts = SHORT + LONG[:2]
     for location, layers in ((None, 6), (tiny_bert, 2), (tiny_roberta, 3)):
         enc = load_encoder(location, num_layers=layers, device="cpu")
-        assert enc.packed is not None
+        assert enc.loaded.packed is not None
         ids = enc.tokenize(texts)
         packed = enc.embed_batch(ids)
-        padded = enc._embed_padded(ids)
+        padded = [h / h.norm(dim=-1, keepdim=True) for h in enc._padded_states(ids)]
         for a, b in zip(packed, padded, strict=True):
             assert a.shape == b.shape
             assert torch.allclose(a, b, atol=1e-5, rtol=0)
@@ -206,7 +206,7 @@ def test_packed_forward_equals_transformers_forward(
 def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_path):
     """Batches that share one workspace (growing, shrinking, with and without padding, widths on
     and off a multiple of 16) give the same states as batches that each allocate their own."""
-    from uqlm_bert.bertscore.encoder import load_encoder
+    from uqlm_bert.bertscore.models import load_encoder
 
     enc = load_encoder(None, num_layers=6, device="cpu")
     ids = enc.tokenize(SHORT + LONG[:3])
@@ -215,8 +215,8 @@ def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_pa
     fresh = [enc.embed_batch(b) for b in batches]
     with enc.reuse_workspace():
         shared = [enc.embed_batch(b) for b in batches]
-        assert enc.packed._local.buffer is not None
-    assert enc.packed._local.buffer is None  # freed on leaving the block
+        assert enc.loaded.packed._local.buffer is not None
+    assert enc.loaded.packed._local.buffer is None  # freed on leaving the block
     for xs, ys in zip(fresh, shared, strict=True):
         for a, b in zip(xs, ys, strict=True):
             assert torch.equal(a, b)
@@ -225,9 +225,9 @@ def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_pa
 def test_embedded_model_by_path_is_the_embedded_model(embedded_model_path, tiny_bert):
     """Naming the embedded model by its directory gives the same model, layer and baseline as
     model_type=None, whichever is loaded first; other models never share its cache entry."""
-    from uqlm_bert.bertscore import EMBEDDED_MODEL_NAME, clear_encoder_cache
+    from uqlm_bert.bertscore import EMBEDDED_MODEL_NAME, clear_model_cache
 
-    clear_encoder_cache()
+    clear_model_cache()
     by_path = BERTScorer(model_type=embedded_model_path, show_progress_bars=False)
     default = BERTScorer(show_progress_bars=False)
     assert by_path.model_type == default.model_type == EMBEDDED_MODEL_NAME

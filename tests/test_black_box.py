@@ -20,7 +20,7 @@ from uqlm_bert.exceptions import (
     InputValidationError,
 )
 from uqlm_bert.result import UQResult
-from uqlm_bert.scorers.base import Scorer, available_scorers, register_scorer
+from uqlm_bert.scorers import Scorer, available_scorers, register_scorer
 
 FAST = {"max_retries": 1, "retry_base_delay": 0.0, "retry_max_delay": 0.0}
 
@@ -86,8 +86,14 @@ async def test_generate_and_score_aligns_answers_samples_and_scores():
         llm, scorers=["token_jaccard"], max_concurrency=1, show_progress_bars=False, **FAST
     )
     prompts = prompts_n(5)
-    with pytest.warns(RuntimeWarning, match="6 of 20"):
+    with pytest.warns(RuntimeWarning) as caught:
         result = await uq.generate_and_score(prompts, num_responses=3)
+    # one warning per kind of failure, pointing at this test's line
+    assert sorted(str(w.message).split(" (")[0] for w in caught) == [
+        "2 LLM call(s) failed for good",
+        "4 LLM call(s) failed for good",
+    ]
+    assert {w.filename for w in caught} == {__file__}
     assert isinstance(result, UQResult)
     df = result.to_df()
     assert df["prompt"].tolist() == prompts
@@ -106,11 +112,15 @@ async def test_generate_and_score_aligns_answers_samples_and_scores():
     assert meta["num_prompts"] == 5 and meta["num_responses"] == 3
     assert meta["temperature"] == 0.25 and meta["sampling_temperature"] == 1.0
     assert meta["scorers"] == ["token_jaccard"]
-    assert meta["failures"] == {
+    assert {k: v for k, v in meta["failures"].items() if k != "by_kind"} == {
         "responses": 1,
         "samples": 5,
         "prompts_with_failures": 3,
         "unscored_prompts": 2,
+    }
+    assert {k: v["count"] for k, v in meta["failures"]["by_kind"].items()} == {
+        "bad_request": 4,
+        "server": 2,
     }
     # 20 slots; q2's two failing samples took 2 attempts each
     assert meta["calls"]["attempts"] == 22 and meta["calls"]["retries"] == 2
@@ -125,9 +135,11 @@ async def test_generate_and_score_aligns_answers_samples_and_scores():
 
 
 async def test_scoring_overlaps_generation_in_batches_off_the_event_loop():
-    llm = scripted(latency=0.005)
+    llm = scripted(latency=0.03)  # 96 calls, 4 at a time: generation lasts about 0.7 s
     scorer = JaccardScorer(recorder=llm.recorder)
-    uq = BlackBoxUQ(llm, scorers=[scorer], max_concurrency=4, show_progress_bars=False)
+    uq = BlackBoxUQ(
+        llm, scorers=[scorer], max_concurrency=4, score_batch_size=8, show_progress_bars=False
+    )
     n, m = 24, 3
     result = await uq.generate_and_score(prompts_n(n), num_responses=m)
     total_calls = n * (m + 1)
@@ -135,7 +147,7 @@ async def test_scoring_overlaps_generation_in_batches_off_the_event_loop():
     # scoring started while calls were still outstanding, over more than one batch
     assert len(scorer.batches) > 1
     assert scorer.calls_done_at_batch[0] < total_calls
-    assert sum(len(b) for b in scorer.batches) == n
+    assert sum(len(b) for b in scorer.batches) == n and max(map(len, scorer.batches)) <= 8
     assert threading.current_thread().name not in scorer.threads
     assert result.data["token_jaccard"] == [SAME_PROMPT_JACCARD] * n
 

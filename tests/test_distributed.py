@@ -33,7 +33,8 @@ from uqlm_bert.distributed import (
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError, UQLMBertError
 from uqlm_bert.io import read_table, scoring_inputs, validate_rows
 from uqlm_bert.scorers import Scorer, build_scorer, build_scorers
-from uqlm_bert.scorers import base as scorer_registry
+from uqlm_bert.scorers import registry as scorer_registry
+from uqlm_bert.scorers.registry import ScorerSpec
 
 TOL = 1e-6
 MALFORMED = {5: (42, ["an answer"]), 9: ("An answer.", "not a list"), 14: ("An answer.", ["ok", 7])}
@@ -484,7 +485,7 @@ def test_a_killed_actor_is_replaced_without_losing_or_duplicating_rows(
     monkeypatch.setitem(
         scorer_registry._REGISTRY,
         _CrashOnce.name,
-        lambda **kwargs: _CrashOnce(str(tmp_path), marker, **kwargs),
+        ScorerSpec(_CrashOnce.name, lambda **kwargs: _CrashOnce(str(tmp_path), marker, **kwargs)),
     )
     frame = pd.DataFrame(rows)
     ds = local_ray.data.from_pandas([frame.iloc[i : i + 6] for i in range(0, len(frame), 6)])

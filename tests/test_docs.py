@@ -147,7 +147,7 @@ def test_every_public_module_is_doctested():
         "uqlm_bert.black_box",
         "uqlm_bert.result",
         "uqlm_bert.plots",
-        "uqlm_bert.bertscore.scorer",
+        "uqlm_bert.bertscore.engine",
         "uqlm_bert.evaluation",
     ):
         assert expected in MODULES

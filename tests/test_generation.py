@@ -20,16 +20,17 @@ from uqlm_bert.exceptions import (
     InputValidationError,
 )
 from uqlm_bert.generation import (
+    EventLoopThread,
+    GenerationSettings,
     LLMCaller,
     ResponseGenerator,
     RetryPolicy,
     classify_exception,
     derive_llm,
     parse_retry_after,
-    run_sync,
 )
-from uqlm_bert.generation.client import llm_temperature, message_text
-from uqlm_bert.generation.errors import MalformedReplyError
+from uqlm_bert.generation.caller import llm_temperature, message_text
+from uqlm_bert.generation.classify import MalformedReplyError
 from uqlm_bert.generation.prompts import (
     fingerprint_prompt,
     fingerprint_run,
@@ -43,6 +44,17 @@ FAST = RetryPolicy(max_retries=3, base_delay=0.0, max_delay=0.0)
 
 def scripted(**kwargs) -> ScriptedChatModel:
     return ScriptedChatModel(temperature=0.25, recorder=Recorder(), **kwargs)
+
+
+def generator(llm, **settings) -> ResponseGenerator:
+    return ResponseGenerator(llm, GenerationSettings(**settings))
+
+
+async def call_once(llm, messages, *, sample, sleep=None, **settings):
+    """One slot through a fresh caller: ``(text, failure), caller``."""
+    async with LLMCaller(llm, GenerationSettings(**settings), sleep=sleep) as caller:
+        permit = await caller.concurrency.acquire()
+        return await caller.call(messages, sample=sample, permit=permit), caller
 
 
 # --- error classification -------------------------------------------------------------------
@@ -288,18 +300,20 @@ async def test_caller_retries_transient_faults_then_succeeds():
     llm = scripted()
     llm.recorder.add_fault("q", http_error(503), http_error(429), TimeoutError("read timeout"))
     sleeper = SleepRecorder()
-    caller = LLMCaller(llm, retry_policy=FAST, sleep=sleeper)
-    text, failure = await caller.call(to_messages("q"), sample=True)
+    (text, failure), caller = await call_once(
+        llm, to_messages("q"), sample=True, retry=FAST, sleep=sleeper
+    )
     assert (text, failure) == (answer_text("q", 1.0), None)
     assert len(llm.recorder.calls) == 4
-    assert caller.stats.as_dict() == {
+    stats = caller.stats.as_dict()
+    assert {k: stats[k] for k in ("attempts", "succeeded", "failed", "retries", "rate_limited")} == {
         "attempts": 4,
         "succeeded": 1,
         "failed": 0,
         "retries": 3,
-        "from_checkpoint": 0,
-        "failures_by_kind": {},
+        "rate_limited": 1,
     }
+    assert stats["failures_by_kind"] == {}
     assert sleeper.waits == [0.0, 0.0, 0.0]
 
 
@@ -310,8 +324,7 @@ async def test_caller_waits_at_least_retry_after():
     )
     sleeper = SleepRecorder()
     policy = RetryPolicy(max_retries=5, base_delay=0.01, max_delay=0.01)
-    caller = LLMCaller(llm, retry_policy=policy, sleep=sleeper)
-    text, _ = await caller.call(to_messages("q"), sample=False)
+    (text, _), _ = await call_once(llm, to_messages("q"), sample=False, retry=policy, sleep=sleeper)
     assert text == answer_text("q", 0.25)
     assert sleeper.waits == [4.0, 0.25]
 
@@ -319,8 +332,9 @@ async def test_caller_waits_at_least_retry_after():
 async def test_caller_gives_up_after_max_retries():
     llm = scripted()
     llm.recorder.add_fault("q", http_error(502), always=True)
-    caller = LLMCaller(llm, retry_policy=FAST, sleep=SleepRecorder())
-    text, failure = await caller.call(to_messages("q"), sample=True)
+    (text, failure), caller = await call_once(
+        llm, to_messages("q"), sample=True, retry=FAST, sleep=SleepRecorder()
+    )
     assert text is None
     assert (failure.kind, failure.attempts, failure.status_code) == ("server", 4, 502)
     assert len(llm.recorder.calls) == 4 and caller.stats.failures_by_kind == {"server": 1}
@@ -329,8 +343,9 @@ async def test_caller_gives_up_after_max_retries():
 async def test_caller_does_not_retry_permanent_faults():
     llm = scripted()
     llm.recorder.add_fault("q", http_error(400), always=True)
-    caller = LLMCaller(llm, retry_policy=FAST, sleep=SleepRecorder())
-    text, failure = await caller.call(to_messages("q"), sample=True)
+    (text, failure), caller = await call_once(
+        llm, to_messages("q"), sample=True, retry=FAST, sleep=SleepRecorder()
+    )
     assert text is None and (failure.kind, failure.attempts) == ("bad_request", 1)
     assert len(llm.recorder.calls) == 1 and caller.stats.retries == 0
 
@@ -338,9 +353,8 @@ async def test_caller_does_not_retry_permanent_faults():
 async def test_caller_stops_on_auth_failure():
     llm = scripted()
     llm.recorder.add_fault("q", http_error(401), always=True)
-    caller = LLMCaller(llm, retry_policy=FAST, sleep=SleepRecorder())
     with pytest.raises(AuthenticationFailedError, match="API key"):
-        await caller.call(to_messages("q"), sample=True)
+        await call_once(llm, to_messages("q"), sample=True, retry=FAST, sleep=SleepRecorder())
     assert len(llm.recorder.calls) == 1
 
 
@@ -348,8 +362,9 @@ async def test_caller_times_out_hung_calls():
     llm = scripted()
     llm.recorder.add_fault("q", "hang", always=True)
     policy = RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0)
-    caller = LLMCaller(llm, retry_policy=policy, request_timeout=0.05)
-    text, failure = await caller.call(to_messages("q"), sample=True)
+    (text, failure), _ = await call_once(
+        llm, to_messages("q"), sample=True, retry=policy, request_timeout=0.05
+    )
     assert text is None and (failure.kind, failure.attempts) == ("timeout", 2)
     assert "request_timeout=0.05" in failure.message
     assert llm.recorder.in_flight == 0  # the abandoned calls were cancelled, not left running
@@ -357,9 +372,8 @@ async def test_caller_times_out_hung_calls():
 
 async def test_caller_uses_the_original_temperature_and_the_sampling_temperature():
     llm = scripted()
-    caller = LLMCaller(llm, sampling_temperature=0.8)
-    original, _ = await caller.call(to_messages("q"), sample=False)
-    sample, _ = await caller.call(to_messages("q"), sample=True)
+    (original, _), _ = await call_once(llm, to_messages("q"), sample=False, sampling_temperature=0.8)
+    (sample, _), _ = await call_once(llm, to_messages("q"), sample=True, sampling_temperature=0.8)
     assert (original, sample) == (answer_text("q", 0.25), answer_text("q", 0.8))
     assert llm.temperature == 0.25
 
@@ -374,9 +388,9 @@ async def test_caller_uses_the_original_temperature_and_the_sampling_temperature
         {"rate_limit_period": 0},
     ],
 )
-def test_caller_rejects_bad_settings(kwargs):
+def test_settings_reject_bad_values(kwargs):
     with pytest.raises(ConfigurationError):
-        LLMCaller(scripted(), **kwargs)
+        GenerationSettings(**kwargs)
 
 
 async def test_rate_limit_counts_every_attempt_in_a_sliding_window():
@@ -384,16 +398,12 @@ async def test_rate_limit_counts_every_attempt_in_a_sliding_window():
     await llm.ainvoke("warm-up")  # first-call set-up stays out of the measured window
     llm.recorder.add_fault("p0", http_error(503))  # one retry: also rate-limited
     period, limit = 0.5, 3
-    caller = LLMCaller(
-        llm,
-        max_calls_per_min=limit,
-        rate_limit_period=period,
-        retry_policy=FAST,
-        max_concurrency=8,
+    gen = generator(
+        llm, max_calls_per_min=limit, rate_limit_period=period, retry=FAST, max_concurrency=8
     )
-    await asyncio.gather(*(caller.call(to_messages(f"p{i}"), sample=True) for i in range(6)))
+    result = await gen.generate([f"p{i}" for i in range(6)], 0, show_progress_bars=False)
     starts = sorted(c.started for c in llm.recorder.calls if c.prompt.startswith("p"))
-    assert len(starts) == 7 and caller.stats.attempts == 7
+    assert len(starts) == 7 and result.stats.attempts == 7
     # The throttle admits a call only when fewer than `limit` calls were admitted in the last
     # `period`; a call starts a moment after its admission, so windows get 50 ms slack. Without
     # the throttle all 7 calls would start within a few milliseconds.
@@ -412,7 +422,7 @@ def prompts_n(n: int) -> list[str]:
 
 async def test_generator_fills_every_slot_in_place():
     llm = scripted()
-    gen = ResponseGenerator(llm, sampling_temperature=0.9, retry_policy=FAST)
+    gen = generator(llm, sampling_temperature=0.9, retry=FAST)
     prompts = prompts_n(5)
     result = await gen.generate(prompts, num_responses=3, show_progress_bars=False)
     assert result.responses == [answer_text(p, 0.25) for p in prompts]
@@ -427,10 +437,9 @@ async def test_generator_failures_stay_in_their_own_slots():
     rec.add_fault("question 1", http_error(400), temperature=0.25, always=True)  # original fails
     rec.add_fault("question 3", http_error(503), temperature=1.0, always=True)  # every sample
     rec.add_fault("question 4", http_error(500))  # first call of prompt 4 fails once
-    gen = ResponseGenerator(llm, retry_policy=FAST, max_concurrency=3)
+    gen = generator(llm, retry=FAST, max_concurrency=3)
     prompts = prompts_n(6)
-    with pytest.warns(RuntimeWarning, match="4 of 24 LLM calls failed"):
-        result = await gen.generate(prompts, num_responses=3, show_progress_bars=False)
+    result = await gen.generate(prompts, num_responses=3, show_progress_bars=False)
     for i, p in enumerate(prompts):
         if i != 1:
             assert result.responses[i] == answer_text(p, 0.25)
@@ -459,7 +468,7 @@ async def test_generator_result_does_not_depend_on_completion_order():
     jittery.recorder.max_random_latency = 0.02
     jittery.recorder.slow = {"question 0": 0.1, "question 1": 0.05}
     done_order: list[int] = []
-    shuffled = await ResponseGenerator(jittery, max_concurrency=20).generate(
+    shuffled = await generator(jittery, max_concurrency=20).generate(
         prompts, 4, on_prompt_done=lambda i, *_: done_order.append(i), show_progress_bars=False
     )
     assert done_order != sorted(done_order)  # prompts really finished out of order
@@ -469,7 +478,7 @@ async def test_generator_result_does_not_depend_on_completion_order():
 
 async def test_generator_bounds_concurrency():
     llm = scripted(latency=0.02)
-    gen = ResponseGenerator(llm, max_concurrency=4)
+    gen = generator(llm, max_concurrency=4)
     await gen.generate(prompts_n(10), num_responses=2, show_progress_bars=False)
     assert llm.recorder.max_in_flight == 4
 
@@ -478,12 +487,11 @@ async def test_generator_reports_each_prompt_once_when_done():
     seen: list[tuple[int, str | None, list]] = []
     llm = scripted()
     llm.recorder.add_fault("question 2", http_error(400), temperature=1.0)
-    gen = ResponseGenerator(llm, retry_policy=FAST)
+    gen = generator(llm, retry=FAST)
     prompts = prompts_n(4)
-    with pytest.warns(RuntimeWarning):
-        result = await gen.generate(
-            prompts, 2, on_prompt_done=lambda *a: seen.append(a), show_progress_bars=False
-        )
+    result = await gen.generate(
+        prompts, 2, on_prompt_done=lambda *a: seen.append(a), show_progress_bars=False
+    )
     assert sorted(i for i, _, _ in seen) == [0, 1, 2, 3]
     for i, response, samples in seen:
         assert response == result.responses[i] and samples == result.sampled_responses[i]
@@ -514,12 +522,14 @@ def test_generator_needs_a_chat_model():
     with pytest.raises(ConfigurationError, match="ainvoke"):
         ResponseGenerator("gpt-4")
     with pytest.raises(ConfigurationError, match="sampling_temperature"):
-        ResponseGenerator(scripted(), sampling_temperature=-0.1)
+        generator(scripted(), sampling_temperature=-0.1)
+    with pytest.raises(ConfigurationError, match="GenerationSettings"):
+        ResponseGenerator(scripted(), {"max_concurrency": 4})
 
 
 async def test_generator_uses_message_lists_and_the_system_prompt():
     llm = scripted()
-    gen = ResponseGenerator(llm, system_prompt="Be brief.")
+    gen = generator(llm, system_prompt="Be brief.")
     conversation = [
         HumanMessage(content="hello"),
         AIMessage(content="hi"),
@@ -536,7 +546,7 @@ async def test_generator_uses_message_lists_and_the_system_prompt():
 async def test_auth_failure_stops_the_run_and_leaves_no_tasks():
     llm = scripted(latency=0.01)
     llm.recorder.add_fault("question 3", http_error(401), always=True)
-    gen = ResponseGenerator(llm, max_concurrency=4, retry_policy=FAST)
+    gen = generator(llm, max_concurrency=4, retry=FAST)
     with pytest.raises(AuthenticationFailedError):
         await gen.generate(prompts_n(50), 3, show_progress_bars=False)
     assert asyncio.all_tasks() == {asyncio.current_task()}
@@ -547,7 +557,7 @@ async def test_auth_failure_stops_the_run_and_leaves_no_tasks():
 
 async def test_cancellation_leaves_no_tasks_running():
     llm = scripted(latency=0.01)
-    gen = ResponseGenerator(llm, max_concurrency=4)
+    gen = generator(llm, max_concurrency=4)
     task = asyncio.ensure_future(gen.generate(prompts_n(100), 3, show_progress_bars=False))
     while len(llm.recorder.calls) < 10:
         await asyncio.sleep(0.005)
@@ -558,31 +568,32 @@ async def test_cancellation_leaves_no_tasks_running():
     assert llm.recorder.in_flight == 0
 
 
-def test_run_sync_outside_and_inside_a_loop():
-    async def work(x):
+def test_event_loop_thread_runs_every_call_on_one_loop_inside_or_outside_a_loop():
+    runner = EventLoopThread()
+
+    async def which_loop():
         await asyncio.sleep(0)
-        return x * 2
+        return asyncio.get_running_loop()
 
-    assert run_sync(lambda: work(21)) == 42
+    first = runner.run(which_loop)
 
-    async def inside():
-        return run_sync(lambda: work(5))
+    async def inside():  # as in Jupyter: a loop is already running in this thread
+        return runner.run(which_loop)
 
-    assert asyncio.run(inside()) == 10
+    assert asyncio.run(inside()) is first and runner.run(which_loop) is first
 
     async def failing():
         raise ValueError("boom")
 
-    async def inside_failing():
-        return run_sync(failing)
-
     with pytest.raises(ValueError, match="boom"):
-        asyncio.run(inside_failing())
+        runner.run(failing)
+    runner.close()
+    assert not runner.running and first.is_closed()
 
 
 async def test_fake_list_chat_model_works_unchanged():
     llm = FakeListChatModel(responses=["x", "y"])
-    result = await ResponseGenerator(llm, max_concurrency=1).generate(
+    result = await generator(llm, max_concurrency=1).generate(
         ["a", "b"], 1, show_progress_bars=False
     )
     # One worker, slots in order; the original-response copy and the sampling copy each walk

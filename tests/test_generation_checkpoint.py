@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 
 from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
 from uqlm_bert.exceptions import CheckpointError
-from uqlm_bert.generation import Checkpoint, ResponseGenerator, RetryPolicy
+from uqlm_bert.generation import Checkpoint, GenerationSettings, ResponseGenerator, RetryPolicy
 from uqlm_bert.generation.records import CallFailure
 
 FAST = RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0)
@@ -69,7 +70,7 @@ async def test_interrupted_run_resumes_to_the_same_result(tmp_path):
 
     slow = scripted(latency=0.01)
     task = asyncio.ensure_future(
-        ResponseGenerator(slow, max_concurrency=3).generate(
+        ResponseGenerator(slow, GenerationSettings(max_concurrency=3)).generate(
             PROMPTS, 3, checkpoint=path, show_progress_bars=False
         )
     )
@@ -97,17 +98,16 @@ async def test_resume_retries_transient_failures_but_keeps_permanent_ones(tmp_pa
     llm = scripted()
     llm.recorder.add_fault("question 1", http_error(503), temperature=1.0, always=True)
     llm.recorder.add_fault("question 2", http_error(400), temperature=0.0, always=True)
-    with pytest.warns(RuntimeWarning):
-        first = await ResponseGenerator(llm, retry_policy=FAST).generate(
-            PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
-        )
+    first = await ResponseGenerator(llm, GenerationSettings(retry=FAST)).generate(
+        PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
+    )
     assert first.sampled_responses[1] == [None, None]
 
     healthy = scripted()
-    with pytest.warns(RuntimeWarning, match="1 of 9"):
-        second = await ResponseGenerator(healthy, retry_policy=FAST).generate(
-            PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
-        )
+    second = await ResponseGenerator(healthy, GenerationSettings(retry=FAST)).generate(
+        PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
+    )
+    assert second.stats.failed == 0 and second.stats.from_checkpoint == 9 - 2
     assert [(c.prompt, c.temperature) for c in healthy.recorder.calls] == [
         ("question 1", 1.0),
         ("question 1", 1.0),
@@ -116,24 +116,30 @@ async def test_resume_retries_transient_failures_but_keeps_permanent_ones(tmp_pa
     assert second.responses[2] is None and second.response_errors[2].kind == "bad_request"
     # a third run reads the later records for prompt 1 and needs nothing
     third_llm = scripted()
-    with pytest.warns(RuntimeWarning, match="1 of 9"):
-        third = await ResponseGenerator(third_llm).generate(
-            PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
-        )
+    third = await ResponseGenerator(third_llm).generate(
+        PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
+    )
     assert third_llm.recorder.calls == [] and fields(third) == fields(second)
 
 
 @pytest.mark.parametrize(
-    "change",
+    ("change", "named"),
     [
-        {"prompts": PROMPTS[:4] + ["something else"]},
-        {"prompts": PROMPTS[:5][::-1]},
-        {"num_responses": 3},
-        {"sampling_temperature": 0.7},
-        {"system_prompt": "Be brief."},
+        ({"prompts": PROMPTS[:4] + ["something else"]}, "prompt 4 differs"),
+        ({"prompts": PROMPTS[:5][::-1]}, "prompt 0 differs"),
+        ({"prompts": PROMPTS[:6]}, "it has 5 prompts and this run has 6"),
+        ({"num_responses": 3}, "the setting 'num_responses' was 2 and is now 3"),
+        (
+            {"sampling_temperature": 0.7},
+            "the setting 'sampling_temperature' was 1.0 and is now 0.7",
+        ),
+        (
+            {"system_prompt": "Be brief."},
+            "the setting 'system_prompt' was None and is now 'Be brief.'",
+        ),
     ],
 )
-async def test_a_checkpoint_of_another_run_is_refused(tmp_path, change):
+async def test_a_checkpoint_of_another_run_is_refused(tmp_path, change, named):
     path = tmp_path / "run.jsonl"
     await ResponseGenerator(scripted()).generate(
         PROMPTS[:5], 2, checkpoint=path, show_progress_bars=False
@@ -141,10 +147,12 @@ async def test_a_checkpoint_of_another_run_is_refused(tmp_path, change):
     before = path.read_bytes()
     gen = ResponseGenerator(
         scripted(),
-        sampling_temperature=change.get("sampling_temperature", 1.0),
-        system_prompt=change.get("system_prompt"),
+        GenerationSettings(
+            sampling_temperature=change.get("sampling_temperature", 1.0),
+            system_prompt=change.get("system_prompt"),
+        ),
     )
-    with pytest.raises(CheckpointError, match="different run"):
+    with pytest.raises(CheckpointError, match=f"different run: {re.escape(named)}"):
         await gen.generate(
             change.get("prompts", PROMPTS[:5]),
             change.get("num_responses", 2),
@@ -176,7 +184,7 @@ async def test_a_line_cut_short_by_a_crash_is_dropped_and_redone(tmp_path):
 async def test_damaged_or_foreign_files_are_refused(tmp_path):
     foreign = tmp_path / "notes.txt"
     foreign.write_text("my notes, not a checkpoint", encoding="utf-8")
-    with pytest.raises(CheckpointError, match="not a uqlm-bert checkpoint"):
+    with pytest.raises(CheckpointError, match="not a uqlm-bert checkpoint.*left alone"):
         await ResponseGenerator(scripted()).generate(
             ["q"], 1, checkpoint=foreign, show_progress_bars=False
         )
@@ -198,19 +206,19 @@ def test_checkpoint_roundtrip_of_failures(tmp_path):
     path = tmp_path / "c.jsonl"
     failure = CallFailure("server", "HTTP 503", attempts=3, status_code=503)
     ckpt = Checkpoint(path)
-    assert ckpt.open("fp", ["a", "b"], {"m": 1}) == {}
+    assert ckpt.open(["a", "b"], {"m": 1}) == {}
     ckpt.write(1, 0, None, failure)
     ckpt.write(1, 0, "later success", None)
     ckpt.close()
-    assert Checkpoint(path).open("fp", ["a", "b"], {"m": 1}) == {(1, 0): ("later success", None)}
+    assert Checkpoint(path).open(["a", "b"], {"m": 1}) == {(1, 0): ("later success", None)}
     ckpt = Checkpoint(path)
-    ckpt.open("fp", ["a", "b"], {"m": 1})
+    ckpt.open(["a", "b"], {"m": 1})
     ckpt.write(0, -1, None, failure)
     ckpt.close()
-    got = Checkpoint(path).open("fp", ["a", "b"], {"m": 1})
+    got = Checkpoint(path).open(["a", "b"], {"m": 1})
     assert got[(0, -1)] == (None, failure)
-    with pytest.raises(CheckpointError, match="prompt 1 does not match"):
-        Checkpoint(path).open("fp", ["a", "changed"], {"m": 1})
+    with pytest.raises(CheckpointError, match="prompt 1 differs"):
+        Checkpoint(path).open(["a", "changed"], {"m": 1})
 
 
 def test_checkpoint_argument_type_is_checked():

@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from uqlm_bert.exceptions import InputValidationError
-from uqlm_bert.scorers.base import build_scorer
+from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert.scorers import build_scorer
 from uqlm_bert.scorers.text import (
     BleuScorer,
     ExactMatchScorer,
@@ -71,7 +71,9 @@ def test_exact_match_hand_cases():
 
 def test_exact_match_normalize_kwarg_through_registry():
     assert build_scorer("exact_match").normalize is True
-    assert build_scorer("exact_match", exact_match_normalize=False, device="cpu").normalize is False
+    assert build_scorer("exact_match", exact_match_normalize=False).normalize is False
+    with pytest.raises(ConfigurationError, match="'device'.*accepted: exact_match_normalize"):
+        build_scorer("exact_match", device="cpu")
 
 
 def test_missing_response_or_samples_give_nan():

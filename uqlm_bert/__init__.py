@@ -3,6 +3,9 @@
 For each prompt the LLM is asked once for an answer and m more times for samples; the answer is
 scored against each sample with BERTScore, and the mean F1 is the confidence in [0, 1].
 
+The public names are imported on first use, so ``import uqlm_bert`` is quick and loads neither
+torch, transformers nor LangChain until something needs them.
+
 Example:
     >>> from uqlm_bert import BERTScorer
     >>> scorer = BERTScorer()  # the embedded all-MiniLM-L6-v2, no network needed
@@ -14,9 +17,9 @@ Example:
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from uqlm_bert.bertscore import BERTScorer
-from uqlm_bert.black_box import BlackBoxUQ
+from uqlm_bert._lazy import lazy_exports
 from uqlm_bert.exceptions import (
     AuthenticationFailedError,
     BaselineNotFoundError,
@@ -26,18 +29,37 @@ from uqlm_bert.exceptions import (
     InputValidationError,
     LLMCallError,
     ModelLoadError,
+    ProviderUnreachableError,
     UQLMBertError,
 )
-from uqlm_bert.result import UQResult
+
+if TYPE_CHECKING:
+    from uqlm_bert.bertscore import BERTScorer, BERTScoreSettings
+    from uqlm_bert.black_box import BlackBoxUQ
+    from uqlm_bert.generation.settings import GenerationSettings
+    from uqlm_bert.result import UQResult
 
 __version__ = "0.1.0"
 
 logging.getLogger("uqlm_bert").addHandler(logging.NullHandler())
 
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "BlackBoxUQ": "uqlm_bert.black_box",
+        "UQResult": "uqlm_bert.result",
+        "BERTScorer": "uqlm_bert.bertscore.engine",
+        "BERTScoreSettings": "uqlm_bert.bertscore.settings",
+        "GenerationSettings": "uqlm_bert.generation.settings",
+    },
+)
+
 __all__ = [
     "BlackBoxUQ",
     "UQResult",
     "BERTScorer",
+    "BERTScoreSettings",
+    "GenerationSettings",
     "UQLMBertError",
     "InputValidationError",
     "ConfigurationError",
@@ -46,6 +68,7 @@ __all__ = [
     "GenerationError",
     "LLMCallError",
     "AuthenticationFailedError",
+    "ProviderUnreachableError",
     "CheckpointError",
     "__version__",
 ]

@@ -23,31 +23,49 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import time
+import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.generation.checkpoint import Checkpoint
-from uqlm_bert.generation.client import llm_description, llm_temperature
-from uqlm_bert.generation.generator import ResponseGenerator
-from uqlm_bert.generation.prompts import validate_prompts
-from uqlm_bert.generation.records import GenerationResult
+from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy
-from uqlm_bert.generation.sync import run_sync
+from uqlm_bert.generation.settings import GenerationSettings
+from uqlm_bert.inputs import scoring_lists
 from uqlm_bert.result import SentenceUQResult, UQResult
-from uqlm_bert.scorers.base import Scorer, build_scorer, check_scoring_lists
+from uqlm_bert.scorers.base import Scorer, score_all
+from uqlm_bert.scorers.registry import build_scorers, scorer_spec
+
+if TYPE_CHECKING:
+    from uqlm_bert.bertscore.engine import BERTScorer
+    from uqlm_bert.bertscore.settings import BERTScoreSettings
+    from uqlm_bert.generation.records import GenerationResult
 
 __all__ = ["BlackBoxUQ"]
 
-logger = logging.getLogger("uqlm_bert")
+CheckpointArg = "str | os.PathLike[str] | Checkpoint | None"
 
-CheckpointArg = str | os.PathLike[str] | Checkpoint | None
+
+class _GenerationField:
+    """A generation setting as an attribute of ``BlackBoxUQ``: reading gives the current value,
+    writing replaces the settings object with one that has the new value (checked)."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = f"{doc} A generation setting (see ``BlackBoxUQ.generation``)."
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else getattr(obj.generation, self.name)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.generation = obj.generation.replace(**{self.name: value})
 
 
 class BlackBoxUQ:
@@ -60,24 +78,34 @@ class BlackBoxUQ:
             counted here. ``None`` when only scoring answers you already have.
         scorers: scorer names (default ``["bert_score"]``) or :class:`~uqlm_bert.scorers.Scorer`
             instances; an unknown name raises an error listing the known ones.
-        device: where the BERTScore model runs (``None``: cuda, then mps, then cpu).
-        system_prompt: a system message put before each prompt that has none.
-        max_calls_per_min: at most this many HTTP calls, retries included, in any 60-second
-            window; ``None`` for no limit.
-        max_concurrency: LLM calls in flight at once.
+        device: where the models of the scorers run (``None``: cuda, then mps, then cpu).
+        system_prompt: a system message put before each prompt that has none (default: none).
+        max_calls_per_min: at most this many HTTP calls, retries included, may arrive at the
+            provider in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
+        max_concurrency: the most LLM calls in flight at once (a hard cap; ``None`` for none).
+            Within it the number in flight adapts to the provider: it starts at 16, grows while
+            replies keep coming at a flat latency and is cut on 429s, 5xx and timeouts.
         sampling_temperature: the temperature of the samples.
         max_retries: retries of a call after transient failures (429, 5xx, timeouts,
             connection errors, malformed replies). 400s and other permanent failures are not
             retried; 401/403 stop the run with :class:`~uqlm_bert.AuthenticationFailedError`.
         request_timeout: seconds one attempt may take before it counts as a timeout.
         show_progress_bars: progress bars for generation and scoring (terminal and notebook).
-        model_type, num_layers, idf, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings, passed to :class:`~uqlm_bert.BERTScorer`.
-        scorer_kwargs: further keyword arguments for the scorers (``idf_sents``, ...).
+        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings of the ``bert_score`` scorers (see :class:`~uqlm_bert.BERTScorer`); ``max_length`` counts tokens.
+        scorer_kwargs: further settings for the scorers (``exact_match_normalize``, ...); a
+            setting no chosen scorer accepts is an error.
         retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in
             ``[0, min(retry_max_delay, retry_base_delay * 2**k)]`` seconds, and at least the
             server's ``Retry-After``.
         rate_limit_period: the window of ``max_calls_per_min`` in seconds (60).
         score_batch_size: at most this many prompts per scoring batch while generating.
+        generation: all the generation settings as one
+            :class:`~uqlm_bert.generation.settings.GenerationSettings`; the arguments above then
+            must keep their defaults.
+
+    The generation settings are kept as one frozen :attr:`generation` object, read at every
+    call: changing one (``uq.sampling_temperature = 0.3``) changes what the next call does and
+    what its result reports. The scorers are built once; their settings are read-only.
 
     Example:
         >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -95,20 +123,21 @@ class BlackBoxUQ:
         llm: Any = None,
         scorers: Sequence[str | Scorer] | None = None,
         device: str | None = None,
+        *,
         system_prompt: str | None = None,
         max_calls_per_min: int | None = None,
-        max_concurrency: int = 16,
+        max_concurrency: int | None = 256,
         sampling_temperature: float = 1.0,
         max_retries: int = 5,
         request_timeout: float | None = 60.0,
         show_progress_bars: bool = True,
-        *,
         model_type: str | None = None,
         num_layers: int | None = None,
-        idf: bool = False,
-        rescale_with_baseline: bool = False,
+        idf: Any = None,
+        idf_sents: Sequence[str] | None = None,
+        rescale_with_baseline: bool | None = None,
         baseline_path: str | None = None,
-        lang: str = "en",
+        lang: str | None = None,
         batch_size: int | None = None,
         max_length: int | None = None,
         dtype: str | None = None,
@@ -117,42 +146,105 @@ class BlackBoxUQ:
         retry_max_delay: float = 60.0,
         rate_limit_period: float = 60.0,
         score_batch_size: int = 256,
+        generation: GenerationSettings | None = None,
     ) -> None:
-        if not isinstance(score_batch_size, int) or score_batch_size < 1:
+        if (
+            isinstance(score_batch_size, bool)
+            or not isinstance(score_batch_size, int)
+            or (score_batch_size < 1)
+        ):
             raise ConfigurationError(
                 f"score_batch_size must be a positive integer, got {score_batch_size!r}"
             )
-        self.llm = llm
-        self.system_prompt = system_prompt
-        self.sampling_temperature = sampling_temperature
-        self.max_calls_per_min = max_calls_per_min
-        self.max_concurrency = max_concurrency
-        self.request_timeout = request_timeout
-        self.show_progress_bars = show_progress_bars
-        self.rate_limit_period = rate_limit_period
-        self.score_batch_size = score_batch_size
-        self.retry_policy = RetryPolicy(
-            max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay
+        flat = GenerationSettings(
+            sampling_temperature=sampling_temperature,
+            system_prompt=system_prompt,
+            max_concurrency=max_concurrency,
+            max_calls_per_min=max_calls_per_min,
+            rate_limit_period=rate_limit_period,
+            retry=RetryPolicy(
+                max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay
+            ),
+            request_timeout=request_timeout,
         )
-        engine_kwargs = {
+        if generation is not None:
+            if not isinstance(generation, GenerationSettings):
+                raise ConfigurationError(
+                    f"generation must be a GenerationSettings, got {type(generation).__name__}"
+                )
+            if flat != GenerationSettings():
+                raise ConfigurationError(
+                    "give the generation settings either as generation=GenerationSettings(...) "
+                    "or as separate arguments, not both"
+                )
+            flat = generation
+        if llm is not None and not hasattr(llm, "ainvoke"):
+            raise ConfigurationError(
+                f"llm must be a LangChain chat model (with .ainvoke), got {type(llm).__name__}"
+            )
+        self.llm = llm
+        self._generation = flat
+        self.show_progress_bars = show_progress_bars
+        self.score_batch_size = score_batch_size
+        self._scorer_settings: dict[str, Any] = {
             "device": device,
             "model_type": model_type,
             "num_layers": num_layers,
             "idf": idf,
+            "idf_sents": idf_sents,
             "rescale_with_baseline": rescale_with_baseline,
             "baseline_path": baseline_path,
             "lang": lang,
             "batch_size": batch_size,
             "max_length": max_length,
             "dtype": dtype,
-            **(scorer_kwargs or {}),
         }
-        self.scorers: list[Scorer] = _build_scorers(scorers, engine_kwargs)
-        self._engine_kwargs = engine_kwargs
+        overlap = sorted(
+            set(scorer_kwargs or {})
+            & {k for k, v in self._scorer_settings.items() if v is not None}
+        )
+        if overlap:
+            raise ConfigurationError(
+                f"{', '.join(overlap)} given both as an argument and in scorer_kwargs; give it once"
+            )
+        self._scorer_settings.update(scorer_kwargs or {})
+        self.scorers: list[Scorer] = build_scorers(scorers, **self._scorer_settings)
         self.last_generation: GenerationResult | None = None
-        self._generator: ResponseGenerator | None = None
-        if llm is not None:
-            self._generator = self._make_generator()
+        self._runner = EventLoopThread()
+        weakref.finalize(self, self._runner.close)
+
+    # -- settings -------------------------------------------------------------------------------
+
+    @property
+    def generation(self) -> GenerationSettings:
+        """The generation settings, read at every call (assign a new object to change them)."""
+        return self._generation
+
+    @generation.setter
+    def generation(self, value: GenerationSettings) -> None:
+        if not isinstance(value, GenerationSettings):
+            raise ConfigurationError(
+                f"generation must be a GenerationSettings, got {type(value).__name__}"
+            )
+        self._generation = value
+
+    sampling_temperature = _GenerationField("The temperature of the samples.")
+    system_prompt = _GenerationField("The system message put before prompts that have none.")
+    max_calls_per_min = _GenerationField("The rate limit: calls arriving per rate_limit_period.")
+    max_concurrency = _GenerationField("The cap on calls in flight.")
+    request_timeout = _GenerationField("Seconds an attempt may take.")
+    rate_limit_period = _GenerationField("The window of max_calls_per_min, in seconds.")
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """Retries of transient failures (a generation setting)."""
+        return self._generation.retry
+
+    @property
+    def bertscore_settings(self) -> BERTScoreSettings | None:
+        """The BERTScore settings of the ``bert_score`` scorers (read-only), or None without."""
+        engine = self._bert_engine(build=False)
+        return None if engine is None else engine.settings
 
     @property
     def scorer_names(self) -> list[str]:
@@ -168,17 +260,21 @@ class BlackBoxUQ:
     ) -> UQResult:
         """Generate an answer and ``num_responses`` samples per prompt, and score them.
 
+        Prompts are scored in batches as their last call returns, while later prompts are
+        still being generated.
+
         Args:
             prompts: strings or lists of LangChain messages.
             num_responses: samples per prompt.
             show_progress_bars: override the instance's setting for this call.
             checkpoint: a JSONL file recording every answer as it arrives; running again with
-                the same file skips what is done.
+                the same file skips what is done. Locked while the run lasts.
 
         Raises:
             ConfigurationError: no ``llm`` was given.
             AuthenticationFailedError: the provider rejected the credentials.
-            CheckpointError: the checkpoint file belongs to another run.
+            ProviderUnreachableError: the provider cannot be reached.
+            CheckpointError: the checkpoint file belongs to another run, or is in use.
 
         Example:
             >>> import asyncio
@@ -188,8 +284,221 @@ class BlackBoxUQ:
             >>> round(result.data["bert_score"][0], 4)
             1.0
         """
+        result = await self._generate_and_score(
+            prompts, num_responses, show_progress_bars, checkpoint
+        )
+        _warn_failures(result.metadata, stacklevel=2)
+        return result
+
+    def generate_and_score_sync(
+        self,
+        prompts: Sequence[Any],
+        num_responses: int = 5,
+        show_progress_bars: bool | None = None,
+        checkpoint: CheckpointArg = None,
+    ) -> UQResult:
+        """:meth:`generate_and_score` for synchronous code: scripts, and notebooks.
+
+        Every call of this ``BlackBoxUQ`` runs on one event loop of its own, in a helper thread
+        (also inside Jupyter's running loop), so the LLM client's connections are reused from
+        call to call; :meth:`close` stops that thread (it also stops when the object is
+        garbage-collected). Blocks until the run is done; Ctrl-C cancels it.
+
+        Example:
+            >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+            >>> uq = BlackBoxUQ(ParrotFakeChatModel(), show_progress_bars=False)
+            >>> uq.generate_and_score_sync(["hi"], num_responses=1).data["responses"]
+            ['hi']
+        """
+        result = self._runner.run(
+            lambda: self._generate_and_score(prompts, num_responses, show_progress_bars, checkpoint)
+        )
+        _warn_failures(result.metadata, stacklevel=2)
+        return result
+
+    async def generate_original_responses(
+        self,
+        prompts: Sequence[Any],
+        show_progress_bars: bool | None = None,
+        checkpoint: CheckpointArg = None,
+    ) -> list[str | None]:
+        """One answer per prompt at the model's own temperature (``None`` where a call failed).
+
+        The failures are in ``self.last_generation.response_errors``.
+
+        Example:
+            >>> import asyncio
+            >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+            >>> uq = BlackBoxUQ(ParrotFakeChatModel(), show_progress_bars=False)
+            >>> asyncio.run(uq.generate_original_responses(["a", "b"]))
+            ['a', 'b']
+        """
+        generation = await self._generator().generate(
+            prompts, 0, checkpoint=checkpoint, show_progress_bars=self._show(show_progress_bars)
+        )
+        self.last_generation = generation
+        _warn_failures(_failure_metadata(generation), stacklevel=2)
+        return list(generation.responses)
+
+    async def generate_candidate_responses(
+        self,
+        prompts: Sequence[Any],
+        num_responses: int = 5,
+        show_progress_bars: bool | None = None,
+        checkpoint: CheckpointArg = None,
+    ) -> list[list[str | None]]:
+        """``num_responses`` samples per prompt at ``sampling_temperature``.
+
+        The failures are in ``self.last_generation.sample_errors``.
+
+        Example:
+            >>> import asyncio
+            >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+            >>> uq = BlackBoxUQ(ParrotFakeChatModel(), show_progress_bars=False)
+            >>> asyncio.run(uq.generate_candidate_responses(["a"], num_responses=2))
+            [['a', 'a']]
+        """
+        generation = await self._generator().generate(
+            prompts,
+            num_responses,
+            include_original=False,
+            checkpoint=checkpoint,
+            show_progress_bars=self._show(show_progress_bars),
+        )
+        self.last_generation = generation
+        _warn_failures(_failure_metadata(generation), stacklevel=2)
+        return [list(s) for s in generation.sampled_responses]
+
+    def score_sentences(
+        self,
+        responses: Sequence[str | None],
+        sampled_responses: Sequence[Sequence[str | None]],
+        sentences: Sequence[Sequence[str] | None] | None = None,
+        show_progress_bars: bool | None = None,
+        metric: str = "f1",
+        language: str = "en",
+    ) -> SentenceUQResult:
+        """Sentence-level confidence (SelfCheckGPT style): how well the samples support each
+        sentence of each response.
+
+        A sentence's ``bert_score`` is, for each sample, the best BERTScore (F1 by default) between
+        the sentence and the sample's sentences, averaged over the samples. All sentences of all
+        responses are scored in one batched engine call, with this instance's BERTScore settings.
+
+        Args:
+            responses: one answer per prompt (``None`` for a failed call).
+            sampled_responses: one list of samples per prompt (``None`` samples are skipped).
+            sentences: your own split, one list of sentences per response; default: split here
+                with :func:`uqlm_bert.scorers.sentences.split_sentences` (no download needed).
+            show_progress_bars: override the instance's setting for this call.
+            metric: ``"f1"``, ``"precision"`` (how much of the sentence a sample covers; the best
+                sentence-level detector in our measurements, see docs/scorers.md) or ``"recall"``.
+            language: the texts' language, for sentence splitting.
+
+        Returns:
+            A result whose ``to_df()`` has one row per sentence: ``response_index``,
+            ``sentence_index``, ``sentence`` and ``bert_score``.
+
+        Example:
+            >>> uq = BlackBoxUQ(show_progress_bars=False)
+            >>> res = uq.score_sentences(["Paris is in France. It has the Eiffel Tower."],
+            ...                          [["Paris is a French city.", "The Eiffel Tower is in Paris."]])
+            >>> res.to_df()[["response_index", "sentence"]].values.tolist()
+            [[0, 'Paris is in France.'], [0, 'It has the Eiffel Tower.']]
+        """
+        from uqlm_bert.scorers.sentences import score_sentences
+
+        engine = self._bert_engine(build=True)
+        started = time.perf_counter()
+        df = score_sentences(
+            responses,
+            sampled_responses,
+            engine,
+            sentences=sentences,
+            show_progress_bars=self._show(show_progress_bars),
+            metric=metric,
+            language=language,
+        )
+        data = {col: df[col].tolist() for col in df.columns}
+        metadata = {
+            "scorers": ["bert_score"],
+            "level": "sentence",
+            "metric": metric,
+            "num_responses": len(responses),
+            "num_sentences": len(df),
+            "timings": {"scoring_s": time.perf_counter() - started},
+        }
+        return SentenceUQResult(data, metadata)
+
+    def score(
+        self,
+        responses: Sequence[str | None],
+        sampled_responses: Sequence[Sequence[str | None]],
+        show_progress_bars: bool | None = None,
+        prompts: Sequence[Any] | None = None,
+    ) -> UQResult:
+        """Score answers you already have; no LLM is needed.
+
+        ``None`` (or NaN) marks a missing answer or sample: it is skipped, and a response with no
+        samples left scores NaN.
+
+        Example:
+            >>> uq = BlackBoxUQ(show_progress_bars=False)
+            >>> conf = uq.score(["Paris is in France.", "Lima"], [["Paris is in France.", None],
+            ...                                                   [None, None]]).data["bert_score"]
+            >>> round(conf[0], 4), conf[1]
+            (1.0, nan)
+        """
         show = self._show(show_progress_bars)
-        generator = self._require_generator()
+        inputs = scoring_lists(responses, sampled_responses, prompts)
+        started = time.perf_counter()
+        scores = score_all(self.scorers, inputs, show_progress_bars=show)
+        elapsed = time.perf_counter() - started
+        n = len(inputs)
+        data: dict[str, Any] = {
+            "prompts": list(prompts) if prompts is not None else [None] * n,
+            "responses": list(inputs.responses),
+            "sampled_responses": [list(s) for s in inputs.samples],
+        }
+        data.update({name: _as_floats(v) for name, v in scores.items()})
+        data["response_errors"] = [None] * n
+        data["sample_errors"] = [[None] * len(s) for s in inputs.samples]
+        metadata = {
+            "num_prompts": n,
+            "num_responses": max((len(s) for s in inputs.samples), default=0),
+            "scorers": self.scorer_names,
+            "timings": {"scoring_s": elapsed, "total_s": elapsed},
+        }
+        return UQResult(data, metadata)
+
+    def close(self) -> None:
+        """Stop the helper thread of the synchronous face (a later sync call starts it again).
+
+        Example:
+            >>> with BlackBoxUQ(show_progress_bars=False) as uq:
+            ...     pass
+        """
+        self._runner.close()
+
+    def __enter__(self) -> BlackBoxUQ:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    async def _generate_and_score(
+        self,
+        prompts: Sequence[Any],
+        num_responses: int,
+        show_progress_bars: bool | None,
+        checkpoint: CheckpointArg,
+    ) -> UQResult:
+        from uqlm_bert.generation.prompts import validate_prompts
+
+        show = self._show(show_progress_bars)
+        generator = self._generator()
         items = validate_prompts(prompts)
         started = time.perf_counter()
         pipeline = _ScoringPipeline(self.scorers, len(items), self.score_batch_size, show)
@@ -217,196 +526,16 @@ class BlackBoxUQ:
         }
         return self._result(generation, scores, num_responses, timings, checkpoint)
 
-    def generate_and_score_sync(
-        self,
-        prompts: Sequence[Any],
-        num_responses: int = 5,
-        show_progress_bars: bool | None = None,
-        checkpoint: CheckpointArg = None,
-    ) -> UQResult:
-        """:meth:`generate_and_score` for synchronous code: scripts, and notebooks.
-
-        Inside a running event loop (Jupyter) the run happens on its own loop in a helper
-        thread; this call blocks until it is done.
-
-        Example:
-            >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
-            >>> uq = BlackBoxUQ(ParrotFakeChatModel(), show_progress_bars=False)
-            >>> uq.generate_and_score_sync(["hi"], num_responses=1).data["responses"]
-            ['hi']
-        """
-        return run_sync(
-            lambda: self.generate_and_score(prompts, num_responses, show_progress_bars, checkpoint)
-        )
-
-    async def generate_original_responses(
-        self,
-        prompts: Sequence[Any],
-        show_progress_bars: bool | None = None,
-        checkpoint: CheckpointArg = None,
-    ) -> list[str | None]:
-        """One answer per prompt at the model's own temperature (``None`` where a call failed).
-
-        The failures are in ``self.last_generation.response_errors``.
-
-        Example:
-            >>> import asyncio
-            >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
-            >>> uq = BlackBoxUQ(ParrotFakeChatModel(), show_progress_bars=False)
-            >>> asyncio.run(uq.generate_original_responses(["a", "b"]))
-            ['a', 'b']
-        """
-        generation = await self._require_generator().generate(
-            prompts,
-            0,
-            checkpoint=checkpoint,
-            show_progress_bars=self._show(show_progress_bars),
-        )
-        self.last_generation = generation
-        return list(generation.responses)
-
-    async def generate_candidate_responses(
-        self,
-        prompts: Sequence[Any],
-        num_responses: int = 5,
-        show_progress_bars: bool | None = None,
-        checkpoint: CheckpointArg = None,
-    ) -> list[list[str | None]]:
-        """``num_responses`` samples per prompt at ``sampling_temperature``.
-
-        The failures are in ``self.last_generation.sample_errors``.
-
-        Example:
-            >>> import asyncio
-            >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
-            >>> uq = BlackBoxUQ(ParrotFakeChatModel(), show_progress_bars=False)
-            >>> asyncio.run(uq.generate_candidate_responses(["a"], num_responses=2))
-            [['a', 'a']]
-        """
-        generation = await self._require_generator().generate(
-            prompts,
-            num_responses,
-            include_original=False,
-            checkpoint=checkpoint,
-            show_progress_bars=self._show(show_progress_bars),
-        )
-        self.last_generation = generation
-        return [list(s) for s in generation.sampled_responses]
-
-    def score_sentences(
-        self,
-        responses: Sequence[str | None],
-        sampled_responses: Sequence[Sequence[str | None]],
-        sentences: Sequence[Sequence[str] | None] | None = None,
-        show_progress_bars: bool | None = None,
-        metric: str = "f1",
-    ) -> SentenceUQResult:
-        """Sentence-level confidence (SelfCheckGPT style): how well the samples support each
-        sentence of each response.
-
-        A sentence's ``bert_score`` is, for each sample, the best BERTScore (F1 by default) between
-        the sentence and the sample's sentences, averaged over the samples. All sentences of all
-        responses are scored in one batched engine call, with this instance's BERTScore settings.
-
-        Args:
-            responses: one answer per prompt (``None`` for a failed call).
-            sampled_responses: one list of samples per prompt (``None`` samples are skipped).
-            sentences: your own split, one list of sentences per response; default: split here
-                with :func:`uqlm_bert.scorers.sentences.split_sentences` (no download needed).
-            show_progress_bars: override the instance's setting for this call.
-            metric: ``"f1"``, ``"precision"`` (how much of the sentence a sample covers; the best
-                sentence-level detector in our measurements, see docs/scorers.md) or ``"recall"``.
-
-        Returns:
-            A result whose ``to_df()`` has one row per sentence: ``response_index``,
-            ``sentence_index``, ``sentence`` and ``bert_score``.
-
-        Example:
-            >>> uq = BlackBoxUQ(show_progress_bars=False)
-            >>> res = uq.score_sentences(["Paris is in France. It has the Eiffel Tower."],
-            ...                          [["Paris is a French city.", "The Eiffel Tower is in Paris."]])
-            >>> res.to_df()[["response_index", "sentence"]].values.tolist()
-            [[0, 'Paris is in France.'], [0, 'It has the Eiffel Tower.']]
-        """
-        from uqlm_bert.scorers.bert import BERTScoreConsistency
-        from uqlm_bert.scorers.sentences import score_sentences
-
-        engine = next(
-            (s.engine for s in self.scorers if isinstance(s, BERTScoreConsistency)), None
-        )
-        if engine is None:
-            engine = BERTScoreConsistency(**self._engine_kwargs).engine
-        started = time.perf_counter()
-        df = score_sentences(
-            responses,
-            sampled_responses,
-            engine,
-            sentences=sentences,
-            show_progress_bars=self._show(show_progress_bars),
-            metric=metric,
-        )
-        data = {col: df[col].tolist() for col in df.columns}
-        metadata = {
-            "scorers": ["bert_score"],
-            "level": "sentence",
-            "metric": metric,
-            "num_responses": len(responses),
-            "num_sentences": len(df),
-            "timings": {"scoring_s": time.perf_counter() - started},
-        }
-        return SentenceUQResult(data, metadata)
-
-    def score(
-        self,
-        responses: Sequence[str | None],
-        sampled_responses: Sequence[Sequence[str | None]],
-        show_progress_bars: bool | None = None,
-        prompts: Sequence[Any] | None = None,
-    ) -> UQResult:
-        """Score answers you already have; no LLM is needed.
-
-        ``None`` marks a missing answer or sample: it is skipped, and a response with no samples
-        left scores NaN.
-
-        Example:
-            >>> uq = BlackBoxUQ(show_progress_bars=False)
-            >>> conf = uq.score(["Paris is in France.", "Lima"], [["Paris is in France.", None],
-            ...                                                   [None, None]]).data["bert_score"]
-            >>> round(conf[0], 4), conf[1]
-            (1.0, nan)
-        """
-        show = self._show(show_progress_bars)
-        responses, samples = _check_scoring_input(responses, sampled_responses, prompts)
-        started = time.perf_counter()
-        scores = {
-            s.name: s.score(responses, samples, show_progress_bars=show) for s in self.scorers
-        }
-        elapsed = time.perf_counter() - started
-        n = len(responses)
-        data: dict[str, Any] = {
-            "prompts": list(prompts) if prompts is not None else [None] * n,
-            "responses": list(responses),
-            "sampled_responses": [list(s) for s in samples],
-        }
-        data.update({name: _as_floats(v) for name, v in scores.items()})
-        data["response_errors"] = [None] * n
-        data["sample_errors"] = [[None] * len(s) for s in samples]
-        metadata = {
-            "num_prompts": n,
-            "num_responses": max((len(s) for s in samples), default=0),
-            "scorers": self.scorer_names,
-            "timings": {"scoring_s": elapsed, "total_s": elapsed},
-        }
-        return UQResult(data, metadata)
-
     def _result(
         self,
         generation: GenerationResult,
         scores: dict[str, np.ndarray],
         num_responses: int,
         timings: dict[str, float],
-        checkpoint: CheckpointArg,
+        checkpoint: Any,
     ) -> UQResult:
+        from uqlm_bert.generation.caller import llm_description, llm_temperature
+
         data: dict[str, Any] = {
             "prompts": list(generation.prompts),
             "responses": list(generation.responses),
@@ -415,24 +544,19 @@ class BlackBoxUQ:
         data.update({name: _as_floats(scores[name]) for name in self.scorer_names})
         data["response_errors"] = list(generation.response_errors)
         data["sample_errors"] = [list(e) for e in generation.sample_errors]
-        failed_samples = generation.num_failed_samples()
         first = np.asarray(scores[self.scorer_names[0]], dtype=np.float64)
-        path = checkpoint.path if isinstance(checkpoint, Checkpoint) else checkpoint
+        path = getattr(checkpoint, "path", checkpoint)
         metadata = {
             "num_prompts": len(generation.prompts),
             "num_responses": num_responses,
             "temperature": llm_temperature(self.llm),
-            "sampling_temperature": self.sampling_temperature,
+            "sampling_temperature": self.generation.sampling_temperature,
             "scorers": self.scorer_names,
             "llm": llm_description(self.llm),
+            "generation": self.generation.describe(),
             "calls": generation.stats.as_dict(),
             "failures": {
-                "responses": sum(e is not None for e in generation.response_errors),
-                "samples": sum(failed_samples),
-                "prompts_with_failures": sum(
-                    (e is not None) or k > 0
-                    for e, k in zip(generation.response_errors, failed_samples, strict=True)
-                ),
+                **_failure_metadata(generation)["failures"],
                 "unscored_prompts": int(np.isnan(first).sum()),
             },
             "timings": timings,
@@ -440,26 +564,29 @@ class BlackBoxUQ:
         }
         return UQResult(data, metadata)
 
-    def _make_generator(self) -> ResponseGenerator:
-        return ResponseGenerator(
-            self.llm,
-            system_prompt=self.system_prompt,
-            sampling_temperature=self.sampling_temperature,
-            max_calls_per_min=self.max_calls_per_min,
-            rate_limit_period=self.rate_limit_period,
-            max_concurrency=self.max_concurrency,
-            retry_policy=self.retry_policy,
-            request_timeout=self.request_timeout,
-        )
+    def _generator(self) -> Any:
+        from uqlm_bert.generation.generator import ResponseGenerator
 
-    def _require_generator(self) -> ResponseGenerator:
-        if self._generator is None:
+        if self.llm is None:
             raise ConfigurationError(
                 "BlackBoxUQ was created without an LLM: pass llm=<a LangChain chat model> to "
                 "generate, or score answers you already have with .score(responses, "
                 "sampled_responses)"
             )
-        return self._generator
+        return ResponseGenerator(self.llm, self.generation)
+
+    def _bert_engine(self, build: bool) -> BERTScorer | None:
+        """The engine of a ``bert_score`` scorer of this instance, else (``build``) a new one
+        with this instance's BERTScore settings."""
+        from uqlm_bert.scorers.bert import BERTScoreConsistency
+
+        for scorer in self.scorers:
+            if isinstance(scorer, BERTScoreConsistency):
+                return scorer.engine
+        if not build:
+            return None
+        given = {k: v for k, v in self._scorer_settings.items() if v is not None}
+        return scorer_spec("bert_score").build(**given).engine  # type: ignore[attr-defined]
 
     def _show(self, override: bool | None) -> bool:
         return self.show_progress_bars if override is None else bool(override)
@@ -468,13 +595,17 @@ class BlackBoxUQ:
 class _ScoringPipeline:
     """Scores prompts in batches, in a worker thread, as generation finishes them."""
 
+    #: Wait this long for more finished prompts before scoring a small batch.
+    GATHER_S = 0.2
+
     def __init__(self, scorers: list[Scorer], n: int, max_batch: int, show: bool) -> None:
-        self.overlapped = [s for s in scorers if _batch_invariant(s)]
-        self.deferred = [s for s in scorers if not _batch_invariant(s)]
+        self.overlapped = [s for s in scorers if s.batch_invariant]
+        self.deferred = [s for s in scorers if not s.batch_invariant]
         self.scores = {s.name: np.full(n, np.nan) for s in scorers}
         self.busy_seconds = 0.0
         self._n = n
         self._max_batch = max_batch
+        self._min_batch = min(max_batch, 32)
         self._show = show
         self._queue: asyncio.Queue[tuple[int, str | None, list[str | None]] | None] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -483,6 +614,8 @@ class _ScoringPipeline:
     def start(self) -> None:
         if not self.overlapped:
             return
+        from tqdm.auto import tqdm
+
         self._queue = asyncio.Queue()
         self._bar = tqdm(total=self._n, desc="Scoring", unit="prompt", disable=not self._show)
         self._task = asyncio.ensure_future(self._consume())
@@ -504,7 +637,11 @@ class _ScoringPipeline:
                 self._bar.close()
         if self.deferred:
             await asyncio.to_thread(
-                self._score_all, self.deferred, generation.responses, generation.sampled_responses
+                self._score,
+                self.deferred,
+                list(range(self._n)),
+                generation.responses,
+                generation.sampled_responses,
             )
         return self.scores
 
@@ -523,63 +660,70 @@ class _ScoringPipeline:
             if item is None:
                 break
             batch = [item]
+            if self._queue.qsize() + 1 < self._min_batch:
+                # a small batch wastes the engine's forward passes: let more prompts finish
+                await asyncio.sleep(self.GATHER_S)
             while len(batch) < self._max_batch and not self._queue.empty():
                 nxt = self._queue.get_nowait()
                 if nxt is None:
                     ended = True
                     break
                 batch.append(nxt)
-            await asyncio.to_thread(self._score_batch, batch)
+            indices = [i for i, _, _ in batch]
+            await asyncio.to_thread(
+                self._score,
+                self.overlapped,
+                indices,
+                [r for _, r, _ in batch],
+                [s for _, _, s in batch],
+            )
             self._bar.update(len(batch))
 
-    def _score_batch(self, batch: list[tuple[int, str | None, list[str | None]]]) -> None:
-        indices = [i for i, _, _ in batch]
-        responses = [r for _, r, _ in batch]
-        samples = [s for _, _, s in batch]
+    def _score(
+        self, scorers: list[Scorer], indices: list[int], responses: Any, samples: Any
+    ) -> None:
         started = time.perf_counter()
-        for scorer in self.overlapped:
-            values = np.asarray(scorer.score(responses, samples), dtype=np.float64)
-            self.scores[scorer.name][indices] = values
-        self.busy_seconds += time.perf_counter() - started
-
-    def _score_all(self, scorers: list[Scorer], responses: Any, samples: Any) -> None:
-        started = time.perf_counter()
-        for scorer in scorers:
-            values = scorer.score(list(responses), [list(s) for s in samples], self._show)
-            self.scores[scorer.name][:] = np.asarray(values, dtype=np.float64)
+        values = score_all(scorers, list(responses), [list(s) for s in samples])
+        for name, v in values.items():
+            self.scores[name][indices] = v
         self.busy_seconds += time.perf_counter() - started
 
 
-def _build_scorers(scorers: Sequence[str | Scorer] | None, kwargs: dict[str, Any]) -> list[Scorer]:
-    if scorers is None:
-        scorers = ["bert_score"]
-    if isinstance(scorers, (str, Scorer)):
-        scorers = [scorers]
-    if len(scorers) == 0:
-        raise ConfigurationError("scorers is empty; give at least one, e.g. ['bert_score']")
-    built: list[Scorer] = []
-    for item in scorers:
-        scorer = item if isinstance(item, Scorer) else build_scorer(item, **kwargs)
-        if any(s.name == scorer.name for s in built):
-            raise ConfigurationError(f"scorer {scorer.name!r} is listed twice")
-        built.append(scorer)
-    return built
+def _failure_metadata(generation: GenerationResult) -> dict[str, Any]:
+    """The counts of failed calls, by where and by kind, for result metadata."""
+    failed_samples = generation.num_failed_samples()
+    errors = [e for e in generation.response_errors if e is not None]
+    errors += [e for row in generation.sample_errors for e in row if e is not None]
+    by_kind: dict[str, dict[str, Any]] = {}
+    for e in errors:
+        entry = by_kind.setdefault(e.kind, {"count": 0, "example": str(e)})
+        entry["count"] += 1
+    return {
+        "failures": {
+            "responses": sum(e is not None for e in generation.response_errors),
+            "samples": sum(failed_samples),
+            "prompts_with_failures": sum(
+                (e is not None) or k > 0
+                for e, k in zip(generation.response_errors, failed_samples, strict=True)
+            ),
+            "by_kind": by_kind,
+        }
+    }
 
 
-def _batch_invariant(scorer: Scorer) -> bool:
-    """Whether a prompt's score is independent of which other prompts share its batch."""
-    return bool(getattr(scorer, "batch_invariant", True))
+def _warn_failures(metadata: dict[str, Any], stacklevel: int) -> None:
+    """One warning per kind of failure, pointing at the caller's line."""
+    import warnings
 
-
-def _check_scoring_input(
-    responses: Any, sampled_responses: Any, prompts: Any
-) -> tuple[list[str | None], list[list[str | None]]]:
-    responses, samples = check_scoring_lists(responses, sampled_responses)
-    if prompts is not None and len(prompts) != len(responses):
-        raise InputValidationError(
-            f"prompts has {len(prompts)} items but responses has {len(responses)}"
+    by_kind = metadata.get("failures", {}).get("by_kind", {})
+    for kind, entry in sorted(by_kind.items()):
+        warnings.warn(
+            f"{entry['count']} LLM call(s) failed for good ({kind}; e.g. {entry['example']}); "
+            "their slots hold None and the reasons are in the result's error columns "
+            "(to_df()['error'], to_df()['sample_errors'])",
+            RuntimeWarning,
+            stacklevel=stacklevel + 1,
         )
-    return responses, samples
 
 
 def _as_floats(values: Any) -> list[float]:

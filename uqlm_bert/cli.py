@@ -33,24 +33,15 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError, UQLMBertError
-from uqlm_bert.io import (
-    ERROR_COLUMN,
-    RowProblem,
-    Table,
-    load_prompts,
-    load_table,
-    scoring_inputs,
-    table_format,
-    validate_rows,
-    with_scores,
-    write_table,
-)
+
+if TYPE_CHECKING:  # imported where they are used: `uqlm-bert --help` stays fast
+    import numpy as np
+    import pandas as pd
+
+    from uqlm_bert.io import RowProblem, Table
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED_ROWS", "EXIT_USAGE"]
 
@@ -301,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    names = _checked_scorer_names(args.scorers)
+    from uqlm_bert.io import load_table, validate_rows, write_table
+
+    names = _checked_scorers(args)
     _check_output(args.output)
     if args.engine == "local" and (args.address is not None or args.num_workers is not None):
         raise ConfigurationError("--address and --num-workers need --engine ray")
@@ -326,16 +319,17 @@ def _score_locally(
     good: np.ndarray,
     problems: list[RowProblem],
 ) -> pd.DataFrame:
-    from uqlm_bert.scorers import build_scorers
+    import numpy as np
+
+    from uqlm_bert.io import scoring_inputs, with_scores
+    from uqlm_bert.scorers import build_scorers, score_all
 
     scorers = build_scorers(names, **_bertscore_kwargs(args))
     responses, samples = scoring_inputs(table.frame, good)
-    scores = {}
-    for scorer in scorers:
-        values = np.full(len(table.frame), np.nan)
-        if responses:
-            values[good] = scorer.score(responses, samples, show_progress_bars=not args.quiet)
-        scores[scorer.name] = values
+    scores = {s.name: np.full(len(table.frame), np.nan) for s in scorers}
+    if responses:
+        for name, values in score_all(scorers, responses, samples, not args.quiet).items():
+            scores[name][good] = values
     return with_scores(table.frame, scores, problems)
 
 
@@ -373,16 +367,15 @@ def _score_with_ray(args: argparse.Namespace, names: list[str], table: Table) ->
 
 def _run_generate_and_score(args: argparse.Namespace) -> int:
     from uqlm_bert.black_box import BlackBoxUQ
+    from uqlm_bert.io import load_prompts, write_table
 
-    names = _checked_scorer_names(args.scorers)
+    names = _checked_scorers(args)
     _check_output(args.output)
     prompts = load_prompts(args.prompts)
     llm = _chat_model(args)
-    bert = _bertscore_kwargs(args)
     uq = BlackBoxUQ(
         llm=llm,
         scorers=names,
-        device=bert.pop("device", None),
         system_prompt=args.system_prompt,
         max_calls_per_min=args.max_calls_per_min,
         max_concurrency=args.max_concurrency,
@@ -390,7 +383,7 @@ def _run_generate_and_score(args: argparse.Namespace) -> int:
         max_retries=args.max_retries,
         request_timeout=args.request_timeout,
         show_progress_bars=not args.quiet,
-        **bert,
+        **_bertscore_kwargs(args),
     )
     result = uq.generate_and_score_sync(
         prompts.frame["prompt"].tolist(),
@@ -444,7 +437,8 @@ def _chat_model(args: argparse.Namespace) -> Any:
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from uqlm_bert.reference_metrics import SUMMARY_KEYS, evaluate_references
+    from uqlm_bert.evaluation.references import SUMMARY_KEYS, evaluate_references
+    from uqlm_bert.io import write_table
 
     predictions = _read_lines(args.predictions)
     references = _read_lines(args.references)
@@ -509,22 +503,19 @@ def _bertscore_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def _checked_scorer_names(names: list[str]) -> list[str]:
-    from uqlm_bert.scorers import available_scorers
+def _checked_scorers(args: argparse.Namespace) -> list[str]:
+    """The scorer names, with the BERTScore options, checked before any file is read."""
+    from uqlm_bert.scorers.registry import check_scorer_names, check_scorer_settings
 
-    known = available_scorers()
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ConfigurationError(
-            f"unknown scorer(s) {', '.join(unknown)}; known scorers: {', '.join(known)}"
-        )
-    if len(set(names)) != len(names):
-        raise ConfigurationError(f"--scorers lists a scorer twice: {','.join(names)}")
+    names = check_scorer_names(args.scorers)
+    check_scorer_settings(names, _bertscore_kwargs(args))
     return names
 
 
 def _check_output(path: str) -> None:
     """Fail before any work when ``path`` cannot be written in a known format."""
+    from uqlm_bert.io import table_format
+
     fmt = table_format(path)
     directory = Path(path).parent
     if not directory.is_dir():
@@ -539,6 +530,8 @@ def _check_output(path: str) -> None:
 
 
 def _report_problems(problems: list[RowProblem], output: str) -> None:
+    from uqlm_bert.io import ERROR_COLUMN
+
     rows = len({p.row for p in problems})
     lines = [str(p) for p in problems]
     _report_lines(lines, f"{rows} row(s) not scored; see the {ERROR_COLUMN} column of {output}")
@@ -555,6 +548,9 @@ def _report_lines(lines: list[str], where: str) -> None:
 
 
 def _summary(out: pd.DataFrame, names: list[str], failed: int, title: str) -> str:
+    import numpy as np
+    import pandas as pd
+
     lines = [title, f"rows: {len(out)}  failed: {failed}", ""]
     header = ("scorer", "scored", "mean", "median", "min", "max")
     table = [header]

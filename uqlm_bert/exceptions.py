@@ -21,6 +21,7 @@ __all__ = [
     "GenerationError",
     "LLMCallError",
     "AuthenticationFailedError",
+    "ProviderUnreachableError",
     "CheckpointError",
 ]
 
@@ -58,7 +59,7 @@ class LLMCallError(GenerationError):
 
     Attributes:
         kind: a short machine-readable category (``"rate_limit"``, ``"server"``, ``"timeout"``,
-            ``"connection"``, ``"bad_request"``, ``"auth"``, ``"malformed"``, ``"other"``).
+            ``"connection"``, ``"bad_request"``, ``"malformed"``, ``"other"``).
         attempts: how many attempts were made.
     """
 
@@ -70,6 +71,11 @@ class LLMCallError(GenerationError):
 
 class AuthenticationFailedError(GenerationError):
     """The LLM provider rejected the credentials; the run stops, since every call would fail."""
+
+
+class ProviderUnreachableError(GenerationError):
+    """The LLM provider could not be reached: the first rounds of calls all failed to connect
+    and none was answered, so the run stopped instead of retrying every call."""
 
 
 class CheckpointError(UQLMBertError):

@@ -23,9 +23,10 @@ left out; the threshold view counts it as flagged, as :meth:`UQResult.flag
 <uqlm_bert.UQResult.flag>` does.
 
 matplotlib is an optional dependency: ``pip install 'uqlm-bert[plot]'``. It is imported on the
-first plot. When no figure is given and no matplotlib backend was chosen (no ``MPLBACKEND``, no
-``matplotlib.use``), the non-interactive Agg backend is selected, so plotting works on servers
-and in CI; Jupyter chooses its own inline backend and shows the figures as usual.
+first plot. When no ``ax`` is given, a new figure is made: through pyplot when the program uses
+pyplot or has chosen a backend (Jupyter's inline backend shows the figure as usual), otherwise as
+a standalone :class:`matplotlib.figure.Figure` (``ax.figure.savefig(...)`` works), so plotting on
+a server or in CI needs no display and changes no process-wide matplotlib setting.
 
 Example:
     >>> from uqlm_bert.plots import plot_confidence_histogram
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert.inputs import float_vector
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -105,7 +107,7 @@ def plot_confidence_histogram(
         >>> [int(p.get_height()) for p in ax.patches], ax.get_title()
         ([1, 2], '3 answers (1 without a score)')
     """
-    scores = _as_confidence(confidence, "confidence")
+    scores = float_vector(confidence, "confidence")
     label_arr = None if labels is None else _as_binary_labels(labels, scores.size)
     scored = ~np.isnan(scores)
     edges = _bin_edges(bins, scores[scored])
@@ -275,7 +277,7 @@ def plot_threshold(
         >>> ax.get_title()
         'threshold 0.7: 2 of 4 flagged (1 without a score)'
     """
-    scores = _as_confidence(confidence, "confidence")
+    scores = float_vector(confidence, "confidence")
     threshold = _as_threshold(threshold)
     label_arr = None if labels is None else _as_binary_labels(labels, scores.size)
     scored = ~np.isnan(scores)
@@ -324,8 +326,7 @@ def plot_threshold(
     return ax
 
 
-def _pyplot() -> Any:
-    """matplotlib.pyplot, on the Agg backend when no backend was chosen."""
+def _matplotlib() -> Any:
     try:
         import matplotlib
     except ImportError as exc:
@@ -333,12 +334,7 @@ def _pyplot() -> Any:
             "plots need matplotlib, which is not installed; install it with: "
             "pip install 'uqlm-bert[plot]'"
         ) from exc
-    if "matplotlib.pyplot" not in sys.modules and _backend_unset(matplotlib):
-        matplotlib.use("Agg")
-        logger.debug("no matplotlib backend chosen; using Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return matplotlib
 
 
 def _backend_unset(matplotlib: Any) -> bool:
@@ -351,29 +347,23 @@ def _backend_unset(matplotlib: Any) -> bool:
 
 
 def _new_axes(ax: Axes | None) -> Axes:
+    """``ax``, or the axes of a new figure (see the module docstring for which kind)."""
     if ax is not None:
         return ax
-    _, new = _pyplot().subplots(figsize=(6.4, 4.0), layout="constrained")
-    return new
+    matplotlib = _matplotlib()
+    size = (6.4, 4.0)
+    if "matplotlib.pyplot" in sys.modules or not _backend_unset(matplotlib):
+        import matplotlib.pyplot as plt
 
+        _, new = plt.subplots(figsize=size, layout="constrained")
+        return new
+    from matplotlib.figure import Figure
 
-def _as_confidence(values: ArrayLike, name: str) -> np.ndarray:
-    if isinstance(values, (str, bytes)):
-        raise InputValidationError(f"{name} must be a sequence of numbers, not a string")
-    try:
-        arr = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputValidationError(f"{name} must be numbers (None/NaN for missing): {exc}") from exc
-    if arr.ndim != 1:
-        raise InputValidationError(f"{name} must be one number per answer, got shape {arr.shape}")
-    bad = np.flatnonzero(np.isinf(arr))
-    if bad.size:
-        raise InputValidationError(f"{name}[{bad[0]}] is infinite; NaN marks a missing score")
-    return arr
+    return Figure(figsize=size, layout="constrained").add_subplot()
 
 
 def _as_binary_labels(labels: ArrayLike, n: int) -> np.ndarray:
-    arr = _as_confidence(labels, "labels")
+    arr = float_vector(labels, "labels")
     if arr.size != n:
         raise InputValidationError(
             f"labels has {arr.size} items for {n} confidences; give one label per answer"
@@ -403,7 +393,7 @@ def _bin_edges(bins: int | Sequence[float], scores: np.ndarray) -> np.ndarray:
         low = min(0.0, float(scores.min())) if scores.size else 0.0
         high = max(1.0, float(scores.max())) if scores.size else 1.0
         return np.linspace(low, high, int(bins) + 1)
-    edges = _as_confidence(bins, "bins")
+    edges = float_vector(bins, "bins")
     if edges.size < 2 or np.isnan(edges).any() or np.any(np.diff(edges) <= 0):
         raise InputValidationError(
             "bins must be a number of bins or at least two increasing bin edges"

@@ -1,4 +1,20 @@
-"""The BERTScore engine: model loading, embedding, greedy matching, idf and baselines.
+"""The BERTScore engine: settings, model loading, embedding, greedy matching, idf and baselines.
+
+==========================  ========================================================================
+module                      what it holds
+==========================  ========================================================================
+``settings``                :class:`BERTScoreSettings`, every setting that changes a number
+``engine``                  :class:`BERTScorer`, the ``bert_score``-compatible engine
+``models``                  loading models and tokenizers, the one model cache
+``encoder``                 tokenizing and embedding with a loaded model
+``packed``                  the packed BERT/RoBERTa forward pass
+``matching``                greedy matching: P, R, F1 from token similarities
+``idf``, ``fixed_idf``      idf weights: from documents, from a mapping, the shipped fixed table
+``baseline``                rescaling baselines: files, lookup, computing new ones
+``layers``                  published default layers, the embedded model, models per language
+==========================  ========================================================================
+
+Names are imported on first use (torch and transformers load only then).
 
 Example:
     >>> from uqlm_bert.bertscore import BERTScorer, MODEL_LAYERS
@@ -6,26 +22,47 @@ Example:
     5
 """
 
-from uqlm_bert.bertscore.baseline import compute_baseline, find_baseline, read_baseline, rescale
-from uqlm_bert.bertscore.encoder import clear_encoder_cache, load_encoder, resolve_device
-from uqlm_bert.bertscore.idf import IdfWeights, idf_from_token_ids
-from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME, MODEL_LAYERS
-from uqlm_bert.bertscore.matching import greedy_match, greedy_match_padded
-from uqlm_bert.bertscore.scorer import BERTScorer
+from uqlm_bert._lazy import lazy_exports
 
 __all__ = [
+    "BERTScoreSettings",
     "BERTScorer",
     "EMBEDDED_MODEL_NAME",
+    "LANG_MODELS",
     "MODEL_LAYERS",
     "IdfWeights",
-    "clear_encoder_cache",
+    "clear_model_cache",
     "compute_baseline",
     "find_baseline",
     "greedy_match",
     "greedy_match_padded",
     "idf_from_token_ids",
     "load_encoder",
+    "load_tokenizer",
     "read_baseline",
     "rescale",
     "resolve_device",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "BERTScoreSettings": "uqlm_bert.bertscore.settings",
+        "BERTScorer": "uqlm_bert.bertscore.engine",
+        "EMBEDDED_MODEL_NAME": "uqlm_bert.bertscore.layers",
+        "LANG_MODELS": "uqlm_bert.bertscore.layers",
+        "MODEL_LAYERS": "uqlm_bert.bertscore.layers",
+        "IdfWeights": "uqlm_bert.bertscore.idf",
+        "clear_model_cache": "uqlm_bert.bertscore.models",
+        "compute_baseline": "uqlm_bert.bertscore.baseline",
+        "find_baseline": "uqlm_bert.bertscore.baseline",
+        "greedy_match": "uqlm_bert.bertscore.matching",
+        "greedy_match_padded": "uqlm_bert.bertscore.matching",
+        "idf_from_token_ids": "uqlm_bert.bertscore.idf",
+        "load_encoder": "uqlm_bert.bertscore.models",
+        "load_tokenizer": "uqlm_bert.bertscore.models",
+        "read_baseline": "uqlm_bert.bertscore.baseline",
+        "rescale": "uqlm_bert.bertscore.baseline",
+        "resolve_device": "uqlm_bert.bertscore.models",
+    },
+)

@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import log
 
@@ -33,11 +33,6 @@ class IdfWeights:
 
     def __getitem__(self, token_id: int) -> float:
         return self.weights.get(token_id, self.default)
-
-    def lookup(self, ids: Iterable[int]) -> list[float]:
-        """Weights of a sequence of token ids."""
-        w, d = self.weights, self.default
-        return [w.get(i, d) for i in ids]
 
 
 def idf_from_token_ids(docs: Sequence[Sequence[int]]) -> IdfWeights:

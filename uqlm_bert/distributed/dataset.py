@@ -21,19 +21,31 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from uqlm_bert.distributed.batches import ScoreBatch
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.scorers import Scorer, available_scorers, scorer_factory
+from uqlm_bert.scorers.registry import (
+    check_scorer_names,
+    check_scorer_settings,
+    scorer_spec,
+)
 
 if TYPE_CHECKING:
     import ray.data
 
-__all__ = ["DEFAULT_BATCH_SIZE", "WorkerPlan", "plan_workers", "require_ray", "score_dataset"]
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "WorkerPlan",
+    "check_batch_invariance",
+    "check_batch_size",
+    "plan_workers",
+    "require_ray",
+    "score_dataset",
+]
 
 logger = logging.getLogger("uqlm_bert")
 
@@ -182,7 +194,8 @@ def score_dataset(
     """
     ray = require_ray()
     names = check_scorer_names(scorers)
-    kwargs = check_scorer_kwargs(scorer_kwargs)
+    check_scorer_settings(names, dict(scorer_kwargs or {}))
+    kwargs = check_batch_invariance(scorer_kwargs)
     check_batch_size(batch_size)
     schema = ds.schema(fetch_if_missing=False)
     if schema is not None:
@@ -209,7 +222,7 @@ def score_dataset(
         fn_constructor_kwargs={
             "scorers": names,
             "scorer_kwargs": kwargs,
-            "factories": _factories(names),
+            "specs": [scorer_spec(name) for name in names],
             "response_column": response_column,
             "samples_column": samples_column,
             "num_threads": max(1, int(plan.num_cpus)),
@@ -226,25 +239,7 @@ def score_dataset(
     return scored
 
 
-def check_scorer_names(scorers: Sequence[str] | str) -> list[str]:
-    """The scorer names as a list, each known and listed once.
-
-    Raises:
-        ConfigurationError: empty, repeated or unknown names (the message lists the known ones).
-    """
-    names = [scorers] if isinstance(scorers, str) else list(scorers)
-    if not names:
-        raise ConfigurationError("scorers is empty; give at least one, e.g. ['bert_score']")
-    known = available_scorers()
-    for i, name in enumerate(names):
-        if name not in known:
-            raise ConfigurationError(f"unknown scorer {name!r}; known scorers: {', '.join(known)}")
-        if name in names[:i]:
-            raise ConfigurationError(f"scorer {name!r} is listed twice")
-    return names
-
-
-def check_scorer_kwargs(
+def check_batch_invariance(
     scorer_kwargs: Mapping[str, Any] | None, idf_from_run: bool = False
 ) -> dict[str, Any]:
     """A copy of the scorer arguments, refusing settings that make scores batch-dependent.
@@ -270,11 +265,6 @@ def check_batch_size(batch_size: int) -> None:
     """Raises ConfigurationError unless ``batch_size`` is a positive int."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigurationError(f"batch_size must be a positive int (rows), got {batch_size!r}")
-
-
-def _factories(names: Sequence[str]) -> dict[str, Callable[..., Scorer]]:
-    # Shipped to the actors, so a scorer registered in the driver exists in every worker.
-    return {name: scorer_factory(name) for name in names}
 
 
 def _positive(arg: str, value: float) -> float:

@@ -35,18 +35,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from uqlm_bert.bertscore import BERTScorer
-from uqlm_bert.bertscore.idf import idf_from_token_ids
 from uqlm_bert.distributed.dataset import (
     DEFAULT_BATCH_SIZE,
+    check_batch_invariance,
     check_batch_size,
-    check_scorer_kwargs,
-    check_scorer_names,
     plan_workers,
     score_dataset,
 )
 from uqlm_bert.distributed.session import ray_session
 from uqlm_bert.exceptions import UQLMBertError
+from uqlm_bert.inputs import ScoringInputs, present_pairs
 from uqlm_bert.io import (
     ERROR_COLUMN,
     Table,
@@ -57,8 +55,7 @@ from uqlm_bert.io import (
     with_scores,
     write_table,
 )
-from uqlm_bert.scorers import present_pairs
-from uqlm_bert.scorers.bert import ENGINE_ARGS
+from uqlm_bert.scorers.registry import check_scorer_names, check_scorer_settings
 
 __all__ = ["score_file"]
 
@@ -123,6 +120,7 @@ def score_file(
         ...                    address="auto", num_workers=8, batch_size=256)
     """
     names = check_scorer_names(scorers)
+    check_scorer_settings(names, dict(scorer_kwargs or {}))
     check_batch_size(batch_size)
     table_format(output_path)  # an unknown output format fails before any work
     table = input_path if isinstance(input_path, Table) else load_table(input_path)
@@ -132,7 +130,7 @@ def score_file(
     )
     responses, samples = scoring_inputs(table.frame, good, **columns)
     scorer_kwargs = _run_wide_idf(
-        check_scorer_kwargs(scorer_kwargs, idf_from_run=True), responses, samples
+        check_batch_invariance(scorer_kwargs, idf_from_run=True), responses, samples
     )
     replaced = [c for c in (*names, ERROR_COLUMN) if c in table.frame.columns]
     if replaced:
@@ -197,13 +195,18 @@ def _run_wide_idf(
     batch on every actor weighs tokens alike."""
     if kwargs.get("idf") is not True or kwargs.get("idf_sents") is not None:
         return kwargs
-    _, _, refs = present_pairs(responses, samples)
-    engine_kwargs = {k: v for k, v in kwargs.items() if k in ENGINE_ARGS and v is not None}
-    engine_kwargs.update(idf=False, device="cpu")  # here only the tokenizer is needed
-    engine_kwargs.pop("idf_sents", None)
-    engine_kwargs.pop("rescale_with_baseline", None)
-    encoder = BERTScorer(show_progress_bars=False, **engine_kwargs).encoder
-    weights = idf_from_token_ids(encoder.tokenize(refs))
+    from uqlm_bert.bertscore.encoder import tokenize_texts
+    from uqlm_bert.bertscore.idf import idf_from_token_ids
+    from uqlm_bert.bertscore.models import load_token_limit
+
+    _, _, refs = present_pairs(ScoringInputs(list(responses), [list(s) for s in samples]))
+    tokenizer, limit = load_token_limit(  # only the tokenizer is needed here
+        kwargs.get("model_type"),
+        kwargs.get("max_length"),
+        lang=kwargs.get("lang") or "en",
+        trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
+    )
+    weights = idf_from_token_ids(tokenize_texts(tokenizer, refs, limit)[0])
     logger.info("idf weights computed from the %d references of the run", len(refs))
     return {**kwargs, "idf": defaultdict(partial(float, weights.default), weights.weights)}
 

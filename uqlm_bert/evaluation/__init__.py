@@ -12,6 +12,10 @@ are pure numpy, exact, and tested against scikit-learn and scipy.
 - :func:`choose_threshold`: the flagging threshold for the best F1 or a target precision;
 - :func:`accuracy_vs_fraction_kept`: accuracy of the answers kept at each confidence threshold.
 
+Reference-based metrics, which compare answers with ground truth rather than judge a confidence,
+are in :mod:`uqlm_bert.evaluation.references` (BLEU, ROUGE and BERTScore against references: what
+``uqlm-bert evaluate`` computes).
+
 Missing values: an item whose score or label is NaN (a scorer gives NaN where a prompt had no
 samples) is dropped with a warning; pass ``nan_policy="raise"`` to make that an error instead.
 

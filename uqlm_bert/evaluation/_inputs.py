@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 
 from uqlm_bert.exceptions import InputValidationError
+from uqlm_bert.inputs import float_vector
 
 NanPolicy = Literal["omit", "raise"]
 
@@ -42,18 +43,12 @@ def paired_arrays(
     """
     if nan_policy not in ("omit", "raise"):
         raise InputValidationError(f"nan_policy must be 'omit' or 'raise', got {nan_policy!r}")
-    s = _as_float_vector(scores, "scores")
-    y = _as_float_vector(labels, "labels")
+    s = float_vector(scores, "scores")
+    y = float_vector(labels, "labels")
     if s.shape[0] != y.shape[0]:
         raise InputValidationError(
             f"scores has {s.shape[0]} items but labels has {y.shape[0]}; give one label per score"
         )
-    for name, arr in (("scores", s), ("labels", y)):
-        bad = np.flatnonzero(np.isinf(arr))
-        if bad.size:
-            raise InputValidationError(
-                f"{name}[{bad[0]}] is infinite; metrics need finite values (NaN marks a missing one)"
-            )
     missing = np.isnan(s) | np.isnan(y)
     if missing.any():
         where = np.flatnonzero(missing)
@@ -109,18 +104,3 @@ def check_not_constant(values: np.ndarray, name: str) -> None:
             f"{name} are all equal ({float(values[0])!r}) over {values.size} items; the metric is "
             "undefined for a constant input"
         )
-
-
-def _as_float_vector(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
-    """Copy ``values`` into a 1-D float64 array (``None`` becomes NaN)."""
-    if isinstance(values, (str, bytes)):
-        raise InputValidationError(f"{name} must be a sequence of numbers, not a string")
-    try:
-        arr = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputValidationError(f"{name} must be a sequence of numbers: {exc}") from exc
-    if arr.ndim != 1:
-        raise InputValidationError(
-            f"{name} must be one-dimensional (one number per item), got shape {arr.shape}"
-        )
-    return arr

@@ -1,4 +1,23 @@
-"""Sampling answers from LangChain chat models: async calls, rate limit, retries, failures kept.
+"""Sampling answers from LangChain chat models: settings, limits, retries, failures kept.
+
+==================  ====================================================================
+module              what it holds
+==================  ====================================================================
+``settings``        :class:`GenerationSettings`: temperatures, concurrency, rate limit,
+                    retries, timeout, system prompt
+``generator``       :class:`ResponseGenerator`: every slot of every prompt, in place
+``caller``          :class:`LLMCaller`: one run's calls, limits and retry loop; copies of
+                    the caller's model
+``limits``          the rate limit counted at the provider, and adaptive concurrency
+``retry``           :class:`RetryPolicy`: exponential backoff with full jitter
+``classify``        what a provider's exception means: retry, give up, or stop the run
+``checkpoint``      the JSONL record of a run, for resuming; locked while in use
+``records``         results, failures and call counts
+``prompts``         prompts as given and as sent; fingerprints
+``loop``            the long-lived event loop of the synchronous face
+==================  ====================================================================
+
+Names are imported on first use (LangChain loads only then).
 
 Example:
     >>> import asyncio
@@ -10,25 +29,43 @@ Example:
     (['ping'], [['ping']])
 """
 
-from uqlm_bert.generation.checkpoint import Checkpoint
-from uqlm_bert.generation.client import LLMCaller, derive_llm
-from uqlm_bert.generation.errors import ErrorInfo, classify_exception, parse_retry_after
-from uqlm_bert.generation.generator import ResponseGenerator
-from uqlm_bert.generation.records import CallFailure, CallStats, GenerationResult
-from uqlm_bert.generation.retry import RetryPolicy
-from uqlm_bert.generation.sync import run_sync
+from uqlm_bert._lazy import lazy_exports
 
 __all__ = [
+    "AdaptiveConcurrency",
     "CallFailure",
     "CallStats",
     "Checkpoint",
     "ErrorInfo",
+    "EventLoopThread",
     "GenerationResult",
+    "GenerationSettings",
     "LLMCaller",
+    "RateLimiter",
     "ResponseGenerator",
     "RetryPolicy",
     "classify_exception",
     "derive_llm",
     "parse_retry_after",
-    "run_sync",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AdaptiveConcurrency": "uqlm_bert.generation.limits",
+        "CallFailure": "uqlm_bert.generation.records",
+        "CallStats": "uqlm_bert.generation.records",
+        "Checkpoint": "uqlm_bert.generation.checkpoint",
+        "ErrorInfo": "uqlm_bert.generation.classify",
+        "EventLoopThread": "uqlm_bert.generation.loop",
+        "GenerationResult": "uqlm_bert.generation.records",
+        "GenerationSettings": "uqlm_bert.generation.settings",
+        "LLMCaller": "uqlm_bert.generation.caller",
+        "RateLimiter": "uqlm_bert.generation.limits",
+        "ResponseGenerator": "uqlm_bert.generation.generator",
+        "RetryPolicy": "uqlm_bert.generation.retry",
+        "classify_exception": "uqlm_bert.generation.classify",
+        "derive_llm": "uqlm_bert.generation.caller",
+        "parse_retry_after": "uqlm_bert.generation.classify",
+    },
+)

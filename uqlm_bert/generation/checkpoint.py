@@ -13,16 +13,20 @@ retried successfully on resume).
 On resume, slots holding text and slots that failed permanently (HTTP 400, say) are kept; slots
 that failed transiently (timeouts, 5xx, rate limits) are tried again.
 
+While a run has the checkpoint open, it holds an operating-system lock on ``<path>.lock``: a
+second process (or a second run in this one) pointed at the same checkpoint is refused at once
+with :class:`~uqlm_bert.exceptions.CheckpointError`, rather than repeating calls and mixing the
+two runs' answers.
+
 Example:
     >>> import tempfile, os
-    >>> from uqlm_bert.generation.records import CallFailure
     >>> path = os.path.join(tempfile.mkdtemp(), "run.jsonl")
     >>> ckpt = Checkpoint(path)
-    >>> ckpt.open("run-fp", ["p0"], {"num_responses": 1})
+    >>> ckpt.open(["p0"], {"num_responses": 1})
     {}
     >>> ckpt.write(0, -1, "an answer", None)
     >>> ckpt.close()
-    >>> Checkpoint(path).open("run-fp", ["p0"], {"num_responses": 1})
+    >>> Checkpoint(path).open(["p0"], {"num_responses": 1})
     {(0, -1): ('an answer', None)}
 """
 
@@ -36,7 +40,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import filelock
+
 from uqlm_bert.exceptions import CheckpointError
+from uqlm_bert.generation.prompts import fingerprint_run
 from uqlm_bert.generation.records import CallFailure
 
 __all__ = ["Checkpoint", "SlotKey", "ORIGINAL_SLOT"]
@@ -44,7 +51,8 @@ __all__ = ["Checkpoint", "SlotKey", "ORIGINAL_SLOT"]
 logger = logging.getLogger("uqlm_bert")
 
 _FORMAT = "uqlm-bert-checkpoint"
-_VERSION = 1
+_VERSION = 2
+_HEADER_START = b'{"type": "header"'
 #: The slot number of a prompt's original response; samples are 0, 1, ...
 ORIGINAL_SLOT = -1
 SlotKey = tuple[int, int]
@@ -62,27 +70,73 @@ class Checkpoint:
         self.path = Path(path)
         self.fsync = fsync
         self._fh: IO[str] | None = None
+        self._lock: filelock.BaseFileLock | None = None
         self._prompt_fps: list[str] = []
 
+    @property
+    def lock_path(self) -> Path:
+        """The file whose operating-system lock marks the checkpoint as in use."""
+        return self.path.with_name(self.path.name + ".lock")
+
     def open(
-        self, run_fingerprint: str, prompt_fingerprints: Sequence[str], settings: dict[str, Any]
+        self, prompt_fingerprints: Sequence[str], settings: dict[str, Any]
     ) -> dict[SlotKey, tuple[str | None, CallFailure | None]]:
-        """Validate or create the file and return the slots it already holds.
+        """Lock the checkpoint, validate or create the file, and return the slots it holds.
+
+        Args:
+            prompt_fingerprints: one fingerprint per prompt of the run
+                (:func:`~uqlm_bert.generation.prompts.fingerprint_prompt`).
+            settings: the settings that change what is generated.
 
         Raises:
-            CheckpointError: the file is unreadable, or was written for other prompts or
-                settings.
+            CheckpointError: the checkpoint is in use by another run, is unreadable or not a
+                checkpoint, or was written for other prompts or settings (the message names
+                the first difference).
         """
         self._prompt_fps = list(prompt_fingerprints)
+        run_fingerprint = fingerprint_run(self._prompt_fps, settings)
+        self._acquire_lock()
+        try:
+            return self._open(run_fingerprint, settings)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _acquire_lock(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = filelock.FileLock(self.lock_path, timeout=0, is_singleton=False)
+            lock.acquire()
+        except filelock.Timeout:
+            raise CheckpointError(
+                f"checkpoint {str(self.path)!r} is in use by another run (it holds the lock "
+                f"{str(self.lock_path)!r}); wait for that run to finish, or give another path"
+            ) from None
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot lock checkpoint {str(self.path)!r}: {exc.strerror or exc}; the folder "
+                "must be writable"
+            ) from exc
+        self._lock = lock
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _open(
+        self, run_fingerprint: str, settings: dict[str, Any]
+    ) -> dict[SlotKey, tuple[str | None, CallFailure | None]]:
         done: dict[SlotKey, tuple[str | None, CallFailure | None]] = {}
         good_bytes = 0
         if self.path.exists() and self.path.stat().st_size > 0:
-            done, good_bytes = self._read(run_fingerprint)
+            done, good_bytes = self._read(run_fingerprint, settings)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             fh = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - kept open for the run
         except OSError as exc:
-            raise CheckpointError(f"cannot open checkpoint file {str(self.path)!r}: {exc}") from exc
+            raise CheckpointError(
+                f"cannot open checkpoint file {str(self.path)!r}: {exc.strerror or exc}"
+            ) from exc
         if good_bytes:
             fh.truncate(good_bytes)  # drop a line cut short by a crash
         self._fh = fh
@@ -95,6 +149,7 @@ class Checkpoint:
                     "version": _VERSION,
                     "run": run_fingerprint,
                     "num_prompts": len(self._prompt_fps),
+                    "prompts": self._prompt_fps,
                     "settings": settings,
                 }
             )
@@ -116,32 +171,39 @@ class Checkpoint:
         )
 
     def close(self) -> None:
-        """Close the file (records are already on disk)."""
+        """Close the file (records are already on disk) and release the lock."""
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        self._release_lock()
 
     def _append(self, record: dict[str, Any]) -> None:
         if self._fh is None:
             raise CheckpointError("the checkpoint file is not open; call open() first")
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        # ASCII escapes: a text that is not valid Unicode (a lone surrogate) is still written
+        self._fh.write(json.dumps(record, ensure_ascii=True) + "\n")
         self._fh.flush()
         if self.fsync:
             os.fsync(self._fh.fileno())
 
-    def _read(self, run_fingerprint: str) -> tuple[dict[SlotKey, Any], int]:
+    def _read(
+        self, run_fingerprint: str, settings: dict[str, Any]
+    ) -> tuple[dict[SlotKey, Any], int]:
         try:
             raw = self.path.read_bytes()
         except OSError as exc:
             raise CheckpointError(f"cannot read checkpoint file {str(self.path)!r}: {exc}") from exc
+        cut_short = b"\n" not in raw and _HEADER_START.startswith(raw)  # a crash mid-header
+        if not (raw.startswith(_HEADER_START) or cut_short):
+            raise CheckpointError(
+                f"{str(self.path)!r} is not a uqlm-bert checkpoint file (it does not start with "
+                "a checkpoint header), so it is left alone: give the path of a new file for the "
+                "checkpoint"
+            )
         lines = raw.split(b"\n")
         complete, tail = lines[:-1], lines[-1]
         records = [_parse_line(self.path, n, line) for n, line in enumerate(complete, 1)]
         records = [r for r in records if r is not None]
-        if not records and tail.strip() and not tail.startswith(b'{"type": "header"'):
-            raise CheckpointError(
-                f"{str(self.path)!r} is not a uqlm-bert checkpoint file; give a new path"
-            )
         if tail.strip():
             warnings.warn(
                 f"checkpoint file {str(self.path)!r} ends in a line cut short (a crash while "
@@ -152,7 +214,7 @@ class Checkpoint:
         if not records:
             return {}, 0
         good_bytes = sum(len(line) + 1 for line in complete)
-        _check_header(self.path, records[0], run_fingerprint)
+        _check_header(self.path, records[0], run_fingerprint, self._prompt_fps, settings)
         done: dict[SlotKey, Any] = {}
         for n, rec in enumerate(records[1:], 2):
             key, value = _parse_slot(self.path, n, rec, self._prompt_fps)
@@ -167,32 +229,55 @@ def _parse_line(path: Path, n: int, line: bytes) -> dict[str, Any] | None:
         rec = json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(
-            f"checkpoint file {str(path)!r}, line {n}, is not valid JSON ({exc}); the file is "
-            "damaged: delete it to start over"
+            f"checkpoint file {str(path)!r}, line {n}, is not valid JSON ({exc}); the "
+            "checkpoint is damaged: give a new path to start over"
         ) from exc
     if not isinstance(rec, dict):
         raise CheckpointError(f"checkpoint file {str(path)!r}, line {n}, is not a JSON object")
     return rec
 
 
-def _check_header(path: Path, header: dict[str, Any], run_fingerprint: str) -> None:
+def _check_header(
+    path: Path,
+    header: dict[str, Any],
+    run_fingerprint: str,
+    prompt_fps: Sequence[str],
+    settings: dict[str, Any],
+) -> None:
     if header.get("type") != "header" or header.get("format") != _FORMAT:
         raise CheckpointError(
-            f"{str(path)!r} is not a uqlm-bert checkpoint file (no header line); give a new "
-            "path or delete the file"
+            f"{str(path)!r} is not a uqlm-bert checkpoint file (no header line); give the path "
+            "of a new file for the checkpoint"
         )
     if header.get("version") != _VERSION:
         raise CheckpointError(
             f"checkpoint file {str(path)!r} has format version {header.get('version')!r}; this "
-            f"version reads {_VERSION}"
+            f"version reads {_VERSION}: give a new path to start over"
         )
     if header.get("run") != run_fingerprint:
         raise CheckpointError(
-            f"checkpoint file {str(path)!r} belongs to a different run: the prompts or the "
-            f"settings differ (file: {header.get('num_prompts')} prompts, "
-            f"settings {header.get('settings')}). Give a new path, or delete the file to start "
-            "over"
+            f"checkpoint file {str(path)!r} belongs to a different run: "
+            f"{_first_difference(header, prompt_fps, settings)}. Give a new path to start a new "
+            "run, or run again with the prompts and settings of the checkpoint"
         )
+
+
+def _first_difference(
+    header: dict[str, Any], prompt_fps: Sequence[str], settings: dict[str, Any]
+) -> str:
+    """What first differs between the checkpoint's run and this one, in words."""
+    old_settings = header.get("settings") or {}
+    for key in sorted(set(old_settings) | set(settings)):
+        old, new = old_settings.get(key), json.loads(json.dumps(settings.get(key), default=str))
+        if old != new:
+            return f"the setting {key!r} was {old!r} and is now {new!r}"
+    old_prompts = header.get("prompts") or []
+    if len(old_prompts) != len(prompt_fps):
+        return f"it has {len(old_prompts)} prompts and this run has {len(prompt_fps)}"
+    for i, (old, new) in enumerate(zip(old_prompts, prompt_fps, strict=True)):
+        if old != new:
+            return f"prompt {i} differs (the first of the prompts that do)"
+    return "its fingerprint differs"
 
 
 def _parse_slot(

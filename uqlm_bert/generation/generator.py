@@ -2,9 +2,10 @@
 
 Each prompt has one original-response slot (at the model's own temperature) and
 ``num_responses`` sample slots (at the sampling temperature). The slots are queued prompt by
-prompt and served by ``max_concurrency`` workers, so prompts finish roughly in input order and
-can be scored while later ones are still being generated. A failed call fills only its own slot,
-with the failure beside it.
+prompt and started as places in flight come free (their number adapts to the provider, see
+:mod:`uqlm_bert.generation.limits`), so prompts finish roughly in input order and can be scored
+while later ones are still being generated. A failed call fills only its own slot, with the
+failure beside it.
 
 Example:
     >>> import asyncio
@@ -19,31 +20,23 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import random
-import warnings
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from uqlm_bert.exceptions import CheckpointError, ConfigurationError, InputValidationError
+from uqlm_bert.generation.caller import LLMCaller, llm_description, llm_temperature
 from uqlm_bert.generation.checkpoint import ORIGINAL_SLOT, Checkpoint
-from uqlm_bert.generation.client import LLMCaller, llm_description, llm_temperature
-from uqlm_bert.generation.prompts import (
-    fingerprint_prompt,
-    fingerprint_run,
-    to_messages,
-    validate_prompts,
-)
+from uqlm_bert.generation.prompts import fingerprint_prompt, to_messages, validate_prompts
 from uqlm_bert.generation.records import CallFailure, GenerationResult
-from uqlm_bert.generation.retry import RetryPolicy
+from uqlm_bert.generation.settings import GenerationSettings
 
 __all__ = ["ResponseGenerator"]
 
-logger = logging.getLogger("uqlm_bert")
+OnPromptDone = Callable[[int, str | None, list[str | None]], None]
 
 
 class ResponseGenerator:
@@ -51,40 +44,27 @@ class ResponseGenerator:
 
     Args:
         llm: a LangChain chat model; never modified (see
-            :func:`~uqlm_bert.generation.client.derive_llm`).
-        system_prompt: a system message put before each prompt that has none.
-        sampling_temperature: the temperature of the samples; the original response uses the
-            model's own temperature.
-        max_calls_per_min: at most this many HTTP calls, retries included, in any window of
-            ``rate_limit_period`` seconds; ``None`` for no limit.
-        rate_limit_period: the rate limit's window in seconds (60).
-        max_concurrency: calls in flight at once, waits before a retry included.
-        retry_policy: retries for transient failures (429, 5xx, timeouts, connection errors).
-        request_timeout: seconds an attempt may take before it counts as a timeout.
-        disable_client_retries: switch off the client's own retries, so the rate limit and the
-            retry counts see every HTTP call.
+            :func:`~uqlm_bert.generation.caller.derive_llm`).
+        settings: how to sample (temperatures, concurrency, rate limit, retries, timeout);
+            read at every :meth:`generate` call.
         rng: random source for backoff jitter.
+        sleep: what waits between attempts (``asyncio.sleep``; tests may pass a recorder).
 
     Example:
         >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
-        >>> gen = ResponseGenerator(FakeListChatModel(responses=["42"]), max_concurrency=4)
-        >>> gen.max_concurrency
+        >>> gen = ResponseGenerator(FakeListChatModel(responses=["42"]),
+        ...                         GenerationSettings(max_concurrency=4))
+        >>> gen.settings.max_concurrency
         4
     """
 
     def __init__(
         self,
         llm: Any,
+        settings: GenerationSettings | None = None,
         *,
-        system_prompt: str | None = None,
-        sampling_temperature: float = 1.0,
-        max_calls_per_min: int | None = None,
-        rate_limit_period: float = 60.0,
-        max_concurrency: int = 16,
-        retry_policy: RetryPolicy | None = None,
-        request_timeout: float | None = 60.0,
-        disable_client_retries: bool = True,
         rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[Any]] | None = None,
     ) -> None:
         if llm is None:
             raise ConfigurationError(
@@ -95,26 +75,14 @@ class ResponseGenerator:
             raise ConfigurationError(
                 f"llm must be a LangChain chat model (with .ainvoke), got {type(llm).__name__}"
             )
-        if not isinstance(sampling_temperature, (int, float)) or sampling_temperature < 0:
+        if settings is not None and not isinstance(settings, GenerationSettings):
             raise ConfigurationError(
-                f"sampling_temperature must be a number >= 0, got {sampling_temperature!r}"
-            )
-        if system_prompt is not None and not isinstance(system_prompt, str):
-            raise ConfigurationError(
-                f"system_prompt must be a string or None, got {type(system_prompt).__name__}"
+                f"settings must be a GenerationSettings, got {type(settings).__name__}"
             )
         self.llm = llm
-        self.system_prompt = system_prompt
-        self.sampling_temperature = float(sampling_temperature)
-        self.max_calls_per_min = max_calls_per_min
-        self.rate_limit_period = rate_limit_period
-        self.max_concurrency = max_concurrency
-        self.retry_policy = retry_policy or RetryPolicy()
-        self.request_timeout = request_timeout
-        self.disable_client_retries = disable_client_retries
+        self.settings = settings or GenerationSettings()
         self._rng = rng
-        # Built now so that bad settings fail at construction, not at the first call.
-        self._new_caller()
+        self._sleep = sleep
 
     async def generate(
         self,
@@ -123,7 +91,7 @@ class ResponseGenerator:
         *,
         include_original: bool = True,
         checkpoint: str | os.PathLike[str] | Checkpoint | None = None,
-        on_prompt_done: Callable[[int, str | None, list[str | None]], None] | None = None,
+        on_prompt_done: OnPromptDone | None = None,
         show_progress_bars: bool = True,
     ) -> GenerationResult:
         """Fill every slot of every prompt; return texts, failures and call counts.
@@ -133,7 +101,7 @@ class ResponseGenerator:
             num_responses: samples per prompt (``0`` with ``include_original`` for answers only).
             include_original: also ask for the original response of each prompt.
             checkpoint: a JSONL file path (or :class:`Checkpoint`) to record answers in and
-                resume from.
+                resume from; locked against other processes while the run lasts.
             on_prompt_done: called with ``(index, response, samples)`` as soon as all of a
                 prompt's slots are filled (at once for prompts the checkpoint completes). An
                 exception it raises stops the run.
@@ -142,7 +110,8 @@ class ResponseGenerator:
         Raises:
             InputValidationError: bad prompts or ``num_responses``.
             AuthenticationFailedError: the provider rejected the credentials; the run stops.
-            CheckpointError: the checkpoint belongs to another run or is damaged.
+            ProviderUnreachableError: the provider cannot be reached; the run stops.
+            CheckpointError: the checkpoint belongs to another run, is damaged, or is in use.
         """
         items = validate_prompts(prompts)
         if (
@@ -153,103 +122,113 @@ class ResponseGenerator:
             raise InputValidationError(
                 f"num_responses must be a positive integer, got {num_responses!r}"
             )
-        messages = [to_messages(p, self.system_prompt) for p in items]
+        settings = self.settings
+        messages = [to_messages(p, settings.system_prompt) for p in items]
         slots = ([ORIGINAL_SLOT] if include_original else []) + list(range(num_responses))
         result = GenerationResult.empty(items, num_responses)
-        caller = self._new_caller()
-        result.stats = caller.stats
 
         ckpt = _as_checkpoint(checkpoint)
         done: dict[tuple[int, int], tuple[str | None, CallFailure | None]] = {}
         if ckpt is not None:
-            fps = [fingerprint_prompt(p, self.system_prompt) for p in items]
-            settings = self._settings(num_responses, include_original)
-            done = ckpt.open(fingerprint_run(fps, settings), fps, settings)
+            fps = [fingerprint_prompt(p, settings.system_prompt) for p in items]
+            done = ckpt.open(fps, self._fingerprint_settings(num_responses, include_original))
         try:
-            jobs, remaining = _plan(len(items), slots, done, result)
-            bar = tqdm(
-                total=len(items),
-                desc="Generating",
-                unit="prompt",
-                disable=not show_progress_bars,
-                leave=True,
-            )
-            with bar:
-                for i, left in enumerate(remaining):
-                    if left == 0:
-                        bar.update(1)
-                        if on_prompt_done is not None:
-                            on_prompt_done(
-                                i, result.responses[i], list(result.sampled_responses[i])
-                            )
-                await self._run_workers(
-                    caller, messages, jobs, remaining, result, ckpt, bar, on_prompt_done
-                )
+            jobs, remaining, from_checkpoint = _plan(len(items), slots, done, result)
+            async with LLMCaller(
+                self.llm, settings, total_calls=len(jobs), rng=self._rng, sleep=self._sleep
+            ) as caller:
+                result.stats = caller.stats
+                caller.stats.from_checkpoint = from_checkpoint
+                with tqdm(
+                    total=len(items),
+                    desc="Generating",
+                    unit="prompt",
+                    disable=not show_progress_bars,
+                ) as bar:
+                    run = _Run(caller, messages, remaining, result, ckpt, bar, on_prompt_done)
+                    for i, left in enumerate(remaining):
+                        if left == 0:
+                            run.prompt_done(i)
+                    await run.dispatch(jobs)
         finally:
             if ckpt is not None:
                 ckpt.close()
-        _warn_failures(result, len(slots))
         return result
 
-    async def _run_workers(
+    def _fingerprint_settings(self, num_responses: int, include_original: bool) -> dict[str, Any]:
+        """The settings that change what is generated (a checkpoint must match them)."""
+        return {
+            "num_responses": num_responses,
+            "include_original": include_original,
+            "sampling_temperature": self.settings.sampling_temperature,
+            "temperature": llm_temperature(self.llm),
+            "system_prompt": self.settings.system_prompt,
+            "llm": llm_description(self.llm),
+        }
+
+
+class _Run:
+    """The slots of one run: starts them as places in flight free up, and records them."""
+
+    def __init__(
         self,
         caller: LLMCaller,
         messages: list[list[Any]],
-        jobs: deque[tuple[int, int]],
         remaining: list[int],
         result: GenerationResult,
         ckpt: Checkpoint | None,
         bar: Any,
-        on_prompt_done: Callable[[int, str | None, list[str | None]], None] | None,
+        on_prompt_done: OnPromptDone | None,
     ) -> None:
-        async def worker() -> None:
-            while jobs:
-                i, slot = jobs.popleft()
-                text, failure = await caller.call(messages[i], sample=slot != ORIGINAL_SLOT)
-                _fill(result, i, slot, text, failure)
-                if ckpt is not None:
-                    ckpt.write(i, slot, text, failure)
-                remaining[i] -= 1
-                if remaining[i] == 0:
-                    bar.update(1)
-                    if on_prompt_done is not None:
-                        on_prompt_done(i, result.responses[i], list(result.sampled_responses[i]))
+        self.caller = caller
+        self.messages = messages
+        self.remaining = remaining
+        self.result = result
+        self.ckpt = ckpt
+        self.bar = bar
+        self.on_prompt_done = on_prompt_done
+        self.errors: list[BaseException] = []
 
-        tasks = [
-            asyncio.ensure_future(worker()) for _ in range(min(self.max_concurrency, len(jobs)))
-        ]
+    def prompt_done(self, i: int) -> None:
+        self.bar.update(1)
+        if self.on_prompt_done is not None:
+            self.on_prompt_done(i, self.result.responses[i], list(self.result.sampled_responses[i]))
+
+    async def dispatch(self, jobs: list[tuple[int, int]]) -> None:
+        tasks: set[asyncio.Task[None]] = set()
         try:
-            await asyncio.gather(*tasks)
+            for i, slot in jobs:
+                permit = await self.caller.concurrency.acquire()
+                if self.errors:  # a slot stopped the run: start nothing more
+                    self.caller.concurrency.release(permit, None)
+                    break
+                task = asyncio.ensure_future(self._slot(i, slot, permit))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            while tasks:
+                await asyncio.gather(*list(tasks))
         except BaseException:
-            # A fatal error in one worker (or cancellation of the run) stops all of them, and
-            # none is left running when this returns.
+            # A fatal error in one slot (or cancellation of the run) stops all of them, and none
+            # is left running when this returns.
             for t in tasks:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*list(tasks), return_exceptions=True)
             raise
 
-    def _new_caller(self) -> LLMCaller:
-        return LLMCaller(
-            self.llm,
-            sampling_temperature=self.sampling_temperature,
-            max_calls_per_min=self.max_calls_per_min,
-            rate_limit_period=self.rate_limit_period,
-            max_concurrency=self.max_concurrency,
-            retry_policy=self.retry_policy,
-            request_timeout=self.request_timeout,
-            disable_client_retries=self.disable_client_retries,
-            rng=self._rng,
-        )
-
-    def _settings(self, num_responses: int, include_original: bool) -> dict[str, Any]:
-        return {
-            "num_responses": num_responses,
-            "include_original": include_original,
-            "sampling_temperature": self.sampling_temperature,
-            "temperature": llm_temperature(self.llm),
-            "system_prompt": self.system_prompt,
-            "llm": llm_description(self.llm),
-        }
+    async def _slot(self, i: int, slot: int, permit: Any) -> None:
+        try:
+            text, failure = await self.caller.call(
+                self.messages[i], sample=slot != ORIGINAL_SLOT, permit=permit
+            )
+            _fill(self.result, i, slot, text, failure)
+            if self.ckpt is not None:
+                self.ckpt.write(i, slot, text, failure)
+            self.remaining[i] -= 1
+            if self.remaining[i] == 0:
+                self.prompt_done(i)
+        except BaseException as exc:
+            self.errors.append(exc)
+            raise
 
 
 def _as_checkpoint(checkpoint: Any) -> Checkpoint | None:
@@ -267,7 +246,7 @@ def _plan(
     slots: list[int],
     done: dict[tuple[int, int], tuple[str | None, CallFailure | None]],
     result: GenerationResult,
-) -> tuple[deque[tuple[int, int]], list[int]]:
+) -> tuple[list[tuple[int, int]], list[int], int]:
     """Fill slots the checkpoint completes; queue the rest, prompt by prompt."""
     valid = set(slots)
     for index, slot in done:
@@ -275,8 +254,9 @@ def _plan(
             raise CheckpointError(
                 f"the checkpoint holds slot {slot} of prompt {index}, which this run does not have"
             )
-    jobs: deque[tuple[int, int]] = deque()
+    jobs: list[tuple[int, int]] = []
     remaining = [0] * n
+    from_checkpoint = 0
     for i in range(n):
         for slot in slots:
             got = done.get((i, slot))
@@ -284,11 +264,11 @@ def _plan(
                 got[0] is not None or (got[1] is not None and not got[1].transient)
             ):
                 _fill(result, i, slot, got[0], got[1])
-                result.stats.from_checkpoint += 1
+                from_checkpoint += 1
             else:
                 jobs.append((i, slot))
                 remaining[i] += 1
-    return jobs, remaining
+    return jobs, remaining, from_checkpoint
 
 
 def _fill(
@@ -300,16 +280,3 @@ def _fill(
     else:
         result.sampled_responses[i][slot] = text
         result.sample_errors[i][slot] = failure
-
-
-def _warn_failures(result: GenerationResult, slots_per_prompt: int) -> None:
-    failed = sum(e is not None for e in result.response_errors) + sum(result.num_failed_samples())
-    if failed:
-        total = slots_per_prompt * len(result.prompts)
-        warnings.warn(
-            f"{failed} of {total} LLM calls failed for good; their slots hold None and the "
-            "reasons are in the result's error columns (to_df()['error'], "
-            "to_df()['sample_errors'])",
-            RuntimeWarning,
-            stacklevel=3,
-        )

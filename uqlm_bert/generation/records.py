@@ -89,6 +89,11 @@ class CallStats:
         retries: attempts beyond the first for a slot.
         from_checkpoint: slots taken from a checkpoint file instead of the LLM.
         failures_by_kind: failed slots per failure kind.
+        rate_limited: attempts answered with HTTP 429.
+        repaired_replies: replies whose text held invalid Unicode (lone surrogates), repaired.
+        max_in_flight: the most calls in flight at once.
+        concurrency_peak: the highest limit on calls in flight that adaptive concurrency reached.
+        concurrency_final: that limit at the end of the run.
 
     Example:
         >>> stats = CallStats(attempts=7, succeeded=5, failed=1, retries=1)
@@ -102,6 +107,11 @@ class CallStats:
     retries: int = 0
     from_checkpoint: int = 0
     failures_by_kind: Counter = field(default_factory=Counter)
+    rate_limited: int = 0
+    repaired_replies: int = 0
+    max_in_flight: int = 0
+    concurrency_peak: int = 0
+    concurrency_final: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict for result metadata."""
@@ -112,6 +122,11 @@ class CallStats:
             "retries": self.retries,
             "from_checkpoint": self.from_checkpoint,
             "failures_by_kind": dict(sorted(self.failures_by_kind.items())),
+            "rate_limited": self.rate_limited,
+            "repaired_replies": self.repaired_replies,
+            "max_in_flight": self.max_in_flight,
+            "concurrency_peak": self.concurrency_peak,
+            "concurrency_final": self.concurrency_final,
         }
 
 

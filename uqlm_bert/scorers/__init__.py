@@ -1,4 +1,16 @@
-"""Black-box confidence scorers over (response, sampled responses).
+"""Black-box confidence scorers over (response, sampled responses), and their registry.
+
+==================  ===================================================================
+module              what it holds
+==================  ===================================================================
+``base``            the :class:`Scorer` contract, the :class:`PairwiseScorer` template
+                    and :func:`score_all`
+``registry``        names in ``scorers=[...]``: registering and building scorers
+``bert``            ``bert_score``, ``bert_score_precision``, ``bert_score_recall``
+``cosine``          ``cosine_sim``: sentence-embedding cosine
+``text``            ``exact_match``, ``rouge_l``, ``bleu``: no model needed
+``sentences``       sentence-level scores, SelfCheckGPT style, and sentence splitting
+==================  ===================================================================
 
 Example:
     >>> from uqlm_bert.scorers import build_scorer
@@ -9,24 +21,27 @@ Example:
     (1,)
 """
 
-from uqlm_bert.scorers.base import (
-    Scorer,
+from uqlm_bert.scorers.base import PairwiseScorer, Scorer, mean_by_group, score_all
+from uqlm_bert.scorers.registry import (
+    ScorerSpec,
     available_scorers,
     build_scorer,
     build_scorers,
-    mean_by_group,
-    present_pairs,
+    check_scorer_names,
     register_scorer,
-    scorer_factory,
+    scorer_spec,
 )
 
 __all__ = [
+    "PairwiseScorer",
     "Scorer",
+    "ScorerSpec",
     "available_scorers",
     "build_scorer",
     "build_scorers",
+    "check_scorer_names",
     "mean_by_group",
-    "present_pairs",
     "register_scorer",
-    "scorer_factory",
+    "score_all",
+    "scorer_spec",
 ]

@@ -3,11 +3,13 @@
 - ``bert_score``: mean F1 of (response as candidate, sample as reference) over the samples.
 - ``bert_score_precision`` / ``bert_score_recall``: the same with P or R.
 
-All three share one engine and one computation when used together.
+Run together through :func:`~uqlm_bert.scorers.base.score_all` (as ``BlackBoxUQ`` does), the three
+compute BERTScore once per call: the pair scores are shared within the call, keyed by the
+engine's settings, and dropped when the call ends.
 
 Example:
     >>> from uqlm_bert.scorers import build_scorer
-    >>> s = build_scorer("bert_score", show_progress_bars=False)
+    >>> s = build_scorer("bert_score")
     >>> conf = s.score(["Water boils at 100 C."], [["At sea level water boils at 100 C.", None]])
     >>> bool(0 < conf[0] <= 1)
     True
@@ -15,118 +17,78 @@ Example:
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from uqlm_bert.bertscore.scorer import BERTScorer
-from uqlm_bert.scorers.base import Scorer, mean_by_group, present_pairs, register_scorer
+from uqlm_bert.bertscore.engine import BERTScorer
+from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.scorers.base import PairwiseScorer
+from uqlm_bert.scorers.registry import BERTSCORE_SCORERS
 
-__all__ = ["BERTScoreConsistency", "ENGINE_ARGS"]
+__all__ = ["BERTScoreConsistency", "SCORER_DEFAULTS"]
 
-#: The keyword arguments passed through to :class:`~uqlm_bert.BERTScorer`.
-ENGINE_ARGS = (
-    "model_type",
-    "num_layers",
-    "idf",
-    "idf_sents",
-    "rescale_with_baseline",
-    "baseline_path",
-    "lang",
-    "device",
-    "batch_size",
-    "max_length",
-    "dtype",
-    "trust_remote_code",
-    "chunk_size",
-)
+#: The BERTScore settings of the ``bert_score`` scorers where the caller gives none. They differ
+#: from :class:`~uqlm_bert.BERTScorer`'s (which match the reference package) in one way: idf
+#: weights come from the fixed table of general English, which ranks answers better and, unlike
+#: idf over the call's own samples, keeps a prompt's score independent of the other prompts.
+SCORER_DEFAULTS = BERTScoreSettings()
 
-_METRIC_INDEX = {"precision": 0, "recall": 1, "f1": 2}
+_COMPONENT = {"precision": 0, "recall": 1, "f1": 2}
 
 
-class _SharedRun:
-    """One BERTScorer plus the last call's pair scores, so P/R/F scorers compute once."""
+class BERTScoreConsistency(PairwiseScorer):
+    """Mean BERTScore (F1, P or R) of the response against each present sample.
 
-    def __init__(self, engine: BERTScorer) -> None:
+    Args:
+        metric: ``"f1"`` (the scorer ``bert_score``), ``"precision"`` or ``"recall"``.
+        engine: a loaded :class:`~uqlm_bert.BERTScorer` to use; by default one is made from
+            ``settings``.
+        settings: BERTScore settings (``model_type``, ``num_layers``, ``idf``, ``device``, ...)
+            on top of :data:`SCORER_DEFAULTS`; an unknown name is an error.
+
+    Example:
+        >>> BERTScoreConsistency("precision", num_layers=4).name
+        'bert_score_precision'
+    """
+
+    def __init__(
+        self, metric: str = "f1", engine: BERTScorer | None = None, **settings: Any
+    ) -> None:
+        key = metric.lower() if isinstance(metric, str) else metric
+        if key not in _COMPONENT:
+            raise ConfigurationError(
+                f"metric must be one of {', '.join(_COMPONENT)}, got {metric!r}"
+            )
+        if engine is not None and settings:
+            raise ConfigurationError("give either a BERTScorer as engine or settings, not both")
+        self.metric = key
+        self.name = BERTSCORE_SCORERS[key]
+        if engine is None:
+            engine = BERTScorer.from_settings(
+                BERTScoreSettings.from_kwargs(settings, base=SCORER_DEFAULTS),
+                show_progress_bars=True,
+            )
         self.engine = engine
-        self._lock = threading.Lock()
-        self._key: tuple | None = None
-        self._value: np.ndarray | None = None
-
-    def pair_scores(self, cands: list[str], refs: list[str], show: bool) -> np.ndarray:
-        key = (tuple(cands), tuple(refs))
-        with self._lock:
-            if key != self._key:
-                P, R, F = self.engine.score(cands, refs, show_progress_bars=show)
-                self._value = np.stack([P.numpy(), R.numpy(), F.numpy()], axis=1).astype(
-                    np.float64
-                )
-                self._key = key
-            return self._value
-
-
-_RUNS: dict[tuple, _SharedRun] = {}
-_RUNS_LOCK = threading.Lock()
-
-
-def _shared_run(engine_kwargs: dict[str, Any]) -> _SharedRun:
-    key = tuple(sorted((k, _freeze(v)) for k, v in engine_kwargs.items()))
-    with _RUNS_LOCK:
-        run = _RUNS.get(key)
-        if run is None:
-            run = _SharedRun(BERTScorer(show_progress_bars=True, **engine_kwargs))
-            if len(_RUNS) >= 4:
-                _RUNS.pop(next(iter(_RUNS)))
-            _RUNS[key] = run
-        return run
-
-
-def _freeze(v: Any) -> Any:
-    if isinstance(v, dict):
-        return tuple(sorted(v.items()))
-    if isinstance(v, (list, tuple)):
-        return tuple(v)
-    return v
-
-
-class BERTScoreConsistency(Scorer):
-    """Mean BERTScore (F1, P or R) of the response against each present sample."""
-
-    def __init__(self, metric: str = "f1", **kwargs: Any) -> None:
-        self.metric = metric
-        self.name = "bert_score" if metric == "f1" else f"bert_score_{metric}"
-        engine_kwargs = {k: v for k, v in kwargs.items() if k in ENGINE_ARGS and v is not None}
-        self._run = _shared_run(engine_kwargs)
         # idf taken from each call's references makes a score depend on the whole call
-        self.batch_invariant = not self._run.engine._idf_from_refs
+        self.batch_invariant = engine.batch_invariant
 
-    @property
-    def engine(self) -> BERTScorer:
-        """The underlying BERTScorer."""
-        return self._run.engine
-
-    def score(
+    def score_pairs(
         self,
-        responses: Sequence[str | None],
-        sampled_responses: Sequence[Sequence[str | None]],
+        cands: list[str],
+        refs: list[str],
         show_progress_bars: bool = False,
+        shared: dict[Any, Any] | None = None,
     ) -> np.ndarray:
-        group, cands, refs = present_pairs(responses, sampled_responses)
-        if not cands:
-            return np.full(len(responses), np.nan)
-        values = self._run.pair_scores(cands, refs, show_progress_bars)[:, _METRIC_INDEX[self.metric]]
-        return mean_by_group(values, group, len(responses))
+        """The pair scores of this scorer's component, computing all three once per call."""
+        shared = {} if shared is None else shared
+        key = ("bert_score", self.engine.settings)
+        prf = shared.get(key)
+        if prf is None:
+            P, R, F = self.engine.score(cands, refs, show_progress_bars=show_progress_bars)
+            prf = shared[key] = np.stack([P.numpy(), R.numpy(), F.numpy()], axis=1)
+        return prf[:, _COMPONENT[self.metric]].astype(np.float64)
 
-
-def _factory(metric: str):
-    def make(**kwargs: Any) -> BERTScoreConsistency:
-        return BERTScoreConsistency(metric=metric, **kwargs)
-
-    return make
-
-
-register_scorer("bert_score", _factory("f1"))
-register_scorer("bert_score_precision", _factory("precision"))
-register_scorer("bert_score_recall", _factory("recall"))
+    def __repr__(self) -> str:
+        return f"BERTScoreConsistency(metric={self.metric!r}, engine={self.engine!r})"

@@ -9,18 +9,22 @@ High means the samples keep saying something close to that sentence; a sentence 
 answer contains (a likely hallucination) scores low. All pairs of all responses go to the
 BERTScore engine in one call, the max over a sample's sentences being its multi-reference max.
 
-:func:`split_sentences` needs no download: it is a rule-based splitter tuned for English prose.
+:func:`split_sentences` needs no download: it is pySBD's rule-based segmenter (Golden Rules
+of sentence boundaries, 22 languages), which also ends sentences at the full-width marks of
+Chinese and Japanese.
 
 Example:
     >>> from uqlm_bert.scorers.sentences import split_sentences
     >>> split_sentences("Dr. Smith moved to the U.S. in 1990. He earned $3.5 million. Why? Luck.")
     ['Dr. Smith moved to the U.S. in 1990.', 'He earned $3.5 million.', 'Why?', 'Luck.']
+    >>> split_sentences("東京は日本の首都です。人口は多い。")
+    ['東京は日本の首都です。', '人口は多い。']
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-import re
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
@@ -28,12 +32,16 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.scorers.base import check_scoring_lists, is_missing, mean_by_group
+from uqlm_bert.inputs import repair_text, scoring_lists
+from uqlm_bert.scorers.base import mean_by_group
 
 __all__ = ["PairScorer", "score_sentences", "split_sentences"]
 
 SENTENCE_COLUMNS = ["response_index", "sentence_index", "sentence", "bert_score"]
 _METRICS = {"precision": 0, "recall": 1, "f1": 2}
+# Text is segmented in windows of this many characters: pySBD's time grows faster than linearly
+# with the length of what it is given, and no sentence of prose is this long.
+_WINDOW = 4000
 
 
 class PairScorer(Protocol):
@@ -51,6 +59,7 @@ def score_sentences(
     sentences: Sequence[Sequence[str] | None] | None = None,
     show_progress_bars: bool = False,
     metric: Literal["f1", "precision", "recall"] = "f1",
+    language: str = "en",
 ) -> pd.DataFrame:
     """Score every sentence of every response against the samples (see the module docstring).
 
@@ -67,6 +76,7 @@ def score_sentences(
         metric: which BERTScore component to take per (sentence, sample sentence) pair:
             ``"f1"`` (default), ``"precision"`` (averaged over the answer sentence's tokens: how
             much of the sentence the sample covers) or ``"recall"``.
+        language: the language of the texts, for :func:`split_sentences`.
 
     Returns:
         DataFrame with one row per sentence: ``response_index``, ``sentence_index`` (position in
@@ -92,8 +102,9 @@ def score_sentences(
     """
     if metric not in _METRICS:
         raise ConfigurationError(f"metric must be one of {', '.join(_METRICS)}, got {metric!r}")
-    split = _response_sentences(responses, sampled_responses, sentences)
-    sample_sents = _sample_sentences(sampled_responses)
+    inputs = scoring_lists(responses, sampled_responses, stacklevel=3)
+    split = _response_sentences(inputs.responses, sentences, language)
+    sample_sents = _sample_sentences(inputs.samples, language)
 
     rows: list[tuple[int, int, str]] = []
     row_of_pair: list[int] = []
@@ -127,13 +138,17 @@ def score_sentences(
 
 def _response_sentences(
     responses: Sequence[str | None],
-    sampled_responses: Sequence[Sequence[str | None]],
     sentences: Sequence[Sequence[str] | None] | None,
+    language: str,
 ) -> list[list[str]]:
-    """Each response's sentences: the caller's, or split here; checks every input's shape."""
-    responses, sampled_responses = check_scoring_lists(responses, sampled_responses)
+    """Each response's sentences: the caller's, or split here."""
     if sentences is not None:
-        sentences = _as_list(sentences, "sentences")
+        if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__len__"):
+            raise InputValidationError(
+                "sentences must be a list with one list of sentences per response, got "
+                f"{type(sentences).__name__}"
+            )
+        sentences = list(sentences)
         if len(sentences) != len(responses):
             raise InputValidationError(
                 "sentences must have one list of sentences per response "
@@ -141,60 +156,36 @@ def _response_sentences(
             )
     out: list[list[str]] = []
     for i, resp in enumerate(responses):
-        resp = None if is_missing(resp) else resp
-        if resp is not None and not isinstance(resp, str):
-            raise InputValidationError(
-                f"responses[{i}] is a {type(resp).__name__}, expected a string or None"
-            )
         given = None if sentences is None else sentences[i]
         if given is None:
-            out.append(split_sentences(resp) if resp is not None else [])
+            out.append(split_sentences(resp, language) if resp is not None else [])
             continue
         if isinstance(given, str):
             raise InputValidationError(
                 f"sentences[{i}] is a string; it must be the list of that response's sentences"
             )
-        for k, s in enumerate(given):
-            if not isinstance(s, str):
+        for k, sent in enumerate(given):
+            if not isinstance(sent, str):
                 raise InputValidationError(
-                    f"sentences[{i}][{k}] is a {type(s).__name__}, expected a string"
+                    f"sentences[{i}][{k}] is a {type(sent).__name__}, expected a string"
                 )
-        out.append(list(given))
+        out.append([repair_text(sent)[0] for sent in given])
     return out
 
 
-def _as_list(value: Any, name: str) -> list:
-    """A positional list copy of a list, tuple, Series or array; a string is an error."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-        raise InputValidationError(
-            f"{name} must be a list with one item per prompt, got {type(value).__name__}"
-        )
-    return list(value)
-
-
-def _sample_sentences(sampled_responses: Sequence[Sequence[str | None]]) -> list[list[list[str]]]:
+def _sample_sentences(samples: list[list[str | None]], language: str) -> list[list[list[str]]]:
     """For each prompt, the sentence lists of its present, non-empty samples (split once each)."""
     cache: dict[str, list[str]] = {}
     out: list[list[list[str]]] = []
-    for i, samples in enumerate(_as_list(sampled_responses, "sampled_responses")):
-        if samples is None:
-            samples = []
-        if isinstance(samples, str):
-            raise InputValidationError(
-                f"sampled_responses[{i}] is a string; it must be a list of sampled responses"
-            )
+    for group in samples:
         per_prompt: list[list[str]] = []
-        for j, s in enumerate(samples):
-            if is_missing(s):
+        for sample in group:
+            if sample is None:
                 continue
-            if not isinstance(s, str):
-                raise InputValidationError(
-                    f"sampled_responses[{i}][{j}] is a {type(s).__name__}, expected a string or None"
-                )
-            if s not in cache:
-                cache[s] = split_sentences(s)
-            if cache[s]:
-                per_prompt.append(cache[s])
+            if sample not in cache:
+                cache[sample] = split_sentences(sample, language)
+            if cache[sample]:
+                per_prompt.append(cache[sample])
         out.append(per_prompt)
     return out
 
@@ -224,52 +215,22 @@ def _to_numpy(values: Any) -> np.ndarray:
 
 # --------------------------------------------------------------------------- sentence splitting
 
-#: Abbreviations after which a period never ends a sentence (titles and the like: a name or a
-#: noun always follows them).
-NEVER_FINAL = frozenset(
-    "mr mrs ms mx dr prof rev fr sr jr sra srta gen col lt maj sgt capt cmdr adm gov sen rep hon "
-    "pres supt insp det messrs mme mlle st mt ft vs cf viz approx ca".split()
-)
 
-#: Abbreviations that do not end a sentence when a number follows ("No. 5", "Jan. 12",
-#: "b. 1820", "pp. 10-12").
-BEFORE_NUMBER = frozenset(
-    "no nos vol vols pp p fig figs ch chap sec art op ed eds est b d c jan feb mar apr jun jul "
-    "aug sep sept oct nov dec".split()
-)
+def split_sentences(text: str, language: str = "en") -> list[str]:
+    """Split text into sentences with pySBD's rules (no model, no download).
 
-#: Words that, after an acronym such as "U.S." or "p.m.", show that a new sentence started.
-SENTENCE_STARTERS = frozenset(
-    "he she it they we i you his her its their our this that these those there the a an in on "
-    "at after before during however but and as when while from since".split()
-)
+    pySBD implements the "Golden Rules" of sentence boundaries: abbreviations (``Dr.``,
+    ``U.S.``, ``No. 5``), initials, numbers (``3.5``), quotations, lists and ellipses do not end a
+    sentence. ``language`` is an ISO 639-1 code of the languages pySBD supports (``en``, ``de``,
+    ``fr``, ``es``, ``it``, ``ru``, ``zh``, ``ja``, ...); the English rules also end sentences at
+    ``。！？``. Sentences are stripped of surrounding whitespace; empty ones are dropped. Long
+    texts are segmented window by window, so time grows linearly with length. Known limits of
+    the rules: "c." before a year and "Jr." before a capitalised word end a sentence there; pass
+    your own split as ``sentences=`` where that matters.
 
-_BOUNDARY = re.compile(r"([.!?…]+)([\"'”’)\]]*)(\s+)")
-_BLOCK_BREAK = re.compile(r"\n[ \t]*\n\s*|\n(?=[ \t]*(?:[-*•]|\d+[.)])\s)")
-_ACRONYM = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")
-_LEADING_OPENERS = "\"'“‘([{"
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split English text into sentences with rules that need no model or download.
-
-    A sentence ends at ``.``, ``!``, ``?`` or ``…`` (with any closing quotes or brackets after
-    it) followed by whitespace, and at a blank line or a line that starts a list item. A period
-    does not end a sentence when:
-
-    - no whitespace follows it (``3.5``, ``example.com``, the inner dots of ``U.S.``);
-    - the next word starts with a lower-case letter (``etc. and``, ``"Why?" he asked``; this
-      holds for ``!``, ``?`` and ``…`` too);
-    - it follows a title or similar abbreviation (``Dr.``, ``Mr.``, ``St.``, ``Jr.``, ``vs.``; see
-      :data:`NEVER_FINAL`), or one of :data:`BEFORE_NUMBER` and a digit follows (``No. 5``,
-      ``Jan. 12``, ``b. 1820``);
-    - it follows a single capital letter, an initial (``John F. Kennedy``, ``J. R. R. Tolkien``);
-    - it ends an acronym with inner dots (``U.S.``, ``a.m.``, ``Ph.D.``), unless the next word is
-      a common sentence opener (``He``, ``The``, ``In``...; see :data:`SENTENCE_STARTERS`).
-
-    Sentences are stripped of surrounding whitespace; empty ones are dropped. Known limit: the
-    rules read form, not meaning, so a sentence that really ends with an initial or a listed
-    abbreviation ("...served in World War I. Then he...") is not split there.
+    Raises:
+        InputValidationError: ``text`` is not a string.
+        ConfigurationError: pySBD has no rules for ``language``.
 
     Example:
         >>> split_sentences("He met Mr. J. Smith at 5 p.m. The talk ran long! Was it No. 2? Yes.")
@@ -277,44 +238,29 @@ def split_sentences(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise InputValidationError(f"split_sentences needs a string, got {type(text).__name__}")
-    out: list[str] = []
-    for block in _BLOCK_BREAK.split(text):
-        out.extend(_split_block(block))
-    return out
-
-
-def _split_block(block: str) -> list[str]:
-    """Split one paragraph (no blank lines inside) at sentence boundaries."""
+    segmenter = _segmenter(language)
+    text = repair_text(text)[0]
     pieces: list[str] = []
     start = 0
-    for m in _BOUNDARY.finditer(block):
-        end = m.end()
-        if end >= len(block):
-            break
-        if _is_boundary(block, m):
-            pieces.append(block[start : m.end(2)])
-            start = end
-    pieces.append(block[start:])
+    while len(text) - start > _WINDOW:
+        spans = segmenter.segment(text[start : start + _WINDOW])
+        if len(spans) < 2:  # one "sentence" fills the window: cut it there
+            pieces.append(text[start : start + _WINDOW])
+            start += _WINDOW
+            continue
+        pieces.extend(span.sent for span in spans[:-1])
+        start += spans[-1].start  # the last sentence may run past the window: segment it again
+    pieces.extend(span.sent for span in segmenter.segment(text[start:]))
     return [p.strip() for p in pieces if p.strip()]
 
 
-def _is_boundary(block: str, m: re.Match[str]) -> bool:
-    """Decide whether the punctuation matched by ``m`` ends a sentence."""
-    nxt = block[m.end()]
-    if nxt.islower():
-        return False
-    if m.group(1) != ".":
-        return True
-    before = block[: m.start(1)]
-    word = before.split()[-1].lstrip(_LEADING_OPENERS) if before.split() else ""
-    lowered = word.lower()
-    if lowered in NEVER_FINAL:
-        return False
-    if lowered in BEFORE_NUMBER and nxt.isdigit():
-        return False
-    if len(word) == 1 and word.isupper():
-        return False
-    if _ACRONYM.match(word):
-        next_word = re.match(r"[\w']+", block[m.end() :])
-        return bool(next_word) and next_word.group(0).lower() in SENTENCE_STARTERS
-    return True
+@functools.lru_cache(maxsize=8)
+def _segmenter(language: str) -> Any:
+    import pysbd
+
+    try:
+        return pysbd.Segmenter(language=language, clean=False, char_span=True)
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"sentence splitting has no rules for language {language!r}: {exc}"
+        ) from exc

@@ -27,13 +27,13 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from uqlm_bert.scorers.base import Scorer, mean_by_group, present_pairs, register_scorer
+from uqlm_bert.scorers.base import PairwiseScorer
 
 __all__ = [
     "BleuScorer",
@@ -50,8 +50,8 @@ __all__ = [
 MAX_NGRAM_ORDER = 4
 
 
-class _PairwiseTextScorer(Scorer):
-    """Mean over present samples of a pair score computed on preprocessed texts."""
+class _PairwiseTextScorer(PairwiseScorer):
+    """Pair scores computed on preprocessed texts, each distinct text prepared once per call."""
 
     def _prepare(self, text: str) -> Any:
         """Turn one text into what :meth:`_pair` compares (tokens, a normalised string...)."""
@@ -61,32 +61,27 @@ class _PairwiseTextScorer(Scorer):
     def _pair(self, response: Any, sample: Any) -> float:
         """Score one prepared (response, sample) pair in [0, 1]."""
 
-    def score(
+    def score_pairs(
         self,
-        responses: Sequence[str | None],
-        sampled_responses: Sequence[Sequence[str | None]],
+        cands: list[str],
+        refs: list[str],
         show_progress_bars: bool = False,
+        shared: dict[Any, Any] | None = None,
     ) -> np.ndarray:
-        """One confidence per response: the mean pair score over its present samples.
+        """One score in [0, 1] per (response, sample) pair."""
+        prepared: dict[str, Any] = {}
 
-        Missing responses, and responses whose samples are all missing, score NaN.
-        """
-        group, cands, refs = present_pairs(responses, sampled_responses)
-        prepared = _memoise(self._prepare)
-        values = np.fromiter(
-            (
-                self._pair(prepared(c), prepared(r))
-                for c, r in tqdm(
-                    zip(cands, refs, strict=True),
-                    total=len(cands),
-                    desc=self.name,
-                    disable=not show_progress_bars,
-                )
-            ),
-            dtype=np.float64,
-            count=len(cands),
-        )
-        return mean_by_group(values, group, len(responses))
+        def prep(text: str) -> Any:
+            if text not in prepared:
+                prepared[text] = self._prepare(text)
+            return prepared[text]
+
+        values = np.empty(len(cands), dtype=np.float64)
+        with tqdm(total=len(cands), desc=self.name, disable=not show_progress_bars) as bar:
+            for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
+                values[k] = self._pair(prep(c), prep(r))
+                bar.update(1)
+        return values
 
 
 class ExactMatchScorer(_PairwiseTextScorer):
@@ -146,23 +141,6 @@ class BleuScorer(_PairwiseTextScorer):
 
     def _pair(self, response: tuple[Counter, int], sample: tuple[Counter, int]) -> float:
         return _bleu_from_counts(*response, *sample)
-
-
-def _make_exact_match(**kwargs: Any) -> ExactMatchScorer:
-    return ExactMatchScorer(normalize=kwargs.get("exact_match_normalize", True))
-
-
-def _make_rouge_l(**kwargs: Any) -> RougeLScorer:
-    return RougeLScorer()
-
-
-def _make_bleu(**kwargs: Any) -> BleuScorer:
-    return BleuScorer()
-
-
-register_scorer("exact_match", _make_exact_match)
-register_scorer("rouge_l", _make_rouge_l)
-register_scorer("bleu", _make_bleu)
 
 
 # --------------------------------------------------------------------------- pure functions
@@ -343,15 +321,3 @@ def _bleu_from_counts(hyp: Counter, hyp_len: int, ref: Counter, ref_len: int) ->
             log_sum += math.log(matches[n - 1] / total)
     bp = math.exp(1.0 - ref_len / hyp_len) if hyp_len < ref_len else 1.0
     return bp * math.exp(log_sum / order)
-
-
-def _memoise(fn: Callable[[str], Any]) -> Callable[[str], Any]:
-    """Wrap ``fn`` with a per-call cache: each distinct text is prepared once."""
-    cache: dict[str, Any] = {}
-
-    def prepared(text: str) -> Any:
-        if text not in cache:
-            cache[text] = fn(text)
-        return cache[text]
-
-    return prepared

@@ -5,10 +5,18 @@ MRO (``RateLimitError``, ``APITimeoutError``, ... as raised by ``openai``, ``ant
 clients generated the same way, and ``httpx``'s transport errors) and by an HTTP ``status_code``
 attribute, with ``Retry-After`` read from ``exc.response.headers`` where there is one.
 
+An exception that means the run itself is broken, not one call, is ``fatal``: rejected
+credentials (every call would fail the same way) and an HTTP client whose event loop has closed
+or is another thread's (a bug in how the client is shared between event loops, never a passing
+fault). Replies the client cannot read (no ``choices``, a body of the wrong shape) are
+``malformed`` and retried.
+
 Example:
     >>> info = classify_exception(TimeoutError("no reply"))
     >>> info.kind, info.retryable
     ('timeout', True)
+    >>> classify_exception(RuntimeError("Event loop is closed")).kind
+    'event_loop'
 """
 
 from __future__ import annotations
@@ -20,7 +28,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ErrorInfo", "MalformedReplyError", "classify_exception", "parse_retry_after"]
+__all__ = [
+    "FATAL_KINDS",
+    "ErrorInfo",
+    "MalformedReplyError",
+    "classify_exception",
+    "parse_retry_after",
+]
 
 
 class MalformedReplyError(Exception):
@@ -48,6 +62,9 @@ class ErrorInfo:
     message: str = ""
 
 
+#: Kinds that stop the whole run.
+FATAL_KINDS = frozenset({"auth", "event_loop"})
+
 _AUTH_NAMES = {"AuthenticationError", "PermissionDeniedError"}
 _RATE_LIMIT_NAMES = {"RateLimitError"}
 _TIMEOUT_NAMES = {"APITimeoutError", "TimeoutException", "TimeoutError", "ReadTimeout"}
@@ -60,6 +77,11 @@ _CONNECTION_NAMES = {
     "ConnectionError",
 }
 _MALFORMED_NAMES = {"APIResponseValidationError", "MalformedReplyError", "JSONDecodeError"}
+# A reply without the expected parts ("choices": [], a missing field) surfaces from the client's
+# parsing as one of these (or as a TypeError about 'choices', as langchain-openai raises it).
+_SHAPE_ERRORS = (IndexError, KeyError)
+# The messages of asyncio and anyio when a client is used from a loop it does not belong to.
+_LOOP_MESSAGES = ("event loop is closed", "attached to a different loop", "different event loop")
 _BAD_REQUEST_NAMES = {"BadRequestError", "NotFoundError", "UnprocessableEntityError"}
 # Statuses a server sends for a passing condition: timeout, conflict, too early, rate limit.
 _RETRYABLE_4XX = {408, 409, 425, 429}
@@ -142,8 +164,13 @@ def _classify_one(exc: BaseException) -> ErrorInfo | None:
         return ErrorInfo("auth", False, True, status, None, message)
     if names & _RATE_LIMIT_NAMES:
         return ErrorInfo("rate_limit", True, False, status, retry_after, message)
-    if names & _MALFORMED_NAMES or isinstance(exc, json.JSONDecodeError):
+    shape = isinstance(exc, _SHAPE_ERRORS) or (
+        isinstance(exc, (TypeError, ValueError)) and "'choices'" in str(exc)
+    )
+    if names & _MALFORMED_NAMES or isinstance(exc, json.JSONDecodeError) or shape:
         return ErrorInfo("malformed", True, False, status, None, message)
+    if isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in _LOOP_MESSAGES):
+        return ErrorInfo("event_loop", False, True, status, None, message)
     # Timeouts before connection errors: openai's APITimeoutError subclasses APIConnectionError.
     if names & _TIMEOUT_NAMES or isinstance(exc, TimeoutError):
         return ErrorInfo("timeout", True, False, status, None, message or "timed out")

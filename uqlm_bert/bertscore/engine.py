@@ -18,6 +18,7 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,10 +26,13 @@ from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
 from uqlm_bert.bertscore.baseline import find_baseline, read_baseline, rescale
-from uqlm_bert.bertscore.encoder import Encoder, load_encoder
+from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping, idf_from_token_ids
 from uqlm_bert.bertscore.matching import greedy_match_padded
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert.bertscore.models import load_encoder
+from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.exceptions import InputValidationError
+from uqlm_bert.inputs import text_list
 
 __all__ = ["BERTScorer"]
 
@@ -55,20 +59,27 @@ class _Text:
 class BERTScorer:
     """BERTScore between candidates and references, matching ``bert_score.BERTScorer``.
 
+    Takes the reference package's arguments; they are checked and kept as one frozen
+    :class:`~uqlm_bert.bertscore.settings.BERTScoreSettings` (:attr:`settings`).
+
     Args:
-        model_type: Hugging Face model name or local path. ``None`` is the embedded
-            all-MiniLM-L6-v2, loaded from the installed package with no network.
+        model_type: Hugging Face model name or local path. ``None`` is the model ``lang``
+            selects: for English the embedded all-MiniLM-L6-v2, loaded with no network; for
+            other languages the reference package's choice (see
+            :data:`~uqlm_bert.bertscore.layers.LANG_MODELS`).
         num_layers: which layer's output to use. ``None`` takes the published default for
             well-known models (roberta-large 17, bert-base-uncased 9, ...) and the last layer,
             with a warning, for models not in the table.
         idf: ``False`` (uniform weights, [CLS]/[SEP] 0), ``True`` (idf weights from
             ``idf_sents``, or from each call's references when ``idf_sents`` is None, as
-            ``bert_score.score`` does), or a ``{token_id: weight}`` mapping.
+            ``bert_score.score`` does), ``"auto"`` (fixed idf weights from general English word
+            frequencies, the same for every call: see :mod:`uqlm_bert.bertscore.fixed_idf`), or
+            a ``{token_id: weight}`` mapping.
         idf_sents: documents to compute idf from (only with ``idf=True``).
         rescale_with_baseline: rescale scores as ``(x - b) / (1 - b)`` with the baseline of the
             model's layer, from ``baseline_path`` or the packaged files for ``lang``.
         baseline_path: a ``LAYER,P,R,F`` baseline file (see :func:`compute_baseline`).
-        lang: language of the texts, used to find a packaged baseline.
+        lang: language of the texts: selects the default model and the packaged baseline.
         device: ``None`` picks cuda, then mps, then cpu.
         batch_size: texts per forward pass.
         max_length: truncate texts to this many tokens (``None``: the model's maximum).
@@ -81,13 +92,18 @@ class BERTScorer:
     Raises:
         ModelLoadError: the model cannot be loaded.
         ConfigurationError: invalid settings (layer out of range, no baseline, ...).
+
+    Example:
+        >>> scorer = BERTScorer(num_layers=4, show_progress_bars=False)
+        >>> scorer.settings.num_layers, scorer.batch_invariant
+        (4, True)
     """
 
     def __init__(
         self,
         model_type: str | os.PathLike[str] | None = None,
         num_layers: int | None = None,
-        idf: bool | Mapping[int, float] = False,
+        idf: bool | str | Mapping[int, float] = False,
         idf_sents: Sequence[str] | None = None,
         rescale_with_baseline: bool = False,
         baseline_path: str | os.PathLike[str] | None = None,
@@ -100,49 +116,73 @@ class BERTScorer:
         show_progress_bars: bool = True,
         chunk_size: int = 1024,
     ) -> None:
-        for arg, value in (("batch_size", batch_size), ("chunk_size", chunk_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"{arg} must be a positive int, got {value!r}")
-        self._encoder: Encoder = load_encoder(
-            model_type, num_layers, device, dtype, max_length, trust_remote_code
+        settings = BERTScoreSettings(
+            model_type=model_type,
+            num_layers=num_layers,
+            idf=idf,
+            idf_sents=idf_sents,
+            rescale_with_baseline=rescale_with_baseline,
+            baseline_path=baseline_path,
+            lang=lang,
+            device=None if device is None else str(device),
+            batch_size=batch_size,
+            max_length=max_length,
+            dtype=None if dtype is None else str(dtype),
+            trust_remote_code=trust_remote_code,
+            chunk_size=chunk_size,
         )
-        self.batch_size = batch_size
-        self.chunk_size = chunk_size
         self.show_progress_bars = show_progress_bars
-        self.lang = lang
-        self._rescale = bool(rescale_with_baseline)
-
+        self._encoder: Encoder = load_encoder(
+            settings.model_type,
+            settings.num_layers,
+            settings.device,
+            settings.dtype,
+            settings.max_length,
+            settings.trust_remote_code,
+            lang=settings.lang,
+        )
         tok = self._encoder.tokenizer
         self._uniform_zero = {
             i for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
             if i is not None
         }
+        self._baseline: list[float] | None = None
+        self._baseline_file: str | None = settings.baseline_path
+        if settings.rescale_with_baseline:
+            path = settings.baseline_path or find_baseline(self._encoder.name, settings.lang)
+            self._baseline = read_baseline(path, self._encoder.num_layers)
+            self._baseline_file = os.fspath(path)
+        self._set_idf(settings)
+
+    @classmethod
+    def from_settings(
+        cls, settings: BERTScoreSettings, show_progress_bars: bool = True
+    ) -> BERTScorer:
+        """A scorer for ``settings`` (the model comes from the shared cache when loaded before).
+
+        Example:
+            >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+            >>> BERTScorer.from_settings(BERTScoreSettings(num_layers=3)).num_layers
+            3
+        """
+        return cls(**settings.as_kwargs(), show_progress_bars=show_progress_bars)
+
+    def _set_idf(self, settings: BERTScoreSettings) -> None:
+        """Keep ``settings`` and the idf weights they call for."""
+        self.settings = settings
         self._idf_weights: IdfWeights | None = None
         self._idf_from_refs = False
-        if isinstance(idf, Mapping):
-            self._idf_weights = idf_from_mapping(idf)
-            self._use_idf = True
-        elif isinstance(idf, bool):
-            self._use_idf = idf
-            if idf and idf_sents is not None:
-                self.compute_idf(idf_sents)
-            elif idf:
-                self._idf_from_refs = True
-            elif idf_sents is not None:
-                warnings.warn(
-                    "idf_sents is ignored because idf=False; pass idf=True to use idf weights",
-                    UserWarning,
-                    stacklevel=2,
-                )
-        else:
-            raise ConfigurationError(f"idf must be a bool or a mapping, got {type(idf).__name__}")
+        idf = settings.idf
+        if isinstance(idf, str):  # "auto": the fixed table for this tokenizer
+            from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
 
-        self._baseline: list[float] | None = None
-        self.baseline_path = baseline_path
-        if self._rescale:
-            path = baseline_path or find_baseline(self._encoder.name, lang)
-            self._baseline = read_baseline(path, self._encoder.num_layers)
-            self.baseline_path = path
+            self._idf_weights = idf_for_tokenizer(self._encoder.tokenizer)
+        elif isinstance(idf, Mapping):
+            self._idf_weights = idf_from_mapping(idf)
+        elif idf and settings.idf_sents is not None:
+            self._idf_weights = idf_from_token_ids(self._encoder.tokenize(settings.idf_sents))
+        elif idf:
+            self._idf_from_refs = True
 
     # -- properties -----------------------------------------------------------------------------
 
@@ -162,14 +202,35 @@ class BERTScorer:
         return self._encoder.device
 
     @property
+    def lang(self) -> str:
+        """The language of the texts."""
+        return self.settings.lang
+
+    @property
+    def batch_size(self) -> int:
+        """Texts per forward pass."""
+        return self.settings.batch_size
+
+    @property
     def idf(self) -> bool:
-        """Whether idf weighting is on."""
-        return self._use_idf
+        """Whether idf weighting is on (any kind)."""
+        return self.settings.idf is not False
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether a pair's scores are independent of the other pairs of the call: False only
+        for ``idf=True`` without ``idf_sents`` (idf from each call's references)."""
+        return not self._idf_from_refs
 
     @property
     def rescale_with_baseline(self) -> bool:
         """Whether scores are rescaled with a baseline."""
-        return self._rescale
+        return self.settings.rescale_with_baseline
+
+    @property
+    def baseline_path(self) -> str | None:
+        """The baseline file in use (the packaged one when none was given), or None."""
+        return self._baseline_file
 
     @property
     def baseline_vals(self) -> torch.Tensor | None:
@@ -183,10 +244,7 @@ class BERTScorer:
 
     def compute_idf(self, sents: Sequence[str]) -> None:
         """Compute idf weights from ``sents`` (replacing earlier ones) and turn idf on."""
-        texts = _check_texts(sents, "idf_sents")
-        self._idf_weights = idf_from_token_ids(self._encoder.tokenize(texts))
-        self._use_idf = True
-        self._idf_from_refs = False
+        self._set_idf(self.settings.replace(idf=True, idf_sents=tuple(text_list(sents, "idf_sents"))))
 
     # -- scoring --------------------------------------------------------------------------------
 
@@ -213,10 +271,10 @@ class BERTScorer:
             InputValidationError: empty lists, mismatched lengths, or items that are not strings;
                 the message names the index.
         """
-        cands = _check_texts(cands, "cands")
+        cands = text_list(cands, "cands", stacklevel=3)
         groups = _check_refs(refs, len(cands))
         show = self.show_progress_bars if show_progress_bars is None else show_progress_bars
-        bs = self.batch_size if batch_size is None else batch_size
+        bs = self.settings.batch_size if batch_size is None else batch_size
 
         pair_cand: list[str] = []
         pair_ref: list[str] = []
@@ -261,8 +319,9 @@ class BERTScorer:
         texts: dict[str, _Text] = {}
         for start in range(0, len(unique), _TOKENIZE_CHUNK):
             chunk = unique[start : start + _TOKENIZE_CHUNK]
-            for text, ids in zip(chunk, enc.tokenize(chunk), strict=True):
-                if len(ids) >= enc.max_length and enc.untruncated_length(text) > enc.max_length:
+            ids_list, cut = enc.tokenize_checked(chunk)
+            for text, ids, was_cut in zip(chunk, ids_list, cut, strict=True):
+                if was_cut:
                     truncated.append(text)
                 empty = all(t in special for t in ids)
                 texts[text] = _Text(np.asarray(ids, dtype=np.int64), None, empty, False,
@@ -306,6 +365,7 @@ class BERTScorer:
         n = len(pair_cand)
         out = torch.zeros((n, 3), dtype=torch.float32)
         cache: dict[str, torch.Tensor] = {}
+        chunk = self.settings.chunk_size
         bar = tqdm(
             total=len(texts),
             desc="BERTScore",
@@ -315,8 +375,8 @@ class BERTScorer:
             leave=False,
         )
         with bar, self._encoder.reuse_workspace():
-            for start in range(0, n, self.chunk_size):
-                stop = min(n, start + self.chunk_size)
+            for start in range(0, n, chunk):
+                stop = min(n, start + chunk)
                 keys_c = [c.strip() for c in pair_cand[start:stop]]
                 keys_r = [r.strip() for r in pair_ref[start:stop]]
                 new = sorted(
@@ -400,9 +460,10 @@ class BERTScorer:
                 )
 
     def __repr__(self) -> str:
+        idf = self.settings.idf if not isinstance(self.settings.idf, Mapping) else "mapping"
         return (
             f"BERTScorer(model_type={self.model_type!r}, num_layers={self.num_layers}, "
-            f"idf={self.idf}, rescale_with_baseline={self.rescale_with_baseline}, "
+            f"idf={idf!r}, rescale_with_baseline={self.rescale_with_baseline}, "
             f"device={str(self.device)!r}, dtype={self._encoder.dtype})"
         )
 
@@ -415,51 +476,31 @@ def _pad_weights(weights: list[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(out)
 
 
-def _check_texts(items: Sequence[str], name: str) -> list[str]:
-    """A non-empty list of strings, or a typed error naming the first bad index."""
-    if isinstance(items, str) or not isinstance(items, Sequence):
-        raise InputValidationError(
-            f"{name} must be a list of strings, got {type(items).__name__}"
-        )
-    if len(items) == 0:
-        raise InputValidationError(f"{name} is empty; give at least one text")
-    for i, t in enumerate(items):
-        if not isinstance(t, str):
-            raise InputValidationError(
-                f"{name}[{i}] is {'None' if t is None else 'a ' + type(t).__name__}; "
-                "every item must be a string"
-            )
-    return list(items)
-
-
-def _check_refs(refs: Sequence, n: int) -> list[list[str]]:
-    """References as one non-empty list per candidate."""
-    if isinstance(refs, str) or not isinstance(refs, Sequence):
+def _check_refs(refs: Any, n: int) -> list[list[str]]:
+    """References as one non-empty list of strings per candidate."""
+    if isinstance(refs, (str, bytes)) or not hasattr(refs, "__len__"):
         raise InputValidationError(
             f"refs must be a list of strings or of lists of strings, got {type(refs).__name__}"
         )
+    refs = list(refs)
     if len(refs) != n:
         raise InputValidationError(
             f"cands has {n} items but refs has {len(refs)}; give one reference (or one list of "
             "references) per candidate"
         )
+    if all(isinstance(r, str) for r in refs):
+        return [[r] for r in text_list(refs, "refs", stacklevel=4)]
     groups: list[list[str]] = []
     for i, r in enumerate(refs):
         if isinstance(r, str):
-            groups.append([r])
-            continue
-        if r is None or not isinstance(r, Sequence):
+            groups.append(text_list([r], f"refs[{i}]", stacklevel=4))
+        elif r is None or not hasattr(r, "__len__"):
             raise InputValidationError(
                 f"refs[{i}] is {'None' if r is None else 'a ' + type(r).__name__}; "
                 "expected a string or a list of strings"
             )
-        if len(r) == 0:
+        elif len(r) == 0:
             raise InputValidationError(f"refs[{i}] is an empty list; give at least one reference")
-        for j, t in enumerate(r):
-            if not isinstance(t, str):
-                raise InputValidationError(
-                    f"refs[{i}][{j}] is {'None' if t is None else 'a ' + type(t).__name__}; "
-                    "every reference must be a string"
-                )
-        groups.append(list(r))
+        else:
+            groups.append(text_list(r, f"refs[{i}]", stacklevel=4))
     return groups

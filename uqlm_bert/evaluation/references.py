@@ -23,13 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from uqlm_bert.bertscore import BERTScorer
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert.inputs import text_list
+
+if TYPE_CHECKING:
+    from uqlm_bert.bertscore.engine import BERTScorer
 
 __all__ = ["SUMMARY_KEYS", "ReferenceEvaluation", "evaluate_references"]
 
@@ -92,8 +95,8 @@ def evaluate_references(
         >>> round(ev.summary["bleu"], 6), ev.summary["rougeL"]
         (100.0, 1.0)
     """
-    preds = _texts(predictions, "predictions")
-    refs = _texts(references, "references")
+    preds = text_list(predictions, "predictions", allow_empty=True)
+    refs = text_list(references, "references", allow_empty=True)
     if len(preds) != len(refs):
         raise InputValidationError(
             f"predictions has {len(preds)} texts but references has {len(refs)}; "
@@ -116,6 +119,8 @@ def evaluate_references(
             rouge_f[t][i] = scores[t].fmeasure
 
     if bertscorer is None:
+        from uqlm_bert.bertscore.engine import BERTScorer
+
         bertscorer = BERTScorer(**(bertscore_kwargs or {}))
     P, R, F = bertscorer.score(preds, refs, show_progress_bars=show_progress_bars)
     bert = {
@@ -141,16 +146,6 @@ def evaluate_references(
         }
     )
     return ReferenceEvaluation(summary, per_line)
-
-
-def _texts(values: Sequence[str], name: str) -> list[str]:
-    if isinstance(values, str):
-        raise InputValidationError(f"{name} must be a list of texts, not a single string")
-    out = list(values)
-    for i, v in enumerate(out):
-        if not isinstance(v, str):
-            raise InputValidationError(f"{name}[{i}] is a {type(v).__name__}, expected a string")
-    return out
 
 
 def _metric_packages() -> tuple[Any, Any]:

@@ -1,0 +1,119 @@
+"""``GenerationSettings``: how the LLM is sampled, in one frozen, validated object.
+
+``BlackBoxUQ`` keeps its generation settings as one of these and hands it to the generator at
+every call, so a setting changed on the ``BlackBoxUQ`` (``uq.sampling_temperature = 0.3``) is
+the one the next call samples with and the one its result reports: nothing is copied into
+longer-lived objects that could go stale.
+
+Example:
+    >>> s = GenerationSettings(max_calls_per_min=600)
+    >>> s.sampling_temperature, s.max_concurrency, s.retry.max_retries
+    (1.0, 256, 5)
+    >>> s.replace(sampling_temperature=0.3).sampling_temperature
+    0.3
+    >>> GenerationSettings(max_concurrency=0)
+    Traceback (most recent call last):
+    ...
+    uqlm_bert.exceptions.ConfigurationError: max_concurrency must be an int >= 1 or None, got 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from uqlm_bert.config import check_int, check_names, check_number
+from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.generation.retry import RetryPolicy
+
+__all__ = ["GenerationSettings"]
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """How answers and samples are generated.
+
+    Attributes:
+        sampling_temperature: the temperature of the samples (the answer uses the model's own).
+        system_prompt: a system message put before each prompt that has none; ``None`` sends
+            none.
+        max_concurrency: the most LLM calls in flight at once (a hard cap; ``None`` for none).
+            Within it the number in flight adapts to the provider (see ``adaptive``).
+        initial_concurrency: calls in flight at the start, when ``adaptive``.
+        adaptive: grow the calls in flight while the provider keeps up (no 429, 5xx or timeout
+            and latency flat), and cut them on a 429 or a timeout, as congestion control does;
+            ``False`` keeps ``max_concurrency`` calls in flight from the start.
+        max_calls_per_min: at most this many calls, retries included, may arrive at the provider
+            in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
+        rate_limit_period: the window of ``max_calls_per_min``, in seconds.
+        retry: retries of transient failures (429, 5xx, timeouts, connection errors,
+            unreadable replies).
+        request_timeout: seconds one attempt may take before it counts as a timeout; ``None``
+            leaves timing to the client.
+        disable_client_retries: switch off the client's own retries on the copies of the model
+            that are called, so the rate limit and the retry counts see every HTTP call.
+        fail_fast: stop the run with an error when the first calls all fail to connect (the
+            server is unreachable), instead of retrying every call.
+    """
+
+    sampling_temperature: float = 1.0
+    system_prompt: str | None = None
+    max_concurrency: int | None = 256
+    initial_concurrency: int = 16
+    adaptive: bool = True
+    max_calls_per_min: int | None = None
+    rate_limit_period: float = 60.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    request_timeout: float | None = 60.0
+    disable_client_retries: bool = True
+    fail_fast: bool = True
+
+    def __post_init__(self) -> None:
+        check_number("sampling_temperature", self.sampling_temperature)
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise ConfigurationError(
+                f"system_prompt must be a string or None, got {type(self.system_prompt).__name__}"
+            )
+        check_int("max_concurrency", self.max_concurrency, 1, none_ok=True)
+        check_int("initial_concurrency", self.initial_concurrency, 1)
+        check_int("max_calls_per_min", self.max_calls_per_min, 1, none_ok=True)
+        check_number("rate_limit_period", self.rate_limit_period, strict=True)
+        check_number("request_timeout", self.request_timeout, strict=True, none_ok=True)
+        for name in ("adaptive", "disable_client_retries", "fail_fast"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(
+                    f"{name} must be True or False, got {getattr(self, name)!r}"
+                )
+        if not isinstance(self.retry, RetryPolicy):
+            raise ConfigurationError(
+                f"retry must be a RetryPolicy, got {type(self.retry).__name__}"
+            )
+
+    @property
+    def starting_concurrency(self) -> int:
+        """Calls in flight at the start of a run."""
+        cap = self.max_concurrency
+        if not self.adaptive:
+            return cap if cap is not None else self.initial_concurrency
+        return self.initial_concurrency if cap is None else min(cap, self.initial_concurrency)
+
+    @classmethod
+    def accepted(cls) -> tuple[str, ...]:
+        """The names of the settings, sorted."""
+        return tuple(sorted(f.name for f in dataclasses.fields(cls)))
+
+    def replace(self, **changes: Any) -> GenerationSettings:
+        """A copy with some settings changed (and checked).
+
+        Raises:
+            ConfigurationError: an unknown name or a bad value.
+        """
+        check_names(changes, self.accepted(), "generation setting")
+        return dataclasses.replace(self, **changes)
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as plain data, for result metadata and checkpoint headers."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["retry"] = dataclasses.asdict(self.retry)
+        return out
