@@ -928,3 +928,19 @@ def test_load_texts_reads_a_column_or_lines_and_refuses_other_files(tmp_path):
         other = write_text(tmp_path / name, "one\n")
         with pytest.raises(InputValidationError, match="unknown format .*give a text file"):
             load_texts(other)
+
+
+def test_column_name_with_a_lone_surrogate_is_refused_for_csv_and_parquet(tmp_path):
+    path = write_text(tmp_path / "t.jsonl", '{"response": "a", "bad \\ud800 key": 1}\n')
+    table = load_table(path)
+    check_writable(table.frame, str(tmp_path / "out.jsonl"), source=path)
+    write_table(table.frame, str(tmp_path / "out.jsonl"))
+    assert list(load_table(str(tmp_path / "out.jsonl")).frame.columns) == [
+        "response",
+        "bad \ud800 key",
+    ]
+    for suffix in (".csv", ".parquet"):
+        with pytest.raises(
+            InputValidationError, match=r"the column name 'bad \\ud800 key' holds a lone"
+        ):
+            check_writable(table.frame, str(tmp_path / f"out{suffix}"), source=path)

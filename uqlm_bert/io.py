@@ -700,9 +700,11 @@ def _records_table(
     for row in rows:
         columns.update(dict.fromkeys(row))
     frame = pd.DataFrame(
-        {c: pd.Series([r.get(c) for r in rows], dtype=object) for c in columns},
+        {j: pd.Series([r.get(c) for r in rows], dtype=object) for j, c in enumerate(columns)},
         index=pd.RangeIndex(len(rows)),
     )
+    # the names as they are: a string index pandas infers cannot hold a lone surrogate
+    frame.columns = pd.Index(list(columns), dtype=object)
     return Table(frame, name, lines, unreadable)
 
 
@@ -1205,6 +1207,14 @@ def check_writable(
         uqlm_bert.exceptions.InputValidationError: in.jsonl:2: field 'response': a lone surrogate ...
     """
     fmt = table_format(path)
+    if fmt in ("csv", "parquet"):
+        for column in map(str, df.columns):
+            if (problem := _unicode_problem(column)) is not None:
+                raise InputValidationError(
+                    f"{os.fspath(source or path)}: the column name {ascii(column)} holds {problem}"
+                    f"; {fmt.upper() if fmt == 'csv' else 'Parquet'} holds only UTF-8 text "
+                    f"(writing {os.fspath(path)})"
+                )
     try:
         if fmt == "parquet":
             _pyarrow_parquet()
