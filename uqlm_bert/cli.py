@@ -533,7 +533,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         table.append(("not_evaluated", str(failed)))
     table.append(("bleu", f"{summary['bleu']:.4f}"))
     table += [
-        (f"bleu_precision_{n}", f"{p:.4f}") for n, p in enumerate(summary["bleu_precisions"], 1)
+        (f"bleu_precision_{k}", f"{p:.4f}") for k, p in enumerate(summary["bleu_precisions"], 1)
     ]
     table += [(k, f"{summary[k]:.4f}") for k in SUMMARY_KEYS[2:]]
     width = max(len(k) for k, _ in table)
