@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
@@ -157,7 +160,7 @@ def test_other_input_errors_exit_2(tmp_path, capsys, pred_text, argv_tail, messa
 def test_missing_file_exits_2(tmp_path, capsys):
     refs = write_lines(tmp_path / "ref.txt", REFERENCES)
     code, _, stderr = run(["evaluate", tmp_path / "absent.txt", refs], capsys)
-    assert code == 2 and "absent.txt: cannot read" in stderr
+    assert code == 2 and "absent.txt: no such file" in stderr
 
 
 def test_library_function_rejects_mismatched_lists():
@@ -165,3 +168,201 @@ def test_library_function_rejects_mismatched_lists():
 
     with pytest.raises(InputValidationError, match="predictions has 2 texts but references has 1"):
         evaluate_references(["a", "b"], ["a"])
+
+
+# -- tables ----------------------------------------------------------------------------------------
+
+#: A model that does not exist: a command that gets as far as loading it fails differently.
+NO_MODEL = ["--model-type", "/nonexistent/model-directory"]
+
+
+def write_table_shape(path, column: str, texts: list[str], shape: str) -> str:
+    """``texts`` in ``column`` of a table (with an id column), written as pandas writes it."""
+    frame = pd.DataFrame({"id": range(1, len(texts) + 1), column: texts})
+    target = str(path)
+    if shape == "jsonl":
+        frame.to_json(target, orient="records", lines=True)
+    elif shape == "json":
+        frame.to_json(target, orient="records")
+    elif shape == "json-indented":
+        frame.to_json(target, orient="records", indent=2)
+    elif shape == "csv":
+        frame.to_csv(target, index=False)
+    else:
+        pytest.importorskip("pyarrow")
+        frame.to_parquet(target, index=False)
+    return target
+
+
+SUFFIX = {"jsonl": ".jsonl", "json": ".json", "json-indented": ".json", "csv": ".csv",
+          "parquet": ".parquet"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pred_shape", "pred_column", "ref_shape"),
+    [("jsonl", "response", "csv"), ("json", "prediction", "jsonl"),
+     ("json-indented", "response", "parquet"), ("csv", "prediction", "json"),
+     ("parquet", "response", "json-indented")],
+)  # fmt: skip
+def test_tables_are_read_by_their_columns_as_text_files_are_by_lines(
+    tmp_path, capsys, pred_shape, pred_column, ref_shape
+):
+    expected_code, expected_out, _ = run(
+        ["evaluate", write_lines(tmp_path / "p.txt", PREDICTIONS),
+         write_lines(tmp_path / "r.txt", REFERENCES), "--format", "json", "-q"], capsys,
+    )  # fmt: skip
+    assert expected_code == 0
+    preds = write_table_shape(
+        tmp_path / f"answers{SUFFIX[pred_shape]}", pred_column, PREDICTIONS, pred_shape
+    )
+    refs = write_table_shape(
+        tmp_path / f"gold{SUFFIX[ref_shape]}", "reference", REFERENCES, ref_shape
+    )
+    code, stdout, stderr = run(["evaluate", preds, refs, "--format", "json", "-q"], capsys)
+    assert code == 0, stderr
+    got, expected = json.loads(stdout), json.loads(expected_out)
+    assert list(got) == KEYS
+    for key in KEYS:
+        assert got[key] == pytest.approx(expected[key], abs=1e-9), key
+    corpus = sacrebleu.corpus_bleu(PREDICTIONS, [REFERENCES])  # not BLEU of raw file lines
+    assert got["bleu"] == pytest.approx(corpus.score)
+
+
+def test_column_defaults_and_options(tmp_path, capsys):
+    preds = tmp_path / "answers.jsonl"
+    rows = [{"prediction": p, "response": r, "gold": g}
+            for p, r, g in zip(PREDICTIONS, REFERENCES, PREDICTIONS, strict=True)]  # fmt: skip
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    refs = write_table_shape(tmp_path / "refs.csv", "reference", REFERENCES, "csv")
+    per_line = tmp_path / "lines.jsonl"
+
+    def texts_used(*options):
+        argv = ["evaluate", preds, refs, "--per-line", per_line, "-q", *options]
+        code, _, stderr = run(argv, capsys)
+        assert code == 0, stderr
+        records = [json.loads(line) for line in per_line.read_text().splitlines()]
+        return [r["prediction"] for r in records], [r["reference"] for r in records]
+
+    assert texts_used() == (PREDICTIONS, REFERENCES)  # "prediction" comes before "response"
+    assert texts_used("--prediction-column", "response") == (REFERENCES, REFERENCES)
+    both = texts_used("--prediction-column", "response", "--reference-column", "reference")
+    assert both == (REFERENCES, REFERENCES)
+    # one table holding both columns serves as both files
+    assert run(["evaluate", preds, preds, "--reference-column", "gold", "-q"], capsys)[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("names", "options", "message"),
+    [
+        (("p.jsonl", "r.jsonl"), ["--reference-column", "gold"],
+         "r.jsonl: no column 'gold'; the columns are: id, reference"),
+        (("q.jsonl", "r.jsonl"), [], "q.jsonl: no column 'prediction' or 'response'; the columns "
+         "are: id, question"),
+        (("p.jsonl", "r.tsv"), [], "r.tsv: unknown format '.tsv'; give a text file (.txt"),
+        (("p.jsonl", "references"), [], "references: unknown format '(no suffix)'"),
+        (("p.txt", "r.jsonl"), ["--prediction-column", "text"],
+         "p.txt: a column ('text') is named, but a .txt file is plain text"),
+        (("p.jsonl", "r.txt"), [], "p.jsonl has 3 rows but {d}/r.txt has 2 lines"),
+    ],
+)  # fmt: skip
+def test_files_that_cannot_be_paired_exit_2(tmp_path, capsys, names, options, message):
+    write_table_shape(tmp_path / "p.jsonl", "prediction", PREDICTIONS, "jsonl")
+    write_table_shape(tmp_path / "q.jsonl", "question", PREDICTIONS, "jsonl")
+    write_table_shape(tmp_path / "r.jsonl", "reference", REFERENCES, "jsonl")
+    write_lines(tmp_path / "p.txt", PREDICTIONS)
+    write_lines(tmp_path / "r.txt", REFERENCES[:2])
+    for other in ("r.tsv", "references"):
+        write_lines(tmp_path / other, REFERENCES)
+    code, stdout, stderr = run(["evaluate", *(tmp_path / n for n in names), *options], capsys)
+    assert code == 2 and stdout == ""
+    assert message.format(d=tmp_path) in stderr
+
+
+def test_rows_without_a_text_are_kept_with_nan_scores_and_the_reason(tmp_path, capsys):
+    from uqlm_bert.evaluation.references import evaluate_references
+
+    preds = tmp_path / "answers.jsonl"
+    preds.write_text(
+        json.dumps({"response": PREDICTIONS[0]}) + "\n"
+        + json.dumps({"response": None}) + "\n"  # line 2: no prediction
+        + '{"response": "broken\n'  # line 3: not JSON
+        + json.dumps({"response": PREDICTIONS[2]}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    refs = write_table_shape(
+        tmp_path / "gold.csv", "reference", [REFERENCES[0], "x", "y", REFERENCES[2]], "csv"
+    )
+    per_line = tmp_path / "lines.csv"
+    argv = ["evaluate", preds, refs, "--format", "json", "--per-line", per_line, "-q"]
+    code, stdout, stderr = run(argv, capsys)
+    assert code == 1
+    assert f"{preds}:2: field 'response': missing (empty or null)" in stderr
+    assert f"{preds}:3: not valid JSON (Unterminated string starting at column 14)" in stderr
+    assert "2 row(s) not evaluated" in stderr
+
+    good_p, good_r = [PREDICTIONS[0], PREDICTIONS[2]], [REFERENCES[0], REFERENCES[2]]
+    alone = evaluate_references(good_p, good_r, bertscore_kwargs={"show_progress_bars": False})
+    got = json.loads(stdout)
+    for key in KEYS:
+        assert got[key] == pytest.approx(alone.summary[key], abs=1e-6), key
+
+    df = read_table(str(per_line))
+    assert df["line"].tolist() == ["1", "2", "3", "4"]
+    assert df["prediction"].tolist() == [PREDICTIONS[0], None, None, PREDICTIONS[2]]
+    assert df["bertscore_f1"][1] is None and df["bleu"][2] is None
+    assert float(df["bertscore_f1"][3]) == pytest.approx(
+        float(alone.per_line["bertscore_f1"][1]), abs=1e-6
+    )
+    assert df["score_error"].tolist()[0] is None and df["score_error"].tolist()[3] is None
+    assert df["score_error"][1] == f"{preds}:2: field 'response': missing (empty or null)"
+    assert df["score_error"][2].startswith(f"{preds}:3: not valid JSON")
+
+
+def test_no_row_to_evaluate_exits_2(tmp_path, capsys):
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"prediction": null}\n', encoding="utf-8")
+    refs = write_table_shape(tmp_path / "r.jsonl", "reference", ["x"], "jsonl")
+    code, _, stderr = run(["evaluate", preds, refs, "-q"], capsys)
+    assert code == 2
+    assert f"{preds}:1: field 'prediction': missing" in stderr
+    assert "has both a prediction and a reference" in stderr
+
+
+@pytest.mark.parametrize("which", ["predictions", "references", "dot-slash", "symlink"])
+def test_per_line_output_that_is_an_input_is_refused(tmp_path, capsys, monkeypatch, which):
+    monkeypatch.chdir(tmp_path)
+    write_table_shape(tmp_path / "p.csv", "prediction", PREDICTIONS, "csv")
+    write_table_shape(tmp_path / "r.csv", "reference", REFERENCES, "csv")
+    before = {n: (tmp_path / n).read_bytes() for n in ("p.csv", "r.csv")}
+    os.symlink("r.csv", "link.csv")
+    per_line, name = {
+        "predictions": ("p.csv", "PREDICTIONS p.csv"),
+        "references": ("r.csv", "REFERENCES r.csv"),
+        "dot-slash": ("./p.csv", "PREDICTIONS p.csv"),
+        "symlink": ("link.csv", "REFERENCES r.csv"),
+    }[which]
+    code, _, stderr = run(["evaluate", "p.csv", "r.csv", "--per-line", per_line, *NO_MODEL], capsys)
+    assert code == 2
+    assert f"--per-line {per_line} is the same file as {name}" in stderr
+    assert {n: (tmp_path / n).read_bytes() for n in before} == before
+
+
+def test_per_line_output_that_cannot_be_written_is_refused_before_the_model_loads(tmp_path, capsys):
+    preds = write_lines(tmp_path / "p.txt", PREDICTIONS)
+    refs = write_lines(tmp_path / "r.txt", REFERENCES)
+    directory = unwritable_directory(tmp_path)
+    per_line = os.path.join(directory, "lines.csv")
+    code, _, stderr = run(["evaluate", preds, refs, "--per-line", per_line, *NO_MODEL], capsys)
+    assert code == 2
+    assert f"{per_line}: cannot write in the directory {directory}" in stderr
+
+
+def test_bad_byte_in_a_text_file_is_reported_at_its_offset_and_line(tmp_path, capsys):
+    body = ("A line of text.\n" * 3000).encode()[:46_014]
+    preds = tmp_path / "p.txt"
+    preds.write_bytes(body + b"\xc3(\n")
+    refs = write_lines(tmp_path / "r.txt", REFERENCES)
+    code, _, stderr = run(["evaluate", preds, refs], capsys)
+    assert code == 2
+    line = body.count(b"\n") + 1
+    assert f"{preds}:{line}: not UTF-8 text: byte 0xc3 at offset 46014 of the file" in stderr

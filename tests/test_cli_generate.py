@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.openai_server import FakeOpenAIServer, answer_text
+from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
@@ -156,3 +159,122 @@ def test_rejected_key_exits_2(tmp_path, capsys, server, monkeypatch):
     assert "uqlm-bert: error:" in stderr
     assert KEY not in stdout + stderr
     assert not out.exists()
+
+
+# -- prompts in tables, and outputs refused before any call ----------------------------------------
+
+PROMPTS = ["Capital of France?", "Boiling point of water?", "Who wrote 'Hamlet'?"]
+
+
+def prompt_table(directory, shape: str) -> str:
+    """The prompts, with an id and a day column, as pandas writes each file shape."""
+    import datetime as dt
+
+    frame = pd.DataFrame(
+        {"id": [10, 20, 30], "prompt": PROMPTS,
+         "day": [dt.date(2024, 1, 1), dt.date(2024, 2, 29), dt.date(1999, 12, 31)]}
+    )  # fmt: skip
+    if shape != "parquet":
+        frame["day"] = [d.isoformat() for d in frame["day"]]
+    suffix = {"jsonl": ".jsonl", "csv": ".csv", "json": ".json", "json-indented": ".json",
+              "parquet": ".parquet"}[shape]  # fmt: skip
+    path = str(directory / f"prompts{suffix}")
+    if shape == "jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    elif shape == "csv":
+        frame.to_csv(path, index=False)
+    elif shape == "json":
+        frame.to_json(path, orient="records")
+    elif shape == "json-indented":
+        frame.to_json(path, orient="records", indent=2)
+    else:
+        pa = pytest.importorskip("pyarrow")
+        pq = pytest.importorskip("pyarrow.parquet")
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    return path
+
+
+def generate_argv(prompts, out, server, *extra) -> list:
+    return ["generate-and-score", prompts, "-o", out, "--model", "fake-model", "--base-url",
+            server.base_url, "--api-key-env", KEY_VAR, "-m", "1", "--temperature", "0.25",
+            "--sampling-temperature", "0.75", "-q", *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", ["jsonl", "csv", "json", "json-indented", "parquet"])
+def test_prompt_tables_of_every_shape(tmp_path, capsys, server, monkeypatch, shape):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    prompts = prompt_table(tmp_path, shape)
+    out = tmp_path / "scored.jsonl"
+    code, stdout, stderr = run(generate_argv(prompts, out, server), capsys)
+    assert code == 0, stderr
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["prompt"] for r in records] == PROMPTS
+    assert [str(r["id"]) for r in records] == ["10", "20", "30"]
+    # a Parquet date column is carried through, written as its ISO 8601 date
+    assert [r["day"] for r in records] == ["2024-01-01", "2024-02-29", "1999-12-31"]
+    assert [r["response"] for r in records] == [answer_text(p, 0.25) for p in PROMPTS]
+    assert [r["sampled_responses"] for r in records] == [[answer_text(p, 0.75)] for p in PROMPTS]
+    assert all(r["bert_score"] > 0.5 for r in records)
+    assert "rows: 3  failed: 0" in stdout
+
+
+@pytest.mark.parametrize(
+    ("option", "target", "message"),
+    [
+        ("-o", "prompts", "-o {target} is the same file as PROMPTS {prompts}"),
+        ("-o", "dot-slash", "-o {target} is the same file as PROMPTS {prompts}"),
+        ("--checkpoint", "output", "--checkpoint {target} is the same file as -o {out}"),
+        ("--checkpoint", "prompts", "--checkpoint {target} is the same file as PROMPTS {prompts}"),
+    ],
+)
+def test_outputs_that_would_overwrite_an_input_are_refused_before_any_call(
+    tmp_path, capsys, server, monkeypatch, option, target, message
+):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    monkeypatch.chdir(tmp_path)
+    prompts = "prompts.jsonl"
+    (tmp_path / prompts).write_text(json.dumps({"prompt": "hello"}) + "\n", encoding="utf-8")
+    before = (tmp_path / prompts).read_bytes()
+    out = "scored.jsonl"
+    path = {"prompts": prompts, "dot-slash": f"./{prompts}", "output": out}[target]
+    extra = []
+    if option == "-o":
+        out = path
+    else:
+        extra = ["--checkpoint", path]
+    code, _, stderr = run(generate_argv(prompts, out, server, *extra), capsys)
+    assert code == 2
+    assert message.format(target=path, prompts=prompts, out=out) in stderr
+    assert server.log == []
+    assert (tmp_path / prompts).read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == [prompts]
+
+
+def test_output_that_cannot_be_written_is_refused_before_any_call(
+    tmp_path, capsys, server, monkeypatch
+):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("hello\n", encoding="utf-8")
+    directory = unwritable_directory(tmp_path)
+    out = os.path.join(directory, "scored.csv")
+    code, _, stderr = run(generate_argv(prompts, out, server), capsys)
+    assert code == 2
+    assert f"{out}: cannot write in the directory {directory}" in stderr
+    assert server.log == []
+
+
+def test_prompt_table_with_invalid_unicode_is_repaired_and_run(
+    tmp_path, capsys, server, monkeypatch
+):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        '{"prompt": "hello", "note": "fine"}\n{"prompt": "again", "note": "bad \\ud800"}\n',
+        encoding="utf-8",
+    )
+    out = tmp_path / "scored.parquet"
+    with pytest.warns(UserWarning, match="not valid Unicode"):
+        code, _, stderr = run(generate_argv(prompts, out, server), capsys)
+    assert code == 0, stderr
+    assert read_table(out)["note"].tolist() == ["fine", "bad \ufffd"]

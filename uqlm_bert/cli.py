@@ -32,7 +32,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError, UQLMBertError
@@ -41,7 +40,7 @@ if TYPE_CHECKING:  # imported where they are used: `uqlm-bert --help` stays fast
     import numpy as np
     import pandas as pd
 
-    from uqlm_bert.io import RowProblem, Table
+    from uqlm_bert.io import RowProblem, Table, Texts
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED_ROWS", "EXIT_USAGE"]
 
@@ -52,6 +51,10 @@ EXIT_INTERRUPTED = 130
 
 #: At most this many row problems are listed on stderr; the output's error column has them all.
 MAX_LISTED_PROBLEMS = 20
+
+#: The columns ``evaluate`` reads texts from in a table, first found first, unless told.
+PREDICTION_COLUMNS = ("prediction", "response")
+REFERENCE_COLUMNS = ("reference",)
 
 logger = logging.getLogger("uqlm_bert")
 
@@ -156,14 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument(
         "input",
         metavar="INPUT",
-        help=".jsonl, .csv or .parquet with response and sampled_responses columns",
+        help=".jsonl, .json, .csv or .parquet with response and sampled_responses columns",
     )
     score.add_argument(
         "-o",
         "--output",
         required=True,
         metavar="OUTPUT",
-        help="output table; its suffix (.jsonl, .csv, .parquet) sets the format",
+        help="output table; its suffix (.jsonl, .json, .csv, .parquet) sets the format",
     )
     score.add_argument(
         "--engine",
@@ -190,15 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "prompts",
         metavar="PROMPTS",
-        help="a text file, one prompt per line, or a .jsonl, .csv or .parquet table with a "
-        "prompt column",
+        help="a text file, one prompt per line, or a .jsonl, .json, .csv or .parquet table "
+        "with a prompt column",
     )
     gen.add_argument(
         "-o",
         "--output",
         required=True,
         metavar="OUTPUT",
-        help="output table; its suffix (.jsonl, .csv, .parquet) sets the format",
+        help="output table; its suffix (.jsonl, .json, .csv, .parquet) sets the format",
     )
     gen.add_argument("--model", required=True, help="the model name the server knows")
     gen.add_argument(
@@ -267,12 +270,32 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate",
         parents=[bert, quiet],
         help="compare generated texts with references: BLEU, ROUGE, BERTScore",
-        description="Reference-based evaluation, one text per line in each file: corpus BLEU "
-        "(sacrebleu) with 1- to 4-gram precisions, ROUGE-1/2/L F-measures (rouge-score) and "
-        "BERTScore P/R/F1, averaged over lines.",
+        description="Reference-based evaluation of each prediction against the reference in "
+        "the same row (or line): corpus BLEU (sacrebleu) with 1- to 4-gram precisions, "
+        "ROUGE-1/2/L F-measures (rouge-score) and BERTScore P/R/F1, averaged over rows. Each "
+        "file is a table (.jsonl, .ndjson, .json, .csv, .parquet, .pq) or a .txt file with one "
+        "text per line.",
     )
-    ev.add_argument("predictions", metavar="PREDICTIONS", help="generated texts, one per line")
-    ev.add_argument("references", metavar="REFERENCES", help="reference texts, one per line")
+    ev.add_argument(
+        "predictions",
+        metavar="PREDICTIONS",
+        help="generated texts: a table, or a .txt file with one text per line",
+    )
+    ev.add_argument(
+        "references",
+        metavar="REFERENCES",
+        help="reference texts, one per row (or line) of PREDICTIONS: a table or a .txt file",
+    )
+    ev.add_argument(
+        "--prediction-column",
+        metavar="NAME",
+        help="the column of texts in PREDICTIONS, a table (default: prediction, else response)",
+    )
+    ev.add_argument(
+        "--reference-column",
+        metavar="NAME",
+        help="the column of texts in REFERENCES, a table (default: reference)",
+    )
     ev.add_argument(
         "--format",
         choices=["table", "json"],
@@ -282,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--per-line",
         metavar="OUT",
-        help="also write each line's scores to this table (.csv, .jsonl or .parquet)",
+        help="also write each row's scores to this table (.jsonl, .json, .csv or .parquet)",
     )
     ev.set_defaults(run=_run_evaluate)
     return parser
@@ -292,13 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from uqlm_bert.io import load_table, validate_rows, write_table
+    from uqlm_bert.io import check_writable, load_table, validate_rows, write_table
 
     names = _checked_scorers(args)
     _check_output(args.output)
+    _refuse_same_file(args.output, "-o", [(args.input, "INPUT")])
     if args.engine == "local" and (args.address is not None or args.num_workers is not None):
         raise ConfigurationError("--address and --num-workers need --engine ray")
     table = load_table(args.input)
+    check_writable(table.frame, args.output, source=table.path, lines=table.lines)
     good, problems = validate_rows(
         table.frame, table.path, lines=table.lines, unreadable=table.unreadable
     )
@@ -367,11 +392,16 @@ def _score_with_ray(args: argparse.Namespace, names: list[str], table: Table) ->
 
 def _run_generate_and_score(args: argparse.Namespace) -> int:
     from uqlm_bert.black_box import BlackBoxUQ
-    from uqlm_bert.io import load_prompts, write_table
+    from uqlm_bert.io import check_writable, load_prompts, write_table
 
     names = _checked_scorers(args)
     _check_output(args.output)
+    _refuse_same_file(args.output, "-o", [(args.prompts, "PROMPTS")])
+    _refuse_same_file(
+        args.checkpoint, "--checkpoint", [(args.output, "-o"), (args.prompts, "PROMPTS")]
+    )
     prompts = load_prompts(args.prompts)
+    check_writable(prompts.frame, args.output, source=prompts.path, lines=prompts.lines)
     llm = _chat_model(args)
     uq = BlackBoxUQ(
         llm=llm,
@@ -437,53 +467,107 @@ def _chat_model(args: argparse.Namespace) -> Any:
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
-    from uqlm_bert.evaluation.references import SUMMARY_KEYS, evaluate_references
-    from uqlm_bert.io import write_table
+    import numpy as np
 
-    predictions = _read_lines(args.predictions)
-    references = _read_lines(args.references)
-    if len(predictions) != len(references):
-        raise InputValidationError(
-            f"{args.predictions} has {len(predictions)} lines but {args.references} has "
-            f"{len(references)}; give one reference per prediction, on the same line"
-        )
-    if not predictions:
-        raise InputValidationError(f"{args.predictions}: no lines to evaluate")
+    from uqlm_bert.evaluation.references import SUMMARY_KEYS, evaluate_references
+    from uqlm_bert.io import ERROR_COLUMN, load_texts, write_table
+
     if args.per_line:
         _check_output(args.per_line)
+        _refuse_same_file(
+            args.per_line,
+            "--per-line",
+            [(args.predictions, "PREDICTIONS"), (args.references, "REFERENCES")],
+        )
+    predictions = load_texts(
+        args.predictions, args.prediction_column, default_columns=PREDICTION_COLUMNS
+    )
+    references = load_texts(
+        args.references, args.reference_column, default_columns=REFERENCE_COLUMNS
+    )
+    n = len(predictions.texts)
+    if n != len(references.texts):
+        raise InputValidationError(
+            f"{args.predictions} has {n} {_unit(predictions)} but {args.references} has "
+            f"{len(references.texts)} {_unit(references)}; give one reference per prediction, "
+            "in the same order"
+        )
+    if not n:
+        raise InputValidationError(f"{args.predictions}: no {_unit(predictions)} to evaluate")
+    problems = sorted(predictions.problems + references.problems, key=lambda p: p.row)
+    good = predictions.good & references.good
+    failed = int((~good).sum())
+    where = f"; see the {ERROR_COLUMN} column of {args.per_line}" if args.per_line else ""
+    _report_lines([str(p) for p in problems], f"{failed} row(s) not evaluated{where}")
+    if not good.any():
+        raise InputValidationError(
+            f"no row of {args.predictions} and {args.references} has both a prediction and a "
+            "reference to evaluate"
+        )
+    rows = np.flatnonzero(good)
     evaluation = evaluate_references(
-        predictions,
-        references,
+        [predictions.texts[i] for i in rows],
+        [references.texts[i] for i in rows],
         bertscore_kwargs={**_bertscore_kwargs(args), "show_progress_bars": not args.quiet},
         show_progress_bars=not args.quiet,
     )
     if args.per_line:
-        write_table(evaluation.per_line, args.per_line)
+        per_line = _per_line(evaluation.per_line, predictions, references, rows, problems)
+        write_table(per_line, args.per_line)
+    status = EXIT_FAILED_ROWS if problems else EXIT_OK
     summary = evaluation.summary
     if args.format == "json":
         print(json.dumps({k: summary[k] for k in SUMMARY_KEYS}))
-        return EXIT_OK
-    rows = [("lines", str(len(predictions)))]
-    rows.append(("bleu", f"{summary['bleu']:.4f}"))
-    rows += [
-        (f"bleu_precision_{n}", f"{p:.4f}") for n, p in enumerate(summary["bleu_precisions"], 1)
+        return status
+    table = [("lines", str(n))]
+    if failed:
+        table.append(("not_evaluated", str(failed)))
+    table.append(("bleu", f"{summary['bleu']:.4f}"))
+    table += [
+        (f"bleu_precision_{k}", f"{p:.4f}") for k, p in enumerate(summary["bleu_precisions"], 1)
     ]
-    rows += [(k, f"{summary[k]:.4f}") for k in SUMMARY_KEYS[2:]]
-    width = max(len(k) for k, _ in rows)
-    print("\n".join(f"{k:<{width}}  {v:>10}" for k, v in rows))
-    return EXIT_OK
+    table += [(k, f"{summary[k]:.4f}") for k in SUMMARY_KEYS[2:]]
+    width = max(len(k) for k, _ in table)
+    print("\n".join(f"{k:<{width}}  {v:>10}" for k, v in table))
+    return status
 
 
-def _read_lines(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            return [line.rstrip("\n") for line in f]
-    except UnicodeDecodeError as exc:
-        raise InputValidationError(
-            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from exc
-    except OSError as exc:
-        raise InputValidationError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+def _unit(texts: Texts) -> str:
+    return "lines" if texts.column is None else "rows"
+
+
+def _per_line(
+    scored: pd.DataFrame,
+    predictions: Texts,
+    references: Texts,
+    rows: np.ndarray,
+    problems: list[RowProblem],
+) -> pd.DataFrame:
+    """One row per input row, in order: the scores of the rows evaluated (``scored``, one row
+    per entry of ``rows``), NaN and the reasons (file, line and field) for the others."""
+    import numpy as np
+    import pandas as pd
+
+    from uqlm_bert.io import ERROR_COLUMN
+
+    n = len(predictions.texts)
+    out = pd.DataFrame(
+        {
+            "line": np.arange(1, n + 1),
+            "prediction": pd.Series(predictions.texts, dtype=object),
+            "reference": pd.Series(references.texts, dtype=object),
+        }
+    )
+    for column in scored.columns:
+        if column not in out.columns:
+            values = np.full(n, np.nan)
+            values[rows] = scored[column].to_numpy(dtype=np.float64)
+            out[column] = values
+    reasons: list[list[str]] = [[] for _ in range(n)]
+    for p in problems:
+        reasons[p.row].append(str(p))
+    out[ERROR_COLUMN] = pd.Series(["; ".join(r) or None for r in reasons], dtype=object)
+    return out
 
 
 # -- shared ----------------------------------------------------------------------------------------
@@ -513,20 +597,36 @@ def _checked_scorers(args: argparse.Namespace) -> list[str]:
 
 
 def _check_output(path: str) -> None:
-    """Fail before any work when ``path`` cannot be written in a known format."""
-    from uqlm_bert.io import table_format
+    """Fail before any work when a table cannot be written at ``path``: unknown format, missing
+    or unwritable directory, a directory in the way, Parquet without pyarrow."""
+    from uqlm_bert.io import check_output_location, table_format
 
-    fmt = table_format(path)
-    directory = Path(path).parent
-    if not directory.is_dir():
-        raise InputValidationError(f"{path}: the directory {directory} does not exist")
-    if fmt == "parquet":
+    check_output_location(path)
+    if table_format(path) == "parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError as exc:
             raise ConfigurationError(
                 f"{path}: Parquet output needs pyarrow: pip install 'uqlm-bert[cli]'"
             ) from exc
+
+
+def _refuse_same_file(
+    path: str | None, option: str, inputs: Sequence[tuple[str | None, str]]
+) -> None:
+    """Fail before any work when the file ``option`` names is one of ``inputs`` (path, name):
+    writing it would destroy that input. Paths are compared resolved, and as files where both
+    exist, so ``./a.csv`` and ``a.csv``, symlinks and hard links are all caught."""
+    from uqlm_bert.io import same_file
+
+    if path is None:
+        return
+    for other, name in inputs:
+        if other is not None and same_file(path, other):
+            raise InputValidationError(
+                f"{option} {path} is the same file as {name} {other}; writing it would destroy "
+                f"{name}: give {option} another file"
+            )
 
 
 def _report_problems(problems: list[RowProblem], output: str) -> None:

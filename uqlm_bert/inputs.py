@@ -45,7 +45,8 @@ REPLACEMENT = "\ufffd"
 
 
 def is_missing(value: object) -> bool:
-    """Whether ``value`` marks a missing item: None, a float NaN, pandas' NA or NaT.
+    """Whether ``value`` marks a missing item: None, a float NaN, pandas' NA or NaT (and
+    numpy's NaT).
 
     Example:
         >>> [is_missing(v) for v in (None, float("nan"), "", 0.0, "nan")]
@@ -55,10 +56,10 @@ def is_missing(value: object) -> bool:
         return True
     if isinstance(value, float):  # numpy.float64 is a float too
         return math.isnan(value)
-    kind = type(value).__name__
-    if kind in ("NAType", "NaTType"):
+    if type(value).__name__ in ("NAType", "NaTType"):
         return True
-    if kind.startswith("float") and hasattr(value, "dtype"):  # numpy.float32, float16
+    dtype = getattr(value, "dtype", None)  # numpy scalars: float32, datetime64('NaT'), ...
+    if getattr(dtype, "kind", None) in ("f", "c", "m", "M") and getattr(value, "ndim", 1) == 0:
         return bool(value != value)
     return False
 
