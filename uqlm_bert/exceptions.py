@@ -22,6 +22,7 @@ __all__ = [
     "LLMCallError",
     "AuthenticationFailedError",
     "CheckpointError",
+    "NotFittedError",
 ]
 
 
@@ -74,3 +75,7 @@ class AuthenticationFailedError(GenerationError):
 
 class CheckpointError(UQLMBertError):
     """A checkpoint file is unreadable or belongs to a different run."""
+
+
+class NotFittedError(UQLMBertError, ValueError):
+    """A model that learns from data (a calibrator) was used before it was fitted or loaded."""
