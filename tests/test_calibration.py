@@ -432,3 +432,20 @@ def test_fitting_and_predicting_import_neither_sklearn_nor_scipy(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+# --------------------------------------------------------------------------- with the metrics
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_isotonic_is_perfectly_calibrated_on_its_own_data(seed, strategy):
+    # each pooled block predicts its own fraction correct, and equal predictions share a bin,
+    # so every bin's mean probability equals its fraction correct
+    from uqlm_bert.evaluation import expected_calibration_error
+
+    s, y = _data(seed, decimals=2)
+    p = ScoreCalibrator("isotonic").fit(s, y).predict(s)
+    assert expected_calibration_error(p, y, n_bins=10, strategy=strategy) == pytest.approx(
+        0.0, abs=1e-12
+    )

@@ -186,6 +186,11 @@ def expected_calibration_error(
     curve = reliability_curve(
         probabilities, labels, n_bins=n_bins, strategy=strategy, nan_policy=nan_policy
     )
+    return _ece_of_curve(curve)
+
+
+def _ece_of_curve(curve: pd.DataFrame) -> float:
+    """The expected calibration error of a :func:`reliability_curve` table."""
     count = curve["count"].to_numpy(dtype=np.float64)
     gap = np.abs(curve["mean_predicted"].to_numpy() - curve["observed_frequency"].to_numpy())
     return float(np.dot(count, gap) / count.sum())
