@@ -3,9 +3,9 @@
 A confidence such as ``bert_score`` ranks answers well, but its value is not a probability: a
 score of 0.8 does not mean that 80% of answers scored 0.8 are correct. :class:`ScoreCalibrator`
 learns the map from score to probability on answers whose correctness you know (labels 1 =
-correct, 0 = not), and applies it to new scores. The map never decreases, so calibrating keeps
-the order of the answers (AUROC, PRR and the like are unchanged) and only changes what the
-numbers mean.
+correct, 0 = not), and applies it to new scores. The map never decreases, so calibrating never
+reverses the order of two answers (it can tie them, on a flat step of the isotonic map) and
+mainly changes what the numbers mean, not how they rank.
 
 Two methods:
 
@@ -448,21 +448,32 @@ def _newton_logistic(
             step = np.linalg.solve(hessian, gradient)
         except np.linalg.LinAlgError:
             break
-        scale = 1.0
-        while scale > 1e-10:
-            candidate = theta + scale * step
-            value = log_likelihood(candidate)
-            if value >= current - 1e-12 * abs(current):
-                break
-            scale /= 2
-        theta, current = candidate, value
-        if np.max(np.abs(scale * step)) <= 1e-12 * (1 + np.max(np.abs(theta))):
+        accepted = _halve_until_no_worse(log_likelihood, theta, step, current)
+        if accepted is None:  # no ascent along the Newton direction: at the optimum
+            break
+        theta, current, moved = accepted
+        if moved <= 1e-12 * (1 + np.max(np.abs(theta))):
             break
     else:
         logger.warning("Platt fit stopped after %d Newton steps", _MAX_NEWTON_STEPS)
     slope = float(theta[0] / spread)
     intercept = float(theta[1] - theta[0] * centre / spread)
     return slope, intercept
+
+
+def _halve_until_no_worse(
+    objective: Any, theta: np.ndarray, step: np.ndarray, current: float
+) -> tuple[np.ndarray, float, float] | None:
+    """``theta + s * step`` for the largest ``s`` in 1, 1/2, 1/4, ... that does not lower the
+    objective: ``(new theta, its objective, largest parameter change)``; ``None`` if none does."""
+    scale = 1.0
+    while scale >= 1e-10:
+        candidate = theta + scale * step
+        value = objective(candidate)
+        if value >= current - 1e-12 * abs(current):
+            return candidate, value, float(np.max(np.abs(scale * step)))
+        scale /= 2
+    return None
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
