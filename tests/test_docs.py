@@ -123,10 +123,19 @@ def test_sphinx_builds_with_warnings_as_errors(tmp_path):
         built = out / page.relative_to(DOCS).with_suffix(".html")
         assert built.is_file(), f"{page.relative_to(DOCS)} was not built"
     api_plots = (out / "api" / "plots.html").read_text(encoding="utf-8")
-    for name in ("plot_confidence_histogram", "plot_accuracy_vs_fraction_kept", "plot_threshold"):
+    for name in (
+        "plot_confidence_histogram",
+        "plot_accuracy_vs_fraction_kept",
+        "plot_threshold",
+        "plot_reliability_diagram",
+    ):
         assert name in api_plots
+    api_evaluation = (out / "api" / "evaluation.html").read_text(encoding="utf-8")
+    for name in ("ScoreCalibrator", "expected_calibration_error", "reliability_curve"):
+        assert name in api_evaluation
     core = (out / "api" / "core.html").read_text(encoding="utf-8")
     assert "generate_and_score_sync" in core and "plot_histogram" in core
+    assert "calibrate" in core
 
 
 # -- doctests ----------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from uqlm_bert.exceptions import ConfigurationError, InputValidationError  # noq
 from uqlm_bert.plots import (  # noqa: E402
     plot_accuracy_vs_fraction_kept,
     plot_confidence_histogram,
+    plot_reliability_diagram,
     plot_threshold,
 )
 
@@ -253,6 +254,90 @@ def test_threshold_view_outside_the_unit_range_and_errors():
         plot_threshold([0.2], "0.5")
     with pytest.raises(InputValidationError, match="threshold must be finite"):
         plot_threshold([0.2], float("nan"))
+
+
+# -- reliability diagram ----------------------------------------------------------------------
+
+
+def _bins_by_loop(prob: np.ndarray, labels: np.ndarray, edges: np.ndarray) -> list[tuple]:
+    """(lower, upper, mean probability, fraction correct, count) of each non-empty bin.
+
+    Bins are (lower, upper], the first one closed, as in sklearn's calibration_curve.
+    """
+    out = []
+    for b, (lo, hi) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        inside = (prob <= hi) & ((prob > lo) if b else (prob >= lo))
+        if inside.any():
+            out.append((lo, hi, prob[inside].mean(), labels[inside].mean(), int(inside.sum())))
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_reliability_diagram_points_bars_and_title(strategy):
+    from sklearn.calibration import calibration_curve
+    from sklearn.metrics import brier_score_loss
+
+    prob = np.round(CONF, 2)
+    ax = plot_reliability_diagram(prob, LABELS, n_bins=8, strategy=strategy)
+    curve, diagonal = ax.lines
+    prob_true, prob_pred = calibration_curve(LABELS, prob, n_bins=8, strategy=strategy)
+    assert curve.get_xdata().tolist() == pytest.approx(prob_pred.tolist())
+    assert curve.get_ydata().tolist() == pytest.approx(prob_true.tolist())
+    assert list(diagonal.get_xdata()) == [0, 1] and list(diagonal.get_ydata()) == [0, 1]
+    edges = (
+        np.linspace(0, 1, 9)
+        if strategy == "uniform"
+        else np.percentile(prob, np.linspace(0, 1, 9) * 100)
+    )
+    bins = _bins_by_loop(prob, LABELS, edges)
+    assert len(ax.patches) == len(bins)
+    assert [p.get_x() for p in ax.patches] == pytest.approx([b[0] for b in bins])
+    assert [p.get_width() for p in ax.patches] == pytest.approx([b[1] - b[0] for b in bins])
+    assert _heights(ax.patches) == pytest.approx([b[4] / N for b in bins])
+    ece = sum(b[4] * abs(b[2] - b[3]) for b in bins) / N
+    brier = brier_score_loss(LABELS, prob)
+    assert ax.get_title() == f"{N} answers, {len(bins)} bins: ECE {ece:.3f}, Brier {brier:.3f}"
+    assert _legend_texts(ax) == [
+        f"fraction correct per bin (ECE {ece:.3f})",
+        "calibrated",
+        "share of answers",
+    ]
+    assert ax.get_xlim() == (0.0, 1.0) and ax.get_ylim() == (0.0, 1.0)
+    assert ax.get_xlabel() == "predicted probability" and ax.get_ylabel() == "fraction correct"
+    _png(ax)
+
+
+def test_reliability_diagram_leaves_out_missing_values_with_one_warning():
+    prob = np.array([0.9, np.nan, 0.2, 0.6, 0.4])
+    labels = np.array([1, 1, 0, np.nan, 1], dtype=object)
+    labels[3] = None
+    with pytest.warns(UserWarning, match="dropped 2 of 5") as caught:
+        ax = plot_reliability_diagram(prob, labels, n_bins=2)
+    assert len(caught) == 1
+    assert ax.lines[0].get_xdata().tolist() == pytest.approx([0.3, 0.9])
+    assert ax.lines[0].get_ydata().tolist() == pytest.approx([0.5, 1.0])
+    assert ax.get_title().startswith("3 answers, 2 bins")
+
+
+def test_reliability_diagram_draws_on_a_given_axes_and_names_the_axis():
+    fig, axes = plt.subplots(1, 2)
+    out = plot_reliability_diagram(CONF, LABELS, ax=axes[0], score_name="P(correct)")
+    assert out is axes[0] and len(axes[1].lines) == 0
+    assert out.get_xlabel() == "P(correct)"
+    assert plt.get_fignums() == [fig.number]
+
+
+def test_reliability_diagram_rejects_bad_input():
+    with pytest.raises(InputValidationError, match=r"must lie in \[0, 1\]"):
+        plot_reliability_diagram([0.2, 1.4], [0, 1])
+    with pytest.raises(InputValidationError, match="binarise"):
+        plot_reliability_diagram([0.2, 0.4], [0, 0.5])
+    with pytest.raises(InputValidationError, match="labels has 1"):
+        plot_reliability_diagram([0.2, 0.4], [0])
+    with pytest.raises(ConfigurationError, match="n_bins"):
+        plot_reliability_diagram([0.2, 0.4], [0, 1], n_bins=0)
+    with pytest.raises(ConfigurationError, match="strategy"):
+        plot_reliability_diagram([0.2, 0.4], [0, 1], strategy="equal")
 
 
 # -- UQResult helpers --------------------------------------------------------------------------

@@ -113,3 +113,97 @@ def test_to_df_does_not_alias_data():
     df.at[0, "sampled_responses"].append("z")
     assert r.data["sampled_responses"][0] == ["a", "b"]
     assert isinstance(df, pd.DataFrame)
+
+
+# -- calibrate ---------------------------------------------------------------------------------
+
+
+def _calibrator(method: str = "isotonic"):
+    from uqlm_bert.calibration import ScoreCalibrator
+
+    return ScoreCalibrator(method).fit([0.1, 0.3, 0.5, 0.6, 0.8, 0.95], [0, 0, 1, 0, 1, 1])
+
+
+@pytest.mark.parametrize("method", ["isotonic", "platt"])
+def test_calibrate_adds_a_probability_column_and_leaves_the_original(method):
+    r = make()
+    cal = _calibrator(method)
+    out = r.calibrate(cal)
+    df = out.to_df()
+    expected = cal.predict(np.array([0.9, NAN, 0.4, NAN]))
+    assert df["bert_score_probability"].dtype == np.float64
+    np.testing.assert_array_equal(df["bert_score_probability"].to_numpy(), expected)
+    assert [math.isnan(v) for v in df["bert_score_probability"]] == [False, True, False, True]
+    assert out.scorers == ["bert_score", "exact_match", "bert_score_probability"]
+    assert out.metadata["calibration"] == {
+        "bert_score_probability": {"scorer": "bert_score", "method": method}
+    }
+    assert out.metadata["num_responses"] == 2
+    # every other column is as before
+    pd.testing.assert_frame_equal(df.drop(columns="bert_score_probability"), r.to_df())
+    # the original result is unchanged
+    assert "bert_score_probability" not in r.data and r.scorers == ["bert_score", "exact_match"]
+    assert "calibration" not in r.metadata
+    assert type(out) is UQResult
+
+
+def test_filter_and_flag_keep_the_probability_column_aligned():
+    r = make()
+    cal = _calibrator()
+    out = r.calibrate(cal)
+    kept = out.filter(0.5, scorer="bert_score_probability")
+    probability = cal.predict(np.array([0.9, NAN, 0.4, NAN]))
+    rows = [i for i, p in enumerate(probability) if p >= 0.5]
+    assert kept.data["prompts"] == [f"p{i}" for i in rows]
+    assert kept.to_df().index.tolist() == rows
+    assert kept.data["bert_score_probability"] == probability[rows].tolist()
+    below = out.filter(0.5, keep="below")  # by bert_score: rows 1, 2, 3
+    assert below.to_df()["prompt"].tolist() == ["p1", "p2", "p3"]
+    np.testing.assert_array_equal(
+        below.to_df()["bert_score_probability"].to_numpy(), probability[[1, 2, 3]]
+    )
+    flagged = out.flag(0.5, scorer="bert_score_probability")
+    assert flagged["flagged"].tolist() == [bool(np.isnan(p) or p < 0.5) for p in probability]
+    # calibrating a filtered result lines up with its own rows
+    again = r.filter(0.5, keep="below").calibrate(cal)
+    assert again.to_df().index.tolist() == [1, 2, 3]
+    np.testing.assert_array_equal(
+        again.to_df()["bert_score_probability"].to_numpy(), probability[[1, 2, 3]]
+    )
+
+
+def test_calibrate_another_scorer_twice_and_sentence_results():
+    from uqlm_bert.result import SentenceUQResult
+
+    r = make().calibrate(_calibrator(), scorer="exact_match")
+    r2 = r.calibrate(_calibrator("platt"), scorer="exact_match")
+    assert r2.scorers == ["bert_score", "exact_match", "exact_match_probability"]
+    assert r2.metadata["calibration"]["exact_match_probability"]["method"] == "platt"
+    np.testing.assert_array_equal(
+        r2.to_df()["exact_match_probability"].to_numpy(),
+        _calibrator("platt").predict(np.array([1.0, NAN, 0.0, NAN])),
+    )
+    s = SentenceUQResult(
+        {"response_index": [0, 0], "sentence_index": [0, 1], "sentence": ["A.", "B."],
+         "bert_score": [0.9, 0.2]},
+        {"scorers": ["bert_score"]},
+    )  # fmt: skip
+    cs = s.calibrate(_calibrator())
+    assert isinstance(cs, SentenceUQResult)
+    assert (
+        cs.to_df()["bert_score_probability"].tolist() == _calibrator().predict([0.9, 0.2]).tolist()
+    )
+
+
+def test_calibrate_errors():
+    from uqlm_bert.calibration import ScoreCalibrator
+    from uqlm_bert.exceptions import NotFittedError
+
+    with pytest.raises(InputValidationError, match="no scores for scorer 'rouge_l'"):
+        make().calibrate(_calibrator(), scorer="rouge_l")
+    with pytest.raises(InputValidationError, match="must be a fitted"):
+        make().calibrate("isotonic")
+    with pytest.raises(NotFittedError):
+        make().calibrate(ScoreCalibrator())
+    with pytest.raises(InputValidationError, match="has: none"):
+        UQResult({"prompts": ["a"]}, {"scorers": []}).calibrate(_calibrator())

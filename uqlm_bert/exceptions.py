@@ -23,6 +23,7 @@ __all__ = [
     "AuthenticationFailedError",
     "ProviderUnreachableError",
     "CheckpointError",
+    "NotFittedError",
 ]
 
 
@@ -80,3 +81,7 @@ class ProviderUnreachableError(GenerationError):
 
 class CheckpointError(UQLMBertError):
     """A checkpoint file is unreadable or belongs to a different run."""
+
+
+class NotFittedError(UQLMBertError, ValueError):
+    """A model that learns from data (a calibrator) was used before it was fitted or loaded."""

@@ -1,7 +1,7 @@
-"""Plots of a confidence score: how it splits right from wrong answers, what filtering buys, and
-where a threshold falls.
+"""Plots of a confidence score: how it splits right from wrong answers, what filtering buys,
+where a threshold falls, and whether probabilities are calibrated.
 
-Three functions, each drawing on a matplotlib ``Axes`` (a new figure when ``ax`` is ``None``)
+Four functions, each drawing on a matplotlib ``Axes`` (a new figure when ``ax`` is ``None``)
 and returning it:
 
 ==========================================  ====================================================
@@ -11,6 +11,8 @@ and returning it:
                                             kept, when the least confident are dropped
 :func:`plot_threshold`                      every answer by increasing confidence, with the
                                             threshold and what it flags
+:func:`plot_reliability_diagram`            fraction correct against the predicted probability,
+                                            per bin, next to the diagonal of perfect calibration
 ==========================================  ====================================================
 
 :class:`~uqlm_bert.UQResult` has the same plots as methods (``result.plot_histogram()``,
@@ -42,8 +44,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
 __all__ = [
     "plot_accuracy_vs_fraction_kept",
     "plot_confidence_histogram",
+    "plot_reliability_diagram",
     "plot_threshold",
 ]
 
@@ -322,6 +326,101 @@ def plot_threshold(
     ax.set_ylabel(score_name)
     ax.set_xlim(0.5, max(order.size, 1) + 0.5)
     ax.set_ylim(low - pad, high + pad)
+    ax.legend(loc="upper left")
+    return ax
+
+
+def plot_reliability_diagram(
+    probabilities: ArrayLike,
+    labels: ArrayLike,
+    ax: Axes | None = None,
+    *,
+    n_bins: int = 10,
+    strategy: Literal["uniform", "quantile"] = "uniform",
+    score_name: str = "predicted probability",
+) -> Axes:
+    """Reliability diagram: in each probability bin, the fraction of answers that were correct.
+
+    Each point is one bin of :func:`uqlm_bert.evaluation.reliability_curve`: its mean predicted
+    probability (x) and the fraction of its answers that were correct (y). Calibrated
+    probabilities lie on the dashed diagonal; points below it are overconfident (fewer answers
+    correct than predicted), points above it underconfident. The bars at the bottom show each
+    bin's share of the answers: a point over a thin bar rests on few answers. The title gives
+    the expected calibration error and the Brier score (:mod:`uqlm_bert.evaluation`).
+
+    Use it on probabilities, such as a :class:`~uqlm_bert.calibration.ScoreCalibrator`'s
+    predictions on held-out answers; a raw confidence can be drawn too, to see how far its
+    values are from probabilities.
+
+    Args:
+        probabilities: one probability of being correct per answer, in [0, 1]; NaN ones are
+            left out (with a warning).
+        labels: one label per answer: 1/``True`` correct, 0/``False`` incorrect, ``None``/NaN
+            unknown (left out, with a warning).
+        ax: the Axes to draw on; ``None`` makes a new figure.
+        n_bins: how many bins.
+        strategy: ``"uniform"`` (equal widths over [0, 1]) or ``"quantile"`` (about equally
+            many answers per bin).
+        score_name: the x-axis label.
+
+    Returns:
+        The Axes; ``ax.lines`` holds the curve (one point per non-empty bin) then the diagonal,
+        and ``ax.patches`` one bar per non-empty bin, spanning the bin, as high as its share of
+        the answers.
+
+    Raises:
+        InputValidationError: lengths differ, a probability is outside [0, 1] or infinite, a
+            label is not 0/1/None, or no answer has both a probability and a label.
+        ConfigurationError: ``n_bins`` or ``strategy`` is invalid, or matplotlib is not
+            installed.
+
+    Example:
+        >>> ax = plot_reliability_diagram([0.1, 0.3, 0.7, 0.9], [0, 1, 1, 1], n_bins=2)
+        >>> ax.lines[0].get_xdata().tolist(), ax.lines[0].get_ydata().tolist()
+        ([0.2, 0.8], [0.5, 1.0])
+        >>> [float(p.get_height()) for p in ax.patches]  # half of the answers in each bin
+        [0.5, 0.5]
+    """
+    from uqlm_bert.evaluation import brier_score, reliability_curve
+    from uqlm_bert.evaluation.reliability import _ece_of_curve
+
+    curve = reliability_curve(probabilities, labels, n_bins=n_bins, strategy=strategy)
+    n = int(curve["count"].sum())
+    count = curve["count"].to_numpy()
+    ece = _ece_of_curve(curve)
+    with warnings.catch_warnings():
+        # the NaN pairs were reported once already, by reliability_curve
+        warnings.simplefilter("ignore", UserWarning)
+        brier = brier_score(probabilities, labels)
+    ax = _new_axes(ax)
+    ax.plot(
+        curve["mean_predicted"].to_numpy(),
+        curve["observed_frequency"].to_numpy(),
+        marker="o",
+        markersize=5,
+        color=NEUTRAL_COLOR,
+        label=f"fraction correct per bin (ECE {ece:.3f})",
+        clip_on=False,
+        zorder=3,
+    )
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="calibrated")
+    lower = curve["bin_lower"].to_numpy()
+    ax.bar(
+        lower,
+        count / n,
+        width=curve["bin_upper"].to_numpy() - lower,
+        align="edge",
+        color=NEUTRAL_COLOR,
+        alpha=0.2,
+        edgecolor="white",
+        linewidth=0.6,
+        label="share of answers",
+    )
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel(score_name)
+    ax.set_ylabel("fraction correct")
+    ax.set_title(f"{n} answers, {len(curve)} bins: ECE {ece:.3f}, Brier {brier:.3f}")
     ax.legend(loc="upper left")
     return ax
 

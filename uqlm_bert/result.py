@@ -22,12 +22,15 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import InputValidationError
+
+if TYPE_CHECKING:
+    from uqlm_bert.calibration import ScoreCalibrator
 
 __all__ = ["UQResult", "SentenceUQResult"]
 
@@ -148,6 +151,59 @@ class UQResult:
         df = self.to_df()
         df["flagged"] = self._below(threshold, scorer)
         return df
+
+    def calibrate(self, calibrator: ScoreCalibrator, scorer: str | None = None) -> UQResult:
+        """A new result with each row's probability of being correct, from a fitted calibrator.
+
+        The probability goes into a column ``<scorer>_probability`` (float64, NaN where the
+        score is NaN), which is added to ``metadata["scorers"]``: :meth:`to_df` shows it, and
+        :meth:`filter`, :meth:`flag` and the plots take it as ``scorer=``, so a pipeline can keep
+        the answers whose probability is at least, say, 0.8. ``metadata["calibration"]`` records,
+        per probability column, the scorer it came from and the calibrator's method. This result
+        is left unchanged; calibrating the same scorer again replaces the column.
+
+        Args:
+            calibrator: a fitted :class:`~uqlm_bert.calibration.ScoreCalibrator` (fitted on
+                this scorer's scores, with the same settings).
+            scorer: whose confidence to calibrate (default: the first scorer).
+
+        Raises:
+            InputValidationError: no such scorer, or ``calibrator`` is not a calibrator.
+            NotFittedError: the calibrator has not been fitted.
+
+        Example:
+            >>> from uqlm_bert.calibration import ScoreCalibrator
+            >>> calibrator = ScoreCalibrator().fit([0.25, 0.5, 0.75], [0, 1, 1])
+            >>> r = UQResult({"prompts": ["a", "b", "c"], "bert_score": [0.375, None, 0.9]})
+            >>> calibrated = r.calibrate(calibrator)
+            >>> calibrated.to_df()["bert_score_probability"].tolist()
+            [0.5, nan, 1.0]
+            >>> calibrated.filter(0.8, scorer="bert_score_probability").data["prompts"]
+            ['c']
+        """
+        if not callable(getattr(calibrator, "predict", None)):
+            raise InputValidationError(
+                f"calibrator must be a fitted uqlm_bert.calibration.ScoreCalibrator, got "
+                f"{type(calibrator).__name__}"
+            )
+        name = self.scorers[0] if scorer is None and self.scorers else scorer
+        if name not in self.scorers:
+            raise InputValidationError(
+                f"no scores for scorer {name!r}; this result has: "
+                f"{', '.join(self.scorers) or 'none'}"
+            )
+        scores = np.asarray(self.data[name], dtype=np.float64)  # None becomes NaN
+        column = f"{name}_probability"
+        data = {k: list(v) if isinstance(v, list) else v for k, v in self.data.items()}
+        data[column] = [float(v) for v in calibrator.predict(scores)]
+        metadata = copy.deepcopy(self.metadata)
+        if column not in metadata["scorers"]:
+            metadata["scorers"] = [*metadata["scorers"], column]
+        metadata.setdefault("calibration", {})[column] = {
+            "scorer": name,
+            "method": getattr(calibrator, "method", type(calibrator).__name__),
+        }
+        return type(self)(data, metadata, index=self._index)
 
     def plot_histogram(
         self,

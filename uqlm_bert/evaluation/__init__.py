@@ -1,4 +1,4 @@
-"""How good a confidence is: ranking, correlation, thresholds and filtering curves.
+"""How good a confidence is: ranking, correlation, thresholds, filtering curves, calibration.
 
 Every function takes ``scores`` then ``labels`` (note: the reverse of scikit-learn's
 ``(y_true, y_score)``), both one value per item, and returns plain floats or a DataFrame. They
@@ -10,7 +10,15 @@ are pure numpy, exact, and tested against scikit-learn and scipy.
 - :func:`pearson`: Pearson's r against graded labels (``scipy.stats.pearsonr``);
 - :func:`spearman`: Spearman's rho, ties as average ranks (``scipy.stats.spearmanr``);
 - :func:`choose_threshold`: the flagging threshold for the best F1 or a target precision;
-- :func:`accuracy_vs_fraction_kept`: accuracy of the answers kept at each confidence threshold.
+- :func:`accuracy_vs_fraction_kept`: accuracy of the answers kept at each confidence threshold;
+- :func:`brier_score`: mean squared error of a probability of being correct
+  (``brier_score_loss``);
+- :func:`expected_calibration_error`: mean gap between probability and observed frequency;
+- :func:`reliability_curve`: per probability bin, mean probability, fraction correct and count
+  (``calibration_curve``).
+
+The last three judge probabilities, such as those of
+:class:`~uqlm_bert.calibration.ScoreCalibrator`, not raw scores.
 
 Reference-based metrics, which compare answers with ground truth rather than judge a confidence,
 are in :mod:`uqlm_bert.evaluation.references` (BLEU, ROUGE and BERTScore against references: what
@@ -38,16 +46,24 @@ from uqlm_bert.evaluation.classification import (
 )
 from uqlm_bert.evaluation.correlation import pearson, rankdata, spearman
 from uqlm_bert.evaluation.rejection import accuracy_vs_fraction_kept, prr, rejection_curve
+from uqlm_bert.evaluation.reliability import (
+    brier_score,
+    expected_calibration_error,
+    reliability_curve,
+)
 
 __all__ = [
     "ThresholdChoice",
     "accuracy_vs_fraction_kept",
     "auc_pr",
     "auroc",
+    "brier_score",
     "choose_threshold",
+    "expected_calibration_error",
     "pearson",
     "prr",
     "rankdata",
     "rejection_curve",
+    "reliability_curve",
     "spearman",
 ]

@@ -74,11 +74,19 @@ def paired_arrays(
     return s, y
 
 
-def check_binary(labels: np.ndarray) -> np.ndarray:
-    """Return ``labels`` as a bool array; they must be 0/1 (or bool) and contain both classes.
+def check_binary(
+    labels: np.ndarray, *, both_classes: bool = True, purpose: str = "this metric"
+) -> np.ndarray:
+    """Return ``labels`` as a bool array; they must be 0/1 (or bool).
+
+    Args:
+        labels: the labels, as :func:`paired_arrays` returns them.
+        both_classes: also require at least one 1 and one 0.
+        purpose: what needs both classes, for the error message.
 
     Raises:
-        InputValidationError: a label other than 0 or 1, or only one class present.
+        InputValidationError: a label other than 0 or 1, or (with ``both_classes``) only one
+            class present.
     """
     bad = np.flatnonzero((labels != 0) & (labels != 1))
     if bad.size:
@@ -88,10 +96,10 @@ def check_binary(labels: np.ndarray) -> np.ndarray:
         )
     y = labels == 1
     n_pos = int(y.sum())
-    if n_pos == 0 or n_pos == y.size:
+    if both_classes and (n_pos == 0 or n_pos == y.size):
         cls = 1 if n_pos else 0
         raise InputValidationError(
-            f"labels contain only class {cls} ({y.size} items); this metric needs both "
+            f"labels contain only class {cls} ({y.size} items); {purpose} needs both "
             "positives (1) and negatives (0)"
         )
     return y

@@ -1,0 +1,292 @@
+"""How well does a calibrated confidence read as a probability? WikiBio GPT-3 passages.
+
+The confidence is not a probability: a sentence with confidence 0.8 is not correct 80% of the
+time. This script measures how far it is from one, and how much a
+:class:`uqlm_bert.calibration.ScoreCalibrator` fitted on labelled data closes the gap, with
+cross-validation so that no prediction is judged on the answers it was fitted on.
+
+Two levels, both on the same 30 passages (GPT-3 text about a person, 20 samples each, human
+sentence labels accurate / minor inaccurate / major inaccurate; see ``eval_wikibio.py``):
+
+- sentence level (the meaningful one, about 250 labelled sentences): the confidence is
+  :func:`uqlm_bert.scorers.sentences.score_sentences` with ``metric="precision"`` and a default
+  :class:`uqlm_bert.BERTScorer` (the embedded model) on the released sentence split; label 1 =
+  the sentence is "accurate";
+- passage level (30 items: a rough check only): the confidence is the ``bert_score`` scorer (mean
+  BERTScore F1 of the passage against each sample); label 1 = the passage's mean hallucination
+  degree (accurate 0, minor 0.5, major 1) is below 0.5, i.e. most of the passage is accurate.
+
+Compared, each on the same out-of-fold predictions:
+
+- the raw confidence read as a probability (clipped to [0, 1]; nothing is fitted);
+- the training folds' base rate for every item (the reference a calibrator must beat on Brier);
+- isotonic and Platt calibration fitted on the training folds.
+
+Folds are grouped by passage: a passage's sentences are all in the training part or all in the
+test part, never split, since sentences of one passage share its samples and its topic. The
+k-fold split is repeated with different shuffles; the table gives the mean (std) over repeats
+of ECE (uniform and quantile bins), Brier score and AUROC of the pooled out-of-fold predictions.
+
+Usage::
+
+    python benchmarks/eval_calibration.py [--data PATH] [--folds 5] [--repeats 20]
+
+Writes ``benchmarks/out/calibration.md`` and ``calibration_sentences.png`` (reliability diagrams
+of one repeat) and prints the Markdown. About 4 minutes on 2 CPU cores, nearly all BERTScore.
+Skips (exit 0) when the data file is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, Passage, load_passages  # noqa: E402
+
+from uqlm_bert import BERTScorer  # noqa: E402
+from uqlm_bert.calibration import ScoreCalibrator  # noqa: E402
+from uqlm_bert.evaluation import (  # noqa: E402
+    auroc,
+    brier_score,
+    expected_calibration_error,
+)
+from uqlm_bert.scorers import build_scorer  # noqa: E402
+from uqlm_bert.scorers.sentences import score_sentences  # noqa: E402
+
+METHODS = ("raw score", "base rate", "isotonic", "platt")
+MEASURES = ("mean_probability", "ece_uniform", "ece_quantile", "brier", "auroc")
+
+
+# --------------------------------------------------------------------------- data
+
+
+def sentence_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(confidence, label, passage index)`` per sentence; label 1 = accurate."""
+    df = score_sentences(
+        [p.response for p in passages],
+        [p.samples for p in passages],
+        BERTScorer(show_progress_bars=False),
+        sentences=[p.sentences for p in passages],
+        metric="precision",
+    )
+    labels = np.concatenate([(p.degree == 0).astype(np.float64) for p in passages])
+    if len(df) != labels.size:
+        raise SystemExit(f"{len(df)} sentence scores for {labels.size} labels")
+    return df["bert_score"].to_numpy(), labels, df["response_index"].to_numpy()
+
+
+def passage_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(confidence, label, passage index)`` per passage; label 1 = mean degree < 0.5."""
+    scorer = build_scorer("bert_score", show_progress_bars=False)
+    conf = scorer.score([p.response for p in passages], [p.samples for p in passages])
+    labels = np.array([float(p.degree.mean() < 0.5) for p in passages])
+    return np.asarray(conf, dtype=np.float64), labels, np.arange(len(passages))
+
+
+# --------------------------------------------------------------------------- cross-validation
+
+
+def grouped_folds(groups: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """The fold (0..k-1) of each item: whole groups are dealt to folds in a shuffled order."""
+    unique = np.unique(groups)
+    if unique.size < k:
+        raise SystemExit(f"{unique.size} groups cannot fill {k} folds")
+    order = rng.permutation(unique).tolist()
+    fold_of_group = dict(zip(order, (np.arange(unique.size) % k).tolist(), strict=True))
+    return np.array([fold_of_group[g] for g in groups.tolist()])
+
+
+def out_of_fold(
+    scores: np.ndarray, labels: np.ndarray, folds: np.ndarray, method: str
+) -> tuple[np.ndarray, int]:
+    """Each item's probability from a model fitted on the other folds; and how many fits warned."""
+    if method == "raw score":
+        return np.clip(scores, 0.0, 1.0), 0
+    out = np.empty(scores.size)
+    warned = 0
+    for f in np.unique(folds):
+        test, train = folds == f, folds != f
+        if method == "base rate":
+            out[test] = labels[train].mean()
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cal = ScoreCalibrator(method).fit(scores[train], labels[train])
+        warned += bool(caught)
+        out[test] = cal.predict(scores[test])
+    return out, warned
+
+
+def measure(prob: np.ndarray, labels: np.ndarray, n_bins: int, ranks: bool) -> dict[str, float]:
+    """Mean probability, ECE (uniform and quantile bins), Brier and AUROC (NaN unless ``ranks``)."""
+    return {
+        "mean_probability": float(prob.mean()),
+        "ece_uniform": expected_calibration_error(prob, labels, n_bins=n_bins),
+        "ece_quantile": expected_calibration_error(
+            prob, labels, n_bins=n_bins, strategy="quantile"
+        ),
+        "brier": brier_score(prob, labels),
+        "auroc": auroc(prob, labels) if ranks else float("nan"),
+    }
+
+
+def evaluate(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    groups: np.ndarray,
+    *,
+    folds: int,
+    repeats: int,
+    n_bins: int,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Per method: mean and std over repeats of each measure; and the first repeat's predictions."""
+    keep = ~np.isnan(scores)
+    scores, labels, groups = scores[keep], labels[keep], groups[keep]
+    rng = np.random.default_rng(seed)
+    rows = []
+    first: dict[str, np.ndarray] = {}
+    for r in range(repeats):
+        assignment = grouped_folds(groups, folds, rng)
+        for method in METHODS:
+            prob, warned = out_of_fold(scores, labels, assignment, method)
+            if r == 0:
+                first[method] = prob
+            rows.append({"method": method, "repeat": r, "warned_fits": warned,
+                         **measure(prob, labels, n_bins, method != "base rate")})  # fmt: skip
+    df = pd.DataFrame(rows)
+    summary = df.groupby("method", sort=False).agg(
+        **{f"{m}_mean": (m, "mean") for m in MEASURES},
+        **{f"{m}_std": (m, lambda v: float(np.std(v))) for m in MEASURES},
+        warned_fits=("warned_fits", "sum"),
+    )
+    return summary.reset_index(), first
+
+
+# --------------------------------------------------------------------------- report
+
+
+def table(summary: pd.DataFrame, repeats: int, folds: int) -> str:
+    """Markdown: one row per method, mean (std over repeats) of each measure."""
+    lines = [
+        "| probability | mean | ECE, uniform bins | ECE, quantile bins | Brier | AUROC |",
+        "|---|---|---|---|---|---|",
+    ]
+    for _, row in summary.iterrows():
+        method = row["method"]
+        name = method if method == "raw score" else f"{method} (CV)"
+        cells = []
+        for m in MEASURES:
+            mean, std = row[f"{m}_mean"], row[f"{m}_std"]
+            if np.isnan(mean):
+                cells.append("n/a")
+            elif method == "raw score":  # nothing fitted: the same every repeat
+                cells.append(f"{mean:.3f}")
+            else:
+                cells.append(f"{mean:.3f} ({std:.3f})")
+        if row["warned_fits"]:
+            name += f" [{int(row['warned_fits'])} of {repeats * folds} fits warned]"
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown(levels: dict[str, tuple], folds: int, repeats: int) -> str:
+    """The report: how it was measured, then one table per level."""
+    out = [
+        "# Calibration of the confidence on WikiBio GPT-3 (30 passages)",
+        "",
+        f"{folds}-fold cross-validation grouped by passage, repeated {repeats} times with "
+        "different shuffles: mean (std over repeats) over the pooled out-of-fold predictions. "
+        "`mean` is the mean probability (compare it with the fraction labelled 1); lower ECE "
+        "and Brier are better. The raw score is clipped to [0, 1] and read as a probability, "
+        "with nothing fitted. The base rate row predicts the training folds' fraction labelled "
+        "1 for everything: a calibrator that does not beat its Brier score adds nothing. "
+        "AUROC of pooled out-of-fold predictions falls below the raw score's: each fold has "
+        "its own map, and a fold whose training part is more often correct than average has a "
+        "test part less often correct, so its map is shifted the wrong way (this shift alone "
+        "is all the base rate row has, hence no AUROC for it).",
+        "",
+    ]
+    for title, (summary, n, base, n_bins, rule) in levels.items():
+        out += [
+            f"## {title}",
+            "",
+            f"{n} items, {base:.1%} labelled 1 ({rule}); ECE over {n_bins} bins.",
+            "",
+            table(summary, repeats, folds),
+            "",
+        ]
+    return "\n".join(out)
+
+
+def save_diagrams(
+    path: Path, first: dict[str, np.ndarray], labels: np.ndarray, n_bins: int
+) -> bool:
+    """Reliability diagrams of the raw score and the two calibrators (first repeat)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    from uqlm_bert.plots import plot_reliability_diagram
+
+    names = ("raw score", "isotonic", "platt")
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), layout="constrained")
+    for ax, name in zip(axes, names, strict=True):
+        plot_reliability_diagram(first[name], labels, ax=ax, n_bins=n_bins)
+        ax.set_title(
+            f"sentences, {name}{'' if name == 'raw score' else ' (CV)'}\n" + ax.get_title()
+        )
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"skipped: {args.data} not found (the WikiBio GPT-3 evaluation file)")
+        return 0
+    passages = load_passages(args.data)
+    s_conf, s_label, s_group = sentence_level(passages)
+    p_conf, p_label, p_group = passage_level(passages)
+    levels = {}
+    sentence_summary, first = evaluate(
+        s_conf, s_label, s_group, folds=args.folds, repeats=args.repeats, n_bins=10
+    )
+    levels["Sentence level: score_sentences precision"] = (
+        sentence_summary, int(np.sum(~np.isnan(s_conf))), float(s_label.mean()), 10,
+        "sentence labelled accurate",
+    )  # fmt: skip
+    passage_summary, _ = evaluate(
+        p_conf, p_label, p_group, folds=args.folds, repeats=args.repeats, n_bins=5
+    )
+    levels["Passage level: bert_score (a rough check: 30 items)"] = (
+        passage_summary, p_label.size, float(p_label.mean()), 5,
+        "mean hallucination degree < 0.5",
+    )  # fmt: skip
+    text = markdown(levels, args.folds, args.repeats)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "calibration.md").write_text(text + "\n", encoding="utf-8")
+    keep = ~np.isnan(s_conf)
+    save_diagrams(args.out / "calibration_sentences.png", first, s_label[keep], 10)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
