@@ -397,18 +397,25 @@ def test_missing_matplotlib_says_how_to_install(monkeypatch):
 
 _BACKEND_SCRIPT = textwrap.dedent(
     """
-    import sys
+    import io, sys
     from uqlm_bert.plots import plot_threshold
     assert "matplotlib" not in sys.modules  # imported on the first plot only
     ax = plot_threshold([0.2, 0.9], 0.5)
+    ax.figure.savefig(io.BytesIO(), format="png")  # a figure that can be saved either way
     import matplotlib
-    print(matplotlib.get_backend().lower())
+    chosen = matplotlib.rcParams._get_backend_or_none()
+    print("matplotlib.pyplot" in sys.modules, chosen)
     """
 )
 
 
-@pytest.mark.parametrize(("env_backend", "expected"), [(None, "agg"), ("svg", "svg")])
-def test_agg_is_chosen_only_when_no_backend_is_set(env_backend, expected, tmp_path):
+@pytest.mark.parametrize(
+    ("env_backend", "expected"),
+    # no backend chosen: a standalone figure, and the choice is left to the program;
+    # a backend chosen: pyplot, so that Jupyter and GUIs show the figure
+    [(None, "False None"), ("svg", "True svg")],
+)
+def test_plotting_leaves_the_backend_choice_to_the_program(env_backend, expected, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     env["PYTHONPATH"] = str(REPO_ROOT)
     env["MPLCONFIGDIR"] = str(tmp_path)  # no user matplotlibrc choosing a backend
