@@ -148,8 +148,8 @@ def robustness(sweep: LayerSweep, passages: list[Passage], tokenizer: object) ->
         idf_for = {i: table for i in range(len(passages))}
         for k, s, idx in subsets():
             if k in REPORTED_K:
-                rows.append({"table": name, "k": k, "subset": s,
-                             **measure(sweep, passages, idf_for, idx, passage_only=True)})  # fmt: skip
+                found = measure(sweep, passages, idf_for, idx, passage_only=True)
+                rows.append({"table": name, "k": k, "subset": s, **found})
     return pd.DataFrame(rows)
 
 
@@ -206,8 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if k not in REPORTED_K:
             continue
         for name, idf_for in idf_settings(sweep, passages, idx, fixed).items():
-            rows.append({"idf": name, "k": k, "subset": s,
-                         **measure(sweep, passages, idf_for, idx)})  # fmt: skip
+            found = measure(sweep, passages, idf_for, idx)
+            rows.append({"idf": name, "k": k, "subset": s, **found})
     main_rows = pd.DataFrame(rows)
     robust_rows = robustness(sweep, passages, tokenizer)
 

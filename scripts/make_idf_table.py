@@ -77,8 +77,8 @@ def provenance(table: fixed_idf.WordTable, weights: IdfWeights, vocab: int) -> s
             f"- word table SHA-256 (of its text): `{table.digest}`;",
             f"- L = `DOC_WORDS` = {fixed_idf.DOC_WORDS} words, M = `NUM_DOCS` = "
             f"{fixed_idf.NUM_DOCS} documents;",
-            f"- `all-MiniLM-L6-v2.tsv.gz`: {len(weights.weights)} of the {vocab} token ids have a weight "
-            "other than the default (special tokens included, at 0); default "
+            f"- `all-MiniLM-L6-v2.tsv.gz`: {len(weights.weights)} of the {vocab} token ids have a "
+            "weight other than the default (special tokens included, at 0); default "
             f"log(M + 1) = {weights.default}.",
             END,
         ]

@@ -35,7 +35,7 @@ independent (Poisson); real content words cluster within a document, so their tr
 frequency is lower and their weights here are, if anything, conservative.
 
 The embedded model's weights are shipped too (``embedded_idf``); other tokenizers' are built on
-first use, in about a second per 30,000-token vocabulary, and kept in a disk cache
+first use (a few seconds: the word table is tokenized once), and kept in a disk cache
 (``$UQLM_BERT_CACHE_DIR/idf``, else ``~/.cache/uqlm_bert/idf``) and in memory.
 
 Example:
@@ -105,10 +105,10 @@ NUM_DOCS = 10_000
 #: academic papers: . 65.3, , 61.6, ; 3.2, : 3.4, ! 3.3, ? 5.6, " 26.7 (split evenly between
 #: opening and closing marks), - 15.3. Parentheses and the dash are not in that count: C. F.
 #: Meyer (1987, A Linguistic Study of American Punctuation) found each to be 2% of the marks of
-#: the Brown corpus against 47% for the comma, so each gets 2/47 of Cook's comma rate (2.62; a
-#: pair of parentheses is one use, so "(" and ")" get it each). The apostrophe is not added: the
-#: word list keeps it inside words ("it's", "john's"), and tokenizers that split it off credit it
-#: from there.
+#: the Brown corpus against 47% for the comma, so each gets 2/47 of Cook's comma rate (2.62;
+#: counting a pair of parentheses as one use, "(" and ")" get it each). The apostrophe is not
+#: added: the word list keeps it inside words ("it's", "john's"), and tokenizers that split it
+#: off credit it from there.
 PUNCTUATION: tuple[tuple[str, float, str], ...] = (
     (".", 65.3, "close"),
     (",", 61.6, "close"),
@@ -387,7 +387,7 @@ def _shipped_embedded() -> tuple[str, IdfWeights]:
 
 
 def cache_dir() -> Path:
-    """Where built weights are cached: ``$UQLM_BERT_CACHE_DIR/idf``, else ``~/.cache/uqlm_bert/idf``.
+    """The disk cache: ``$UQLM_BERT_CACHE_DIR/idf``, else ``~/.cache/uqlm_bert/idf``.
 
     Example:
         >>> import os
