@@ -14,4 +14,5 @@ mkdir -p benchmarks/out
 if [ -f ../shared/data/wikibio_gpt3_dev.jsonl ]; then
     "$py" benchmarks/eval_wikibio.py | tee benchmarks/out/eval_wikibio.md
     "$py" benchmarks/eval_combinations.py | tee benchmarks/out/eval_combinations.md
+    "$py" benchmarks/eval_idf.py --no-progress  # writes benchmarks/out/idf_eval.md
 fi

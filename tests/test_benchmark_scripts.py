@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
@@ -13,6 +14,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import eval_combinations as combos  # noqa: E402
+import eval_idf  # noqa: E402
 
 
 def test_judge_matches_scipy_over_sample_subsets():
@@ -51,7 +53,25 @@ def test_candidates_pool_the_chosen_samples_only():
     np.testing.assert_allclose(drop(idx), (m.sum(1) - m.max(1)) / 2)
 
 
-def test_scripts_skip_cleanly_without_the_data(tmp_path, capsys):
+def test_idf_summary_gives_k20_and_the_spread_over_the_k5_sets():
+    rng = np.random.default_rng(2)
+    rows = pd.DataFrame(
+        [
+            {"idf": name, "k": k, "subset": s, "passage_spearman": rng.normal(70, 5)}
+            for name in ("none", "fixed")
+            for k, s in [(20, 0), (5, 0), (5, 1), (5, 2), (5, 3)]
+        ]
+    )
+    got = eval_idf.summary(rows, "idf", ["passage_spearman"]).set_index("idf")
+    for name in ("none", "fixed"):
+        mine = rows[rows.idf == name]
+        five = mine[mine.k == 5]["passage_spearman"].to_numpy()
+        assert got.loc[name, "passage_spearman k=20"] == mine[mine.k == 20].iloc[0, -1]
+        assert got.loc[name, "passage_spearman k=5"] == f"{five.mean():.2f} ({five.std():.2f})"
+
+
+@pytest.mark.parametrize("script", [combos, eval_idf], ids=["eval_combinations", "eval_idf"])
+def test_scripts_skip_cleanly_without_the_data(script, tmp_path, capsys):
     missing = tmp_path / "absent.jsonl"
-    assert combos.main(["--data", str(missing)]) == 0
+    assert script.main(["--data", str(missing)]) == 0
     assert "not found" in capsys.readouterr().out

@@ -1,0 +1,225 @@
+"""Fixed idf weights against no idf and idf over the call, on the WikiBio GPT-3 passages.
+
+The detector is the ``bert_score`` scorer with the embedded all-MiniLM-L6-v2 at its default
+layer 5: the mean F1 of the whole response (candidate) against each whole sample (reference).
+Three token weightings are compared:
+
+- ``none``: uniform weights, [CLS]/[SEP] at 0 (the engine's default);
+- ``call``: idf over the samples of every passage scored in one call, each sample one document
+  (``BERTScorer(idf=True)`` on one call holding all passages); it depends on the batch;
+- ``fixed``: the shipped table of :mod:`uqlm_bert.bertscore.fixed_idf`, the same for any batch.
+
+Each is judged on all 20 samples and on 4 disjoint sets of 5 (mean and spread), by passage
+Pearson and Spearman (x100) of the negated confidence against the passage's mean label, and at
+sentence level by NonFact and Factual AUC-PR of SelfCheckGPT's sentence method (each response
+sentence against each sample's sentences, best match per sample, mean F1 over the samples).
+The task, the data and the measures are those of ``eval_wikibio.py``, whose machinery
+(passages, sample subsets, cached matches and their reweighting, parity check) this reuses.
+
+A robustness check then halves and doubles the table's L (words per document) and M (documents)
+one at a time and reports how far the passage figures move. It is a check of sensitivity only:
+the shipped constants follow the rule stated in ``fixed_idf``, not this check.
+
+    python benchmarks/eval_idf.py [--data PATH] [--device cpu]   # 3-4 CPU-minutes
+
+Writes ``benchmarks/out/idf_eval.md`` and ``idf_eval.csv`` and prints the Markdown. Skips
+(exit 0) when the data file is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval_wikibio import (  # noqa: E402
+    DEFAULT_DATA,
+    DEFAULT_OUT,
+    N_SAMPLES,
+    LayerSweep,
+    Passage,
+    _table,
+    evaluate,
+    idf_tables,
+    load_passages,
+    subsets,
+)
+
+from uqlm_bert.bertscore import BERTScorer, IdfWeights  # noqa: E402
+from uqlm_bert.bertscore.fixed_idf import (  # noqa: E402
+    DOC_WORDS,
+    NUM_DOCS,
+    build_idf,
+    idf_for_tokenizer,
+    idf_mapping,
+)
+
+LAYER = 5
+F1 = 2  # index of F1 in the sweep's [P, R, F1] axis
+SETTINGS = ("none", "call", "fixed")
+REPORTED_K = (N_SAMPLES, 5)
+MEASURES = ("passage_pearson", "passage_spearman", "nonfact_aucpr", "factual_aucpr")
+
+
+def idf_settings(
+    sweep: LayerSweep, passages: list[Passage], samples: list[int], fixed: IdfWeights
+) -> dict[str, dict[int, IdfWeights | None]]:
+    """Per-passage idf of each setting, for one set of samples."""
+    tables = idf_tables(sweep, passages, samples)
+    return {
+        "none": tables["none"],
+        "call": tables["all"],
+        "fixed": {i: fixed for i in range(len(passages))},
+    }
+
+
+def measure(
+    sweep: LayerSweep,
+    passages: list[Passage],
+    idf_for: dict[int, IdfWeights | None],
+    samples: list[int],
+    passage_only: bool = False,
+) -> dict[str, float]:
+    """The four measures (x100) of one weighting on one set of samples (AUC-PRs NaN if
+    ``passage_only``)."""
+    per = sweep.scores(idf_for, samples, passage_only=passage_only)
+    pas = per["passage"].mean(axis=2)[F1]
+    sent = None if passage_only else per["sentence"].mean(axis=2)[F1]
+    return evaluate(passages, sent, pas)
+
+
+def check_fixed_parity(sweep: LayerSweep, fixed: IdfWeights) -> float:
+    """Largest |difference| between the sweep's scores with the fixed table and the engine's.
+
+    The engine gets the table as ``BERTScorer(idf=<mapping>)``, as a user would pass it.
+    """
+    p = sweep.passages[0]
+    got = sweep.scores({i: fixed for i in range(len(sweep.passages))}, [0, 1])
+    engine = BERTScorer(
+        num_layers=LAYER,
+        idf=idf_mapping(fixed),
+        device=sweep.scorer.device,
+        show_progress_bars=False,
+    )
+    n_k = len(p.sentences)
+    diffs = []
+    for j in (0, 1):
+        checks = [
+            ("sentence", list(p.sentences), [p.sample_sentences[j]] * n_k),
+            ("passage", [p.response], [p.samples[j]]),
+        ]
+        for method, cands, refs in checks:
+            want = torch.stack(engine.score(cands, refs)).double().numpy()
+            diffs.append(np.abs(want - got[method][:, : len(cands), j]).max())
+    return float(max(diffs))
+
+
+def summary(rows: pd.DataFrame, key: str, columns: Sequence[str]) -> pd.DataFrame:
+    """One row per ``key`` value: each measure at k=20, and its mean (std) over the k=5 sets."""
+    out = []
+    for value, g in rows.groupby(key, sort=False):
+        row: dict[str, object] = {key: value}
+        for m in columns:
+            row[f"{m} k=20"] = float(g[g.k == N_SAMPLES][m].iloc[0])
+            five = g[g.k == 5][m]
+            row[f"{m} k=5"] = f"{five.mean():.2f} ({five.std(ddof=0):.2f})"
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def robustness(sweep: LayerSweep, passages: list[Passage], tokenizer: object) -> pd.DataFrame:
+    """Passage figures with L or M of the table halved and doubled (the other one kept)."""
+    variants = [
+        (f"L={DOC_WORDS}, M={NUM_DOCS} (shipped)", DOC_WORDS, NUM_DOCS),
+        (f"L={DOC_WORDS // 2}", DOC_WORDS / 2, NUM_DOCS),
+        (f"L={DOC_WORDS * 2}", DOC_WORDS * 2, NUM_DOCS),
+        (f"M={NUM_DOCS // 2}", DOC_WORDS, NUM_DOCS / 2),
+        (f"M={NUM_DOCS * 2}", DOC_WORDS, NUM_DOCS * 2),
+    ]
+    rows = []
+    for name, doc_words, num_docs in variants:
+        table = build_idf(tokenizer, doc_words=doc_words, num_docs=num_docs)
+        idf_for = {i: table for i in range(len(passages))}
+        for k, s, idx in subsets():
+            if k in REPORTED_K:
+                found = measure(sweep, passages, idf_for, idx, passage_only=True)
+                rows.append({"table": name, "k": k, "subset": s, **found})
+    return pd.DataFrame(rows)
+
+
+def markdown(main: pd.DataFrame, robust: pd.DataFrame, parity: float) -> str:
+    """The report."""
+    return "\n".join(
+        [
+            f"# Fixed idf on WikiBio GPT-3 (embedded model, layer {LAYER}, F1, x100)",
+            "",
+            "Passage: correlation of the negated whole-answer confidence with the passage's mean "
+            "label. Sentence: AUC-PR of the sentence method. `k=20`: all samples; `k=5`: mean "
+            "(std) over 4 disjoint sets of 5 samples. `call` is idf over every passage's "
+            "samples in one call; `fixed` is the shipped table.",
+            "",
+            _table(summary(main, "idf", MEASURES)),
+            "",
+            "## Robustness of the table's constants (passage level; not used to choose them)",
+            "",
+            _table(summary(robust, "table", MEASURES[:2])),
+            "",
+            f"Parity: the sweep's fixed-table scores differ from `BERTScorer(idf=<mapping>)` by "
+            f"at most {parity:.1e}.",
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--device", default=None, help="cpu, cuda, mps (default: best found)")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.data.is_file():
+        print(f"skipped: {args.data} not found (the WikiBio GPT-3 evaluation file)")
+        return 0
+    passages = load_passages(args.data)
+    if any(len(p.samples) < N_SAMPLES for p in passages):
+        raise SystemExit(f"every passage needs {N_SAMPLES} samples")
+    scorer = BERTScorer(num_layers=LAYER, device=args.device, show_progress_bars=False)
+    sweep = LayerSweep(scorer, passages, show=not args.no_progress)
+    tokenizer = scorer.encoder.tokenizer
+    fixed = idf_for_tokenizer(tokenizer)
+
+    full = idf_settings(sweep, passages, list(range(N_SAMPLES)), fixed)
+    docs = {"none": None, "call": [x for p in passages for x in p.samples]}
+    parity = max(sweep.check_parity(full[m], docs[m]) for m in ("none", "call"))
+    parity = max(parity, check_fixed_parity(sweep, fixed))
+    if not parity < 1e-5:
+        raise SystemExit(f"parity check failed: the sweep differs from the engine by {parity:.2e}")
+
+    rows = []
+    for k, s, idx in subsets():
+        if k not in REPORTED_K:
+            continue
+        for name, idf_for in idf_settings(sweep, passages, idx, fixed).items():
+            found = measure(sweep, passages, idf_for, idx)
+            rows.append({"idf": name, "k": k, "subset": s, **found})
+    main_rows = pd.DataFrame(rows)
+    robust_rows = robustness(sweep, passages, tokenizer)
+
+    text = markdown(main_rows, robust_rows, parity)
+    args.out.mkdir(parents=True, exist_ok=True)
+    pd.concat([main_rows.assign(part="settings"), robust_rows.assign(part="robustness")]).to_csv(
+        args.out / "idf_eval.csv", index=False
+    )
+    (args.out / "idf_eval.md").write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
