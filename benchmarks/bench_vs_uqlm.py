@@ -171,6 +171,7 @@ class Run:
     answer_calls: int
     sample_calls: int
     max_in_flight: int
+    last_answer_s: float
     text_mismatches: int
     scores: list[float | None] = field(repr=False)
 
@@ -259,9 +260,9 @@ async def timed_run(
         server.log.clear()
         server.max_in_flight = 0
     gc.collect()
-    t0 = time.perf_counter()
+    t0 = time.monotonic()  # the server logs arrivals on the same clock
     responses, samples, scores = await asyncio.wait_for(generate(uq, prompts, m), timeout_s)
-    wall = time.perf_counter() - t0
+    wall = time.monotonic() - t0
     with server.lock:
         log = list(server.log)
         peak = server.max_in_flight
@@ -270,6 +271,9 @@ async def timed_run(
         "answer_calls": sum(1 for r in log if not r.temperature),
         "sample_calls": sum(1 for r in log if r.temperature),
         "max_in_flight": peak,
+        # when the last call was answered (it arrived, then waited the latency): what follows
+        # is scoring that did not overlap generation
+        "last_answer_s": max((r.arrived for r in log), default=t0) + server.default_latency - t0,
     }
     return wall, scores, answers.mismatches(prompts, responses, samples), counts
 
@@ -311,7 +315,8 @@ async def run_benchmark(
                     run = Run(latency, r, name, wall, text_mismatches=bad, scores=scores, **counts)
                     runs.append(run)
                     log(f"{latency:6.0f} ms  round {r}  {name:30s} {wall:8.2f} s  "
-                        f"{run.calls} calls, max {run.max_in_flight} in flight")
+                        f"(last answer at {run.last_answer_s:.2f} s), {run.calls} calls, "
+                        f"max {run.max_in_flight} in flight")
     return runs
 
 
@@ -352,6 +357,7 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
             "answer_calls": sorted({g.answer_calls for g in group}),
             "sample_calls": sorted({g.sample_calls for g in group}),
             "max_in_flight": max(g.max_in_flight for g in group),
+            "last_answer_s_median": statistics.median(g.last_answer_s for g in group),
             "max_abs_diff_vs_uqlm": diff,
             "max_abs_diff_between_rounds": spread,
             "text_mismatches": sum(g.text_mismatches for g in group),
@@ -380,6 +386,16 @@ def _fmt_diff(x: float | None) -> str:
     return "" if x is None else f"{x:.1e}"
 
 
+def _load_line(meta: dict[str, Any]) -> list[str]:
+    if "load_average_1min" not in meta:
+        return []
+    before, after = meta["load_average_1min"]
+    busy = max(before, after) > (os.cpu_count() or 1)
+    note = " (more than the cores: other processes shared the CPU, timings are noisy)"
+    return [f"- load average (1 min) before and after: {before:.2f}, {after:.2f}"
+            + (note if busy else "")]
+
+
 def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: dict[str, Any]) -> str:
     """The report: setup, one table row per (latency, variant), and the verdicts."""
     lines = [
@@ -390,15 +406,17 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         f"({meta['calls_per_run']} calls per run), WikiBio GPT-3 passages served by a loopback "
         "OpenAI-compatible server through `ChatOpenAI`",
         f"- {meta['rounds']} round(s) per latency, order alternating; wall time of the whole "
-        "`generate_and_score` call, median (min-max)",
+        "`generate_and_score` call, median (min-max); last answer at: when the server answered "
+        "the run's last call (median), after which only scoring ran",
         "- BERTScore: embedded all-MiniLM-L6-v2, layer 5, idf off, no rescaling, on both sides "
         "(the default-scorer row: uqlm-bert's own defaults)",
         f"- {meta['machine']}",
+        *_load_line(meta),
         "- " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
-        "| latency | run | wall s | vs uqlm | calls | max in flight "
+        "| latency | run | wall s | vs uqlm | last answer at s | calls | max in flight "
         "| max abs diff vs uqlm | texts |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = "" if r["vs_uqlm"] is None else f"{r['vs_uqlm']:.2f}x"
@@ -406,7 +424,8 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         texts = "as expected" if r["text_mismatches"] == 0 else f"{r['text_mismatches']} off"
         lines.append(
             f"| {r['latency_ms']:.0f} ms | {r['variant']} | {r['wall_s_median']:.2f} "
-            f"({r['wall_s_min']:.2f}-{r['wall_s_max']:.2f}) | {ratio} | {calls} "
+            f"({r['wall_s_min']:.2f}-{r['wall_s_max']:.2f}) | {ratio} "
+            f"| {r['last_answer_s_median']:.2f} | {calls} "
             f"| {r['max_in_flight']} | {_fmt_diff(r['max_abs_diff_vs_uqlm'])} | {texts} |"
         )
     lines.append("")
@@ -488,6 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours.")
         return 1
     passages = load_passages(args.data)
+    load_before = os.getloadavg()[0]
     runs = asyncio.run(run_benchmark(
         passages, args.prompts, args.samples, args.rounds, args.latencies, args.only, args.timeout
     ))
@@ -500,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rounds": args.rounds,
         "latencies_ms": args.latencies,
         "machine": machine_summary(),
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "versions": versions(args.only != "ours"),
     }
     report = markdown(rows, verdicts, meta)
