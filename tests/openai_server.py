@@ -17,6 +17,8 @@ stopped by the context manager (hung requests are released when it stops).
 from __future__ import annotations
 
 import json
+import socketserver
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -122,6 +124,7 @@ class FakeOpenAIServer:
             self._httpd.server_close()
             raise
         self._httpd.daemon_threads = True
+        self._httpd.handle_error = self._handle_error  # type: ignore[method-assign]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -135,6 +138,13 @@ class FakeOpenAIServer:
             self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    def _handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet about clients that went away (a pooled keep-alive connection closed when its
+        client is collected, perhaps after this server stopped); the default report otherwise."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        socketserver.BaseServer.handle_error(self._httpd, request, client_address)
 
     def _pick_rule(self, prompt: str, temperature: float | None) -> Rule | None:
         with self.lock:
