@@ -207,9 +207,9 @@ def make_uqlm(llm: Any, model_path: str) -> Any:
     with mock.patch.object(uqlm_bert_module, "BERTScorer", embedded):
         uq = UqlmBlackBoxUQ(llm=llm, scorers=["bert_score"])
     inner = uq.scorer_objects["bert_score"].bert_scorer
-    assert (inner.model_type, inner.num_layers, inner.idf, inner.rescale_with_baseline) == (
-        model_path, LAYER, False, False
-    ), "uqlm's BERTScorer was not pointed at the embedded model"
+    got = (inner.model_type, inner.num_layers, inner.idf, inner.rescale_with_baseline)
+    if got != (model_path, LAYER, False, False):
+        raise RuntimeError(f"uqlm's BERTScorer was not pointed at the embedded model: {got}")
     return uq
 
 
