@@ -5,6 +5,10 @@ the temperature, so tests can check that every answer landed in its own prompt's
 scripted per prompt with :meth:`FakeOpenAIServer.add_rule`: an HTTP status (with ``Retry-After``),
 a hang, a malformed body, or extra latency, for the first ``times`` matching requests or for all.
 Every request is logged with its arrival time, so tests can count calls per time window.
+``answer`` replaces the scripted text with any function of (prompt, temperature), and
+``request_queue_size`` sets the listen backlog for bursts of hundreds of new connections (the
+standard library's default of 5 makes the kernel drop connection attempts beyond it, which clients
+then retry after a second).
 
 The server runs in a background thread, binds port 0 on the loopback interface only, and is
 stopped by the context manager (hung requests are released when it stops).
@@ -13,8 +17,11 @@ stopped by the context manager (hung requests are released when it stops).
 from __future__ import annotations
 
 import json
+import socketserver
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -71,8 +78,15 @@ class FakeOpenAIServer:
             llm = ChatOpenAI(base_url=server.base_url, api_key="test", model="fake")
     """
 
-    def __init__(self, default_latency: float = 0.0) -> None:
+    def __init__(
+        self,
+        default_latency: float = 0.0,
+        answer: Callable[[str, float | None], str] = answer_text,
+        request_queue_size: int | None = None,
+    ) -> None:
         self.default_latency = default_latency
+        self.answer = answer
+        self.request_queue_size = request_queue_size
         self.rules: list[Rule] = []
         self.log: list[RequestLog] = []
         self.lock = threading.Lock()
@@ -100,8 +114,17 @@ class FakeOpenAIServer:
 
     def __enter__(self) -> FakeOpenAIServer:
         handler = _make_handler(self)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+        if self.request_queue_size is not None:
+            self._httpd.request_queue_size = self.request_queue_size  # read by listen()
+        try:
+            self._httpd.server_bind()
+            self._httpd.server_activate()
+        except OSError:
+            self._httpd.server_close()
+            raise
         self._httpd.daemon_threads = True
+        self._httpd.handle_error = self._handle_error  # type: ignore[method-assign]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -115,6 +138,13 @@ class FakeOpenAIServer:
             self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    def _handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet about clients that went away (a pooled keep-alive connection closed when its
+        client is collected, perhaps after this server stopped); the default report otherwise."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        socketserver.BaseServer.handle_error(self._httpd, request, client_address)
 
     def _pick_rule(self, prompt: str, temperature: float | None) -> Rule | None:
         with self.lock:
@@ -187,7 +217,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if rule is not None and rule.malformed == "shape":
                 self._send(200, {"id": "x", "object": "chat.completion", "unexpected": True})
                 return
-            text = answer_text(prompt, temperature)
+            text = server.answer(prompt, temperature)
             self._send(
                 200,
                 {

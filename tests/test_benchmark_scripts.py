@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -74,4 +75,91 @@ def test_idf_summary_gives_k20_and_the_spread_over_the_k5_sets():
 def test_scripts_skip_cleanly_without_the_data(script, tmp_path, capsys):
     missing = tmp_path / "absent.jsonl"
     assert script.main(["--data", str(missing)]) == 0
+    assert "not found" in capsys.readouterr().out
+
+
+# bench_vs_uqlm.py: the pieces that need no uqlm run everywhere; the uqlm side where it is installed
+
+import asyncio  # noqa: E402
+
+import bench_vs_uqlm as vs  # noqa: E402
+
+
+def _passages() -> list:
+    return [
+        vs.Passage(
+            idx,
+            f"{name} was a painter born in {town}. {name} studied in Paris and taught for years.",
+            tuple(f"{name} was a {job} from {town}, known for work number {j}." for j in range(4)),
+        )
+        for idx, name, town, job in [
+            (11, "Anna Berg", "Oslo", "painter"),
+            (12, "Luis Ortega", "Seville", "sculptor"),
+        ]
+    ]
+
+
+def test_vs_uqlm_prompts_map_to_passages_and_samples_restart_after_reset():
+    passages = _passages()
+    prompts = vs.make_prompts(passages, 5)
+    assert len(prompts) == 5  # distinct texts, cycling over the passages
+    assert list(prompts.values()) == [passages[i % 2] for i in range(5)]
+    first = next(iter(prompts))
+    assert first == "This is a Wikipedia passage about concept 11:"
+    answers = vs.PassageAnswers(prompts)
+    assert answers(first, 0.0) == answers(first, None) == passages[0].response
+    samples = passages[0].samples
+    assert [answers(first, 1.0) for _ in range(5)] == [*samples, samples[0]]
+    answers.reset()
+    assert answers(first, 1.0) == samples[0]
+    assert answers("an unknown prompt", 0.0) == vs.PassageAnswers.UNKNOWN
+    # a run is judged by the multiset of its samples, in any order
+    assert answers.mismatches([first], [passages[0].response], [samples[1::-1]]) == 0
+    assert answers.mismatches([first], [passages[0].response], [samples[2:0:-1]]) == 1
+    assert answers.mismatches([first], [samples[0]], [samples[:2]]) == 1
+
+
+@pytest.mark.network
+def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
+    runs = asyncio.run(
+        vs.run_benchmark(_passages(), 3, 2, 1, [0.0], only="ours", log=lambda _: None)
+    )
+    assert [r.variant for r in runs] == [vs.OURS, vs.OURS_DEFAULT]
+    rows = vs.summarize(runs)
+    assert all(vs.checks(rows, 3, 2).values())
+    assert all(r.calls == 9 and r.answer_calls == 3 and r.max_in_flight >= 1 for r in runs)
+    assert vs.max_abs_diff(runs[0].scores, runs[1].scores) <= vs.TOLERANCE
+    report = vs.markdown(rows, vs.checks(rows, 3, 2), {
+        "versions": vs.versions(False), "prompts": 3, "samples": 2, "calls_per_run": 9,
+        "rounds": 1, "machine": "test",
+    })
+    assert "| 0 ms | uqlm-bert, BERTScore as uqlm |" in report
+
+
+@pytest.mark.network
+def test_vs_uqlm_script_writes_its_report(shared_data_dir, tmp_path, capsys):
+    args = ["--only", "ours", "--prompts", "2", "--samples", "2", "--rounds", "1",
+            "--latencies", "0", "--out", str(tmp_path)]
+    if vs.uqlm_available():
+        args[1] = "both"
+    assert vs.main([*args, "--data", str(shared_data_dir / "wikibio_gpt3_dev.jsonl")]) == 0
+    out = json.loads((tmp_path / "vs_uqlm.json").read_text())
+    assert all(out["checks"].values())
+    assert (tmp_path / "vs_uqlm.md").read_text() in capsys.readouterr().out
+
+
+@pytest.mark.network
+def test_vs_uqlm_uqlm_side_agrees(tmp_path):
+    pytest.importorskip("uqlm")
+    runs = asyncio.run(
+        vs.run_benchmark(_passages(), 2, 2, 1, [0.0], only="both", log=lambda _: None)
+    )
+    rows = vs.summarize(runs)
+    verdicts = vs.checks(rows, 2, 2)
+    assert all(verdicts.values()), verdicts
+    assert {r.variant for r in runs} == {vs.UQLM, vs.OURS, vs.OURS_DEFAULT}
+
+
+def test_vs_uqlm_skips_cleanly_without_the_data(tmp_path, capsys):
+    assert vs.main(["--data", str(tmp_path / "absent.jsonl"), "--out", str(tmp_path)]) == 0
     assert "not found" in capsys.readouterr().out

