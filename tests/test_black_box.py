@@ -350,7 +350,11 @@ def test_default_scorer_is_bert_score(bert_uq):
 
 
 def test_bert_score_confidence_is_the_mean_f1_against_present_samples(bert_uq, embedded_model_path):
+    """The default scorer is the reference package's BERTScore with the fixed idf weights: the
+    reference, given those weights as its idf dictionary, gives the same mean F1."""
     bert_score = pytest.importorskip("bert_score")
+    from uqlm_bert.bertscore.fixed_idf import embedded_idf, idf_mapping
+
     responses = ["The Eiffel Tower is in Paris.", "Water boils at 100 degrees Celsius."]
     samples = [
         ["The Eiffel Tower stands in Paris, France.", None, "It is located in Rome."],
@@ -358,17 +362,29 @@ def test_bert_score_confidence_is_the_mean_f1_against_present_samples(bert_uq, e
     ]
     got = bert_uq.score(responses, samples).data["bert_score"]
     engine = bert_uq.scorers[0].engine
+    assert engine.settings.idf == "auto"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reference = bert_score.BERTScorer(
-            model_type=embedded_model_path, num_layers=engine.num_layers
+            model_type=embedded_model_path, num_layers=engine.num_layers, idf=True
         )
+    reference._idf_dict = idf_mapping(embedded_idf())  # the weights, through its own idf path
     expected = []
     for r, ss in zip(responses, samples, strict=True):
         # each pair on its own: the reference's batch-independent answer
         f1 = [float(reference.score([r], [s])[2][0]) for s in ss if s is not None]
         expected.append(sum(f1) / len(f1))
     assert got == pytest.approx(expected, abs=1e-5)
+    # and without idf, plain BERTScore, as the reference computes it
+    plain = BlackBoxUQ(idf=False, show_progress_bars=False).score(responses, samples)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = bert_score.BERTScorer(model_type=embedded_model_path, num_layers=engine.num_layers)
+    expected = [
+        np.mean([float(reference.score([r], [s])[2][0]) for s in ss if s is not None])
+        for r, ss in zip(responses, samples, strict=True)
+    ]
+    assert plain.data["bert_score"] == pytest.approx(expected, abs=1e-5)
 
 
 async def test_bert_score_through_generation_matches_direct_scoring(bert_uq):

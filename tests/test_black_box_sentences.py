@@ -10,6 +10,7 @@ import pytest
 
 from uqlm_bert import BERTScorer, BlackBoxUQ
 from uqlm_bert.result import SentenceUQResult
+from uqlm_bert.scorers.bert import SCORER_DEFAULTS
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
     assert df["response_index"].tolist() == [0, 0]
     assert df["sentence"].tolist() == sentences[0]
 
-    engine = BERTScorer(show_progress_bars=False)  # same default settings as uq
+    engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)  # as uq's
     for k, sentence in enumerate(sentences[0]):
         per_sample = []
         for sample_sentences in samples[0]:
@@ -45,7 +46,7 @@ def test_precision_metric_and_missing_samples(uq):
     res = uq.score_sentences(["A cat sat. A dog ran."], [[None, "A cat sat on a mat."]],
                              metric="precision")
     df = res.to_df()
-    engine = BERTScorer(show_progress_bars=False)
+    engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
     expected = float(engine.score(["A cat sat."], ["A cat sat on a mat."])[0][0])
     assert df["bert_score"].iloc[0] == pytest.approx(expected, abs=1e-5)
     assert res.metadata["metric"] == "precision"

@@ -17,13 +17,15 @@ import pytest
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table, write_table
+from uqlm_bert.scorers.bert import SCORER_DEFAULTS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def reference_scorer() -> BERTScorer:
-    return BERTScorer(show_progress_bars=False)
+    """The engine with the ``bert_score`` scorer's default settings."""
+    return BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
 
 
 def expected_confidence(scorer: BERTScorer, response, samples) -> float:
@@ -113,7 +115,7 @@ def test_score_passes_bertscore_settings_to_the_engine(tmp_path, capsys):
             "--scorers", "bert_score_precision, bert_score"]  # fmt: skip
     code, _, stderr = run(argv, capsys)
     assert code == 0, stderr
-    layer3 = BERTScorer(num_layers=3, show_progress_bars=False)
+    layer3 = BERTScorer.from_settings(SCORER_DEFAULTS.replace(num_layers=3), show_progress_bars=False)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert list(records[0])[-3:] == ["bert_score_precision", "bert_score", "score_error"]
     for row, rec in zip(ROWS[:2], records, strict=True):

@@ -18,6 +18,7 @@ from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import MAX_NESTING, read_table
+from uqlm_bert.scorers.bert import SCORER_DEFAULTS
 
 #: A model that does not exist: a command that gets as far as loading it fails differently.
 NO_MODEL = ["--model-type", "/nonexistent/model-directory"]
@@ -41,7 +42,8 @@ ANSWERS = pd.DataFrame(
 
 @pytest.fixture(scope="module")
 def reference_scorer() -> BERTScorer:
-    return BERTScorer(show_progress_bars=False)
+    """The engine with the ``bert_score`` scorer's default settings."""
+    return BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
 
 
 def expected_confidence(scorer: BERTScorer, response: str, samples: list) -> float:

@@ -15,6 +15,7 @@ from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
+from uqlm_bert.scorers.bert import SCORER_DEFAULTS
 
 pytest.importorskip("langchain_openai")
 
@@ -83,7 +84,7 @@ def test_generate_and_score_from_a_text_file(tmp_path, capsys, server, monkeypat
     assert samples == [[answer_text(p, 0.75)] * 2 for p in df["prompt"]]
     assert "400" in df["error"][1] and df["error"][0] is None and df["error"][2] is None
 
-    scorer = BERTScorer(show_progress_bars=False)
+    scorer = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
     for i in (0, 2):
         assert float(df["bert_score"][i]) == pytest.approx(
             mean_f1(scorer, df["response"][i], samples[i]), abs=1e-6

@@ -219,7 +219,8 @@ def test_score_file_with_no_row_to_score_writes_the_failures_without_ray(tmp_pat
     assert back[ERROR_COLUMN].tolist() == frame[ERROR_COLUMN].tolist()
     assert frame[ERROR_COLUMN].tolist() == [
         "field 'response': missing (empty or null)",
-        "field 'sampled_responses': not a JSON list (Expecting value at column 2)",
+        "field 'sampled_responses': not a JSON list (Expecting value at column 2) nor a Python "
+        "list ('[' was never closed at column 1)",
     ]
 
 

@@ -91,7 +91,7 @@ class BlackBoxUQ:
             retried; 401/403 stop the run with :class:`~uqlm_bert.AuthenticationFailedError`.
         request_timeout: seconds one attempt may take before it counts as a timeout.
         show_progress_bars: progress bars for generation and scoring (terminal and notebook).
-        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings of the ``bert_score`` scorers (see :class:`~uqlm_bert.BERTScorer`); ``max_length`` counts tokens.
+        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings of the ``bert_score`` scorers (see :class:`~uqlm_bert.BERTScorer`). Their defaults are the engine's except ``idf="auto"``: fixed token weights from English word frequencies, which rank answers better and keep a prompt's score independent of the other prompts (``idf=False`` is plain BERTScore). ``max_length`` counts tokens.
         scorer_kwargs: further settings for the scorers (``exact_match_normalize``, ...); a
             setting no chosen scorer accepts is an error.
         retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in

@@ -132,7 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--device", help="cpu, cuda, cuda:1, mps, ... (default: cuda, mps, cpu)")
     group.add_argument("--batch-size", type=_positive_int, help="texts per forward pass")
     group.add_argument(
-        "--idf", action="store_true", help="idf-weight tokens (idf from the references of the run)"
+        "--idf",
+        nargs="?",
+        const="run",
+        choices=["fixed", "run", "off"],
+        help="token weights: fixed (the default of the bert_score scorers: idf from English "
+        "word frequencies, the same for every row), run (idf over the references of the run, "
+        "as bert_score computes it; also what a bare --idf means), off (plain BERTScore)",
     )
     group.add_argument(
         "--rescale-with-baseline",
@@ -581,10 +587,13 @@ def _bertscore_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "device": args.device,
         "batch_size": args.batch_size,
         "lang": args.lang,
-        "idf": True if args.idf else None,
+        "idf": _IDF_MODES[args.idf],
         "rescale_with_baseline": True if args.rescale_with_baseline else None,
     }
     return {k: v for k, v in kwargs.items() if v is not None}
+
+
+_IDF_MODES = {None: None, "fixed": "auto", "run": True, "off": False}
 
 
 def _checked_scorers(args: argparse.Namespace) -> list[str]:

@@ -33,7 +33,7 @@ __all__ = ["BERTScoreConsistency", "SCORER_DEFAULTS"]
 #: from :class:`~uqlm_bert.BERTScorer`'s (which match the reference package) in one way: idf
 #: weights come from the fixed table of general English, which ranks answers better and, unlike
 #: idf over the call's own samples, keeps a prompt's score independent of the other prompts.
-SCORER_DEFAULTS = BERTScoreSettings()
+SCORER_DEFAULTS = BERTScoreSettings(idf="auto")
 
 _COMPONENT = {"precision": 0, "recall": 1, "f1": 2}
 
