@@ -13,7 +13,7 @@
 #   2. uqlm-bert from this checkout, editable, with what the benchmark needs from its test extra:
 #      langchain-openai (the client both libraries call the server through), bert-score 0.3.13
 #      (the version uqlm-bert's parity tests pin; uqlm scores through it) and pytest, to run the
-#      benchmark's tests (tests/test_benchmark_scripts.py) with uqlm present.
+#      benchmark's tests (tests/integration/test_benchmark_scripts.py) with uqlm present.
 #   3. uqlm==0.6.7, keeping the httpx that step 2 installed (otherwise pip's resolver backtracks
 #      through old httpx source releases that no longer build). On Python < 3.13 uqlm pins
 #      numpy < 2 (and transformers < 5, sentence-transformers < 6, pandas < 3), so pip downgrades

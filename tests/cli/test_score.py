@@ -19,7 +19,7 @@ from uqlm_bert.cli import main
 from uqlm_bert.io import read_table, write_table
 from uqlm_bert.scorers.bert import SCORER_DEFAULTS
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

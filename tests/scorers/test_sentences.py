@@ -11,7 +11,7 @@ import pytest
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 from uqlm_bert.scorers.sentences import SENTENCE_COLUMNS, score_sentences, split_sentences
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 WIKIBIO = DATA / "wikibio_gpt3_dev.jsonl"
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import eval_combinations as combos  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import eval_calibration as ec  # noqa: E402
