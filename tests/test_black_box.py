@@ -420,3 +420,46 @@ async def test_idf_from_references_is_computed_over_the_whole_run():
     # idf over all samples at once: the same as scoring the finished run in one call
     direct = uq.score(result.data["responses"], result.data["sampled_responses"])
     assert result.data["bert_score"] == pytest.approx(direct.data["bert_score"], abs=1e-6)
+
+
+# --- settings: one object, read at every call ------------------------------------------------
+
+
+async def test_a_generation_setting_changed_after_construction_is_the_one_used():
+    llm = scripted(latency=0.01)
+    uq = BlackBoxUQ(llm, scorers=["token_jaccard"], show_progress_bars=False)
+    uq.sampling_temperature = 0.3
+    uq.max_concurrency = 2
+    result = await uq.generate_and_score(prompts_n(6), num_responses=2)
+    sample_temps = {c.temperature for c in llm.recorder.calls} - {0.25}
+    assert sample_temps == {0.3}  # what was sampled with ...
+    assert result.metadata["sampling_temperature"] == 0.3  # ... is what the result says
+    assert result.metadata["generation"]["max_concurrency"] == 2
+    assert llm.recorder.max_in_flight == 2 and result.metadata["calls"]["max_in_flight"] == 2
+    assert uq.generation.sampling_temperature == 0.3
+    with pytest.raises(ConfigurationError, match="sampling_temperature"):
+        uq.sampling_temperature = -1
+    assert uq.sampling_temperature == 0.3  # a refused value changes nothing
+
+
+def test_generation_settings_as_one_object_or_as_arguments_not_both():
+    from uqlm_bert import GenerationSettings
+
+    settings = GenerationSettings(max_concurrency=8, sampling_temperature=0.7)
+    uq = BlackBoxUQ(scripted(), scorers=["token_jaccard"], generation=settings)
+    assert uq.generation is settings and uq.max_concurrency == 8
+    with pytest.raises(ConfigurationError, match="not both"):
+        BlackBoxUQ(scripted(), scorers=["token_jaccard"], generation=settings, max_retries=1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"scorer_kwargs": {"num_layer": 2}}, r"'num_layer' .*did you mean 'num_layers'"),
+        ({"scorer_kwargs": {"idf_sent": ["a"]}}, r"'idf_sent' .*did you mean 'idf_sents'"),
+        ({"scorers": ["rouge_l"], "num_layers": 3}, r"'num_layers' for scorers rouge_l"),
+    ],
+)
+def test_a_setting_no_scorer_takes_is_refused_naming_it(kwargs, fragment):
+    with pytest.raises(ConfigurationError, match=fragment):
+        BlackBoxUQ(**{"scorers": ["bert_score"], **kwargs})

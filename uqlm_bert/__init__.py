@@ -27,8 +27,8 @@ from uqlm_bert.exceptions import (
     ConfigurationError,
     GenerationError,
     InputValidationError,
-    LLMCallError,
     ModelLoadError,
+    NotFittedError,
     ProviderUnreachableError,
     UQLMBertError,
 )
@@ -36,6 +36,7 @@ from uqlm_bert.exceptions import (
 if TYPE_CHECKING:
     from uqlm_bert.bertscore import BERTScorer, BERTScoreSettings
     from uqlm_bert.black_box import BlackBoxUQ
+    from uqlm_bert.calibration import ScoreCalibrator
     from uqlm_bert.generation.settings import GenerationSettings
     from uqlm_bert.result import UQResult
 
@@ -51,6 +52,7 @@ __getattr__, __dir__ = lazy_exports(
         "BERTScorer": "uqlm_bert.bertscore.engine",
         "BERTScoreSettings": "uqlm_bert.bertscore.settings",
         "GenerationSettings": "uqlm_bert.generation.settings",
+        "ScoreCalibrator": "uqlm_bert.calibration",
     },
 )
 
@@ -60,15 +62,16 @@ __all__ = [
     "BERTScorer",
     "BERTScoreSettings",
     "GenerationSettings",
+    "ScoreCalibrator",
     "UQLMBertError",
     "InputValidationError",
     "ConfigurationError",
     "ModelLoadError",
     "BaselineNotFoundError",
     "GenerationError",
-    "LLMCallError",
     "AuthenticationFailedError",
     "ProviderUnreachableError",
+    "NotFittedError",
     "CheckpointError",
     "__version__",
 ]

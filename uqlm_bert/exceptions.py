@@ -19,7 +19,6 @@ __all__ = [
     "ModelLoadError",
     "BaselineNotFoundError",
     "GenerationError",
-    "LLMCallError",
     "AuthenticationFailedError",
     "ProviderUnreachableError",
     "CheckpointError",
@@ -53,21 +52,6 @@ class BaselineNotFoundError(ConfigurationError):
 
 class GenerationError(UQLMBertError):
     """Generating responses from the LLM failed in a way that stops the whole run."""
-
-
-class LLMCallError(GenerationError):
-    """One LLM call failed for good (after any retries).
-
-    Attributes:
-        kind: a short machine-readable category (``"rate_limit"``, ``"server"``, ``"timeout"``,
-            ``"connection"``, ``"bad_request"``, ``"malformed"``, ``"other"``).
-        attempts: how many attempts were made.
-    """
-
-    def __init__(self, message: str, *, kind: str = "other", attempts: int = 1) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.attempts = attempts
 
 
 class AuthenticationFailedError(GenerationError):

@@ -235,3 +235,86 @@ def test_embedded_model_by_path_is_the_embedded_model(embedded_model_path, tiny_
     with pytest.warns(UserWarning, match="no published default layer"):
         other = BERTScorer(model_type=tiny_bert, show_progress_bars=False)
     assert other.num_layers == 3 and default.num_layers == MODEL_LAYERS[EMBEDDED_MODEL_NAME]
+
+
+# --- the one model cache ----------------------------------------------------------------------
+
+
+def test_clearing_the_cache_frees_a_model_nothing_else_holds():
+    import gc
+    import weakref
+
+    from uqlm_bert.bertscore import clear_model_cache
+    from uqlm_bert.scorers import build_scorer
+
+    clear_model_cache()
+    scorer = build_scorer("bert_score", num_layers=2, device="cpu")
+    scorer.score(["Paris is in France."], [["Paris is a French city."]])
+    model = weakref.ref(scorer.engine.encoder.model)
+    del scorer
+    gc.collect()
+    assert model() is not None  # still cached: the next scorer reuses it
+    clear_model_cache()
+    gc.collect()
+    assert model() is None
+
+
+def test_scoring_keeps_no_reference_to_the_texts():
+    import sys
+
+    from uqlm_bert.scorers import build_scorers, score_all
+
+    scorers = build_scorers(["bert_score", "bert_score_precision", "rouge_l"])
+    text = "A text no other test uses: " + "x" * 50
+    before = sys.getrefcount(text)
+    score_all(scorers, [text], [[text + " and more"]])
+    assert sys.getrefcount(text) == before
+
+
+def test_a_model_and_its_tokenizer_load_once_for_every_scorer_that_uses_them(monkeypatch):
+    from uqlm_bert.bertscore import clear_model_cache, models
+    from uqlm_bert.scorers import build_scorers
+
+    clear_model_cache()
+    loads = []
+    original = models._load_model
+    monkeypatch.setattr(models, "_load_model", lambda *a, **k: loads.append(a[3]) or original(*a, **k))
+    first = build_scorers(["bert_score", "bert_score_recall"], device="cpu")
+    second = build_scorers(["bert_score"], device="cpu")
+    assert loads == [MODEL_LAYERS["sentence-transformers/all-MiniLM-L6-v2"]]
+    assert first[0].engine.encoder.model is second[0].engine.encoder.model
+
+
+def test_lang_selects_the_model_as_the_reference_does():
+    from uqlm_bert.bertscore.models import resolve_model
+
+    assert resolve_model(None, "zh") == ("bert-base-chinese", "bert-base-chinese")
+    assert resolve_model(None, "de")[0] == "bert-base-multilingual-cased"
+    assert resolve_model(None, "en")[0] == "sentence-transformers/all-MiniLM-L6-v2"
+    # offline, a model that is not in the cache is a clear error naming it (not the English one)
+    with pytest.raises(ModelLoadError, match="bert-base-chinese"):
+        BERTScorer(lang="zh", show_progress_bars=False)
+
+
+def test_compute_baseline_loads_the_model_once_for_every_layer(tmp_path, tiny_bert, monkeypatch):
+    from uqlm_bert.bertscore import models
+
+    loads = []
+    original = models._load_model
+    monkeypatch.setattr(models, "_load_model", lambda *a, **k: loads.append(a[3]) or original(*a, **k))
+    models.clear_model_cache()
+    table = compute_baseline(SHORT + LONG, model_type=tiny_bert, num_pairs=10,
+                             show_progress_bars=False)  # fmt: skip
+    assert list(table["LAYER"]) == [0, 1, 2, 3] and loads == [3]
+
+
+def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):
+    from uqlm_bert.bertscore import models
+    from uqlm_bert.distributed.files import _run_wide_idf
+
+    def no_weights(*args, **kwargs):
+        raise AssertionError("the model's weights were loaded")
+
+    monkeypatch.setattr(models, "_load_model", no_weights)
+    kwargs = _run_wide_idf({"idf": True}, ["a cat", "a dog"], [["a cat sat", None], ["the dog"]])
+    assert isinstance(kwargs["idf"], dict) and len(kwargs["idf"]) > 3

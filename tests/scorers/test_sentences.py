@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -249,3 +250,15 @@ def test_caller_lists_are_not_mutated(our_scorer):
     given = [["x."], None, None, None]
     score_sentences(responses, samples, our_scorer, sentences=given)
     assert responses == RESPONSES and samples == SAMPLES and given == [["x."], None, None, None]
+
+
+def test_a_missing_list_of_samples_is_no_samples_for_sentences_too():
+    """A NaN where a list of samples belongs (as pandas writes a missing cell) scores NaN, as
+    BlackBoxUQ.score does, instead of failing with a TypeError."""
+    from uqlm_bert import BlackBoxUQ
+
+    uq = BlackBoxUQ(show_progress_bars=False)
+    assert math.isnan(uq.score(["A cat."], [float("nan")]).data["bert_score"][0])
+    df = uq.score_sentences(["A cat. A dog."], [float("nan")]).to_df()
+    assert df["sentence"].tolist() == ["A cat.", "A dog."]
+    assert df["bert_score"].isna().all()
