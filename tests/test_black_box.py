@@ -463,3 +463,22 @@ def test_generation_settings_as_one_object_or_as_arguments_not_both():
 def test_a_setting_no_scorer_takes_is_refused_naming_it(kwargs, fragment):
     with pytest.raises(ConfigurationError, match=fragment):
         BlackBoxUQ(**{"scorers": ["bert_score"], **kwargs})
+
+
+def test_the_default_scorer_gives_a_prompt_the_same_score_alone_or_among_ten_thousand():
+    """Fixed idf weights: a prompt's confidence does not depend on the other prompts scored with
+    it (idf over the call's samples, idf=True, does: the check can fail)."""
+    colours = ["red", "green", "blue", "black", "white", "yellow", "purple", "orange"]
+    pool = [f"The flag has {a} and {b} stripes." for a in colours for b in colours]
+    # 10,000 prompts and 20,000 pairs; texts repeat, so the model embeds about 130 of them
+    responses = [f"Flag {i % 64} is {colours[i % 8]} with {colours[i // 8 % 8]}." for i in range(10_000)]
+    samples = [[pool[i % len(pool)], pool[(i * 7) % len(pool)]] for i in range(10_000)]
+    target = ("The flag is red and white.", ["It has red and white stripes.", "Red, blue and white."])
+    uq = BlackBoxUQ(show_progress_bars=False)
+    alone = uq.score([target[0]], [target[1]]).data["bert_score"][0]
+    among = uq.score([*responses, target[0]], [*samples, target[1]]).data["bert_score"][-1]
+    assert among == pytest.approx(alone, abs=1e-6)
+    call_idf = BlackBoxUQ(idf=True, show_progress_bars=False)
+    alone = call_idf.score([target[0]], [target[1]]).data["bert_score"][0]
+    among = call_idf.score(responses[:500] + [target[0]], samples[:500] + [target[1]])
+    assert abs(among.data["bert_score"][-1] - alone) > 1e-3

@@ -23,10 +23,13 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,9 +38,10 @@ from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy
 from uqlm_bert.generation.settings import GenerationSettings
-from uqlm_bert.inputs import scoring_lists
+from uqlm_bert.inputs import ScoringInputs, scoring_lists
 from uqlm_bert.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer, score_all
+from uqlm_bert.scorers.best import ORIGINAL, best_of
 from uqlm_bert.scorers.registry import build_scorers, scorer_spec
 
 if TYPE_CHECKING:
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["BlackBoxUQ"]
 
 CheckpointArg = "str | os.PathLike[str] | Checkpoint | None"
+_RETURN_RESPONSES = ("all", "raw", "postprocessed")
 
 
 class _GenerationField:
@@ -102,6 +107,23 @@ class BlackBoxUQ:
         generation: all the generation settings as one
             :class:`~uqlm_bert.generation.settings.GenerationSettings`; the arguments above then
             must keep their defaults.
+        use_best: return as each prompt's answer the candidate (original answer or sample) that
+            agrees most with the others, scored against them (see
+            :mod:`uqlm_bert.scorers.best`); the result says which was chosen
+            (``best_response_index``: -1 the original) and keeps the original in
+            ``original_responses``. Off by default.
+        postprocessor: a function applied to every answer and sample before scoring (to strip
+            formatting, say); the texts it returns are what is scored.
+        return_responses: with a postprocessor, which texts the result holds: ``"all"``
+            (the postprocessed ones, and the raw ones in ``raw_responses`` and
+            ``raw_sampled_responses``), ``"raw"`` or ``"postprocessed"``.
+        verbose: progress bars on, and the package's INFO log lines (retries, resumes) on
+            stderr during each call.
+        sentence_transformer: the ``cosine_sim`` scorer's model (its name in other libraries);
+            the default is the embedded all-MiniLM-L6-v2.
+        nli_model_name, nli_batch_size, use_n_param, structured_response, output_extractor:
+            arguments of uqlm's ``BlackBoxUQ`` that need what this package does not have; giving
+            one raises :class:`~uqlm_bert.ConfigurationError` saying what to use instead.
 
     The generation settings are kept as one frozen :attr:`generation` object, read at every
     call: changing one (``uq.sampling_temperature = 0.3``) changes what the next call does and
@@ -147,7 +169,30 @@ class BlackBoxUQ:
         rate_limit_period: float = 60.0,
         score_batch_size: int = 256,
         generation: GenerationSettings | None = None,
+        use_best: bool = False,
+        postprocessor: Callable[[str], str] | None = None,
+        return_responses: str = "all",
+        verbose: bool = False,
+        sentence_transformer: str | None = None,
+        nli_model_name: str | None = None,
+        nli_batch_size: int | None = None,
+        use_n_param: bool = False,
+        structured_response: Any = None,
+        output_extractor: Callable[[Any], str] | None = None,
     ) -> None:
+        _refuse_what_needs_another_model(
+            nli_model_name, nli_batch_size, use_n_param, structured_response, output_extractor
+        )
+        if return_responses not in _RETURN_RESPONSES:
+            raise ConfigurationError(
+                f"return_responses must be one of {', '.join(_RETURN_RESPONSES)}, got "
+                f"{return_responses!r}"
+            )
+        if postprocessor is not None and not callable(postprocessor):
+            raise ConfigurationError(
+                f"postprocessor must be a function from text to text, got "
+                f"{type(postprocessor).__name__}"
+            )
         if (
             isinstance(score_batch_size, bool)
             or not isinstance(score_batch_size, int)
@@ -208,7 +253,15 @@ class BlackBoxUQ:
                 f"{', '.join(overlap)} given both as an argument and in scorer_kwargs; give it once"
             )
         self._scorer_settings.update(scorer_kwargs or {})
+        if _uses_sentence_transformer(sentence_transformer, scorers):
+            self._scorer_settings["sentence_transformer"] = sentence_transformer
         self.scorers: list[Scorer] = build_scorers(scorers, **self._scorer_settings)
+        self.use_best = bool(use_best)
+        self.postprocessor = postprocessor
+        self.return_responses = return_responses
+        self.verbose = bool(verbose)
+        if self.verbose:
+            self.show_progress_bars = True
         self.last_generation: GenerationResult | None = None
         self._runner = EventLoopThread()
         weakref.finalize(self, self._runner.close)
@@ -452,21 +505,20 @@ class BlackBoxUQ:
         show = self._show(show_progress_bars)
         inputs = scoring_lists(responses, sampled_responses, prompts)
         started = time.perf_counter()
-        scores = score_all(self.scorers, inputs, show_progress_bars=show)
+        processed = self._postprocess(inputs.responses, inputs.samples)
+        with _verbose_logging(self.verbose):
+            scored = _score_rows(self.scorers, processed, self.use_best, show)
         elapsed = time.perf_counter() - started
         n = len(inputs)
-        data: dict[str, Any] = {
-            "prompts": list(prompts) if prompts is not None else [None] * n,
-            "responses": list(inputs.responses),
-            "sampled_responses": [list(s) for s in inputs.samples],
-        }
-        data.update({name: _as_floats(v) for name, v in scores.items()})
+        data: dict[str, Any] = {"prompts": list(prompts) if prompts is not None else [None] * n}
+        data.update(self._response_fields(inputs, processed, scored.best))
+        data.update({name: _as_floats(v) for name, v in scored.scores.items()})
         data["response_errors"] = [None] * n
         data["sample_errors"] = [[None] * len(s) for s in inputs.samples]
         metadata = {
             "num_prompts": n,
             "num_responses": max((len(s) for s in inputs.samples), default=0),
-            "scorers": self.scorer_names,
+            **self._scoring_metadata(),
             "timings": {"scoring_s": elapsed, "total_s": elapsed},
         }
         return UQResult(data, metadata)
@@ -495,13 +547,25 @@ class BlackBoxUQ:
         show_progress_bars: bool | None,
         checkpoint: CheckpointArg,
     ) -> UQResult:
+        with _verbose_logging(self.verbose):
+            return await self._run(prompts, num_responses, show_progress_bars, checkpoint)
+
+    async def _run(
+        self,
+        prompts: Sequence[Any],
+        num_responses: int,
+        show_progress_bars: bool | None,
+        checkpoint: CheckpointArg,
+    ) -> UQResult:
         from uqlm_bert.generation.prompts import validate_prompts
 
         show = self._show(show_progress_bars)
         generator = self._generator()
         items = validate_prompts(prompts)
         started = time.perf_counter()
-        pipeline = _ScoringPipeline(self.scorers, len(items), self.score_batch_size, show)
+        pipeline = _ScoringPipeline(
+            self.scorers, len(items), self.score_batch_size, show, self.use_best, self._postprocess
+        )
         pipeline.start()
         try:
             generation = await generator.generate(
@@ -512,7 +576,7 @@ class BlackBoxUQ:
                 show_progress_bars=show,
             )
             generated = time.perf_counter()
-            scores = await pipeline.finish(generation)
+            scored = await pipeline.finish(generation)
         except BaseException:
             await pipeline.abort()
             raise
@@ -524,34 +588,35 @@ class BlackBoxUQ:
             "scoring_after_generation_s": finished - generated,
             "total_s": finished - started,
         }
-        return self._result(generation, scores, num_responses, timings, checkpoint)
+        return self._result(generation, scored, num_responses, timings, checkpoint)
 
     def _result(
         self,
         generation: GenerationResult,
-        scores: dict[str, np.ndarray],
+        scored: _Scored,
         num_responses: int,
         timings: dict[str, float],
         checkpoint: Any,
     ) -> UQResult:
         from uqlm_bert.generation.caller import llm_description, llm_temperature
 
-        data: dict[str, Any] = {
-            "prompts": list(generation.prompts),
-            "responses": list(generation.responses),
-            "sampled_responses": [list(s) for s in generation.sampled_responses],
-        }
-        data.update({name: _as_floats(scores[name]) for name in self.scorer_names})
+        raw = ScoringInputs(
+            list(generation.responses), [list(s) for s in generation.sampled_responses]
+        )
+        processed = self._postprocess(raw.responses, raw.samples)
+        data: dict[str, Any] = {"prompts": list(generation.prompts)}
+        data.update(self._response_fields(raw, processed, scored.best))
+        data.update({name: _as_floats(scored.scores[name]) for name in self.scorer_names})
         data["response_errors"] = list(generation.response_errors)
         data["sample_errors"] = [list(e) for e in generation.sample_errors]
-        first = np.asarray(scores[self.scorer_names[0]], dtype=np.float64)
+        first = np.asarray(scored.scores[self.scorer_names[0]], dtype=np.float64)
         path = getattr(checkpoint, "path", checkpoint)
         metadata = {
             "num_prompts": len(generation.prompts),
             "num_responses": num_responses,
             "temperature": llm_temperature(self.llm),
             "sampling_temperature": self.generation.sampling_temperature,
-            "scorers": self.scorer_names,
+            **self._scoring_metadata(),
             "llm": llm_description(self.llm),
             "generation": self.generation.describe(),
             "calls": generation.stats.as_dict(),
@@ -563,6 +628,70 @@ class BlackBoxUQ:
             "checkpoint": None if path is None else os.fspath(path),
         }
         return UQResult(data, metadata)
+
+    def _postprocess(
+        self, responses: list[str | None], samples: list[list[str | None]]
+    ) -> ScoringInputs:
+        """The texts the scorers see: the answers as given, or as ``postprocessor`` returns them."""
+        fn = self.postprocessor
+        if fn is None:
+            return ScoringInputs(responses, samples)
+
+        def apply(text: str | None, where: str) -> str | None:
+            if text is None:
+                return None
+            try:
+                out = fn(text)
+            except Exception as exc:
+                raise ConfigurationError(f"postprocessor failed on {where}: {exc!r}") from exc
+            if not isinstance(out, str):
+                raise ConfigurationError(
+                    f"postprocessor returned a {type(out).__name__} for {where}; it must "
+                    "return a string"
+                )
+            return out
+
+        return ScoringInputs(
+            [apply(r, f"responses[{i}]") for i, r in enumerate(responses)],
+            [
+                [apply(x, f"sampled_responses[{i}][{j}]") for j, x in enumerate(group)]
+                for i, group in enumerate(samples)
+            ],
+        )
+
+    def _response_fields(
+        self, raw: ScoringInputs, processed: ScoringInputs, best: list[int] | None
+    ) -> dict[str, Any]:
+        """The answer fields of a result: what was generated, postprocessed and chosen."""
+        shown = raw if self.postprocessor is not None and self.return_responses == "raw" else processed
+        fields: dict[str, Any] = {
+            "responses": list(shown.responses),
+            "sampled_responses": [list(s) for s in shown.samples],
+        }
+        if self.postprocessor is not None and self.return_responses == "all":
+            fields["raw_responses"] = list(raw.responses)
+            fields["raw_sampled_responses"] = [list(s) for s in raw.samples]
+        if best is not None:
+            fields["original_responses"] = fields["responses"]
+            fields["responses"] = [
+                orig if k == ORIGINAL else shown.samples[i][k]
+                for i, (k, orig) in enumerate(zip(best, shown.responses, strict=True))
+            ]
+            fields["best_response_index"] = list(best)
+        return fields
+
+    def _scoring_metadata(self) -> dict[str, Any]:
+        """What every result says about how it was scored."""
+        defaults = {
+            s.name: s.default_threshold for s in self.scorers if s.default_threshold is not None
+        }
+        meta: dict[str, Any] = {"scorers": self.scorer_names, "default_thresholds": defaults}
+        if self.use_best:
+            meta["use_best"] = True
+        if self.postprocessor is not None:
+            meta["postprocessor"] = getattr(self.postprocessor, "__name__", repr(self.postprocessor))
+            meta["return_responses"] = self.return_responses
+        return meta
 
     def _generator(self) -> Any:
         from uqlm_bert.generation.generator import ResponseGenerator
@@ -598,10 +727,25 @@ class _ScoringPipeline:
     #: Wait this long for more finished prompts before scoring a small batch.
     GATHER_S = 0.2
 
-    def __init__(self, scorers: list[Scorer], n: int, max_batch: int, show: bool) -> None:
-        self.overlapped = [s for s in scorers if s.batch_invariant]
-        self.deferred = [s for s in scorers if not s.batch_invariant]
+    def __init__(
+        self,
+        scorers: list[Scorer],
+        n: int,
+        max_batch: int,
+        show: bool,
+        use_best: bool = False,
+        postprocess: Callable[[list[str | None], list[list[str | None]]], ScoringInputs]
+        | None = None,
+    ) -> None:
+        # best-of needs every scorer on the same candidates: all run together, at the end if
+        # one of them depends on the whole batch
+        invariant = all(s.batch_invariant for s in scorers)
+        self.overlapped = [s for s in scorers if s.batch_invariant and (invariant or not use_best)]
+        self.deferred = [s for s in scorers if s not in self.overlapped]
         self.scores = {s.name: np.full(n, np.nan) for s in scorers}
+        self.best: list[int] | None = [ORIGINAL] * n if use_best else None
+        self._use_best = use_best
+        self._postprocess = postprocess or ScoringInputs
         self.busy_seconds = 0.0
         self._n = n
         self._max_batch = max_batch
@@ -628,7 +772,7 @@ class _ScoringPipeline:
             raise self._task.exception()  # type: ignore[misc]
         self._queue.put_nowait((index, response, samples))
 
-    async def finish(self, generation: GenerationResult) -> dict[str, np.ndarray]:
+    async def finish(self, generation: GenerationResult) -> _Scored:
         if self._task is not None and self._queue is not None:
             self._queue.put_nowait(None)
             try:
@@ -640,10 +784,10 @@ class _ScoringPipeline:
                 self._score,
                 self.deferred,
                 list(range(self._n)),
-                generation.responses,
-                generation.sampled_responses,
+                list(generation.responses),
+                [list(s) for s in generation.sampled_responses],
             )
-        return self.scores
+        return _Scored(self.scores, self.best)
 
     async def abort(self) -> None:
         if self._task is not None and not self._task.done():
@@ -680,13 +824,37 @@ class _ScoringPipeline:
             self._bar.update(len(batch))
 
     def _score(
-        self, scorers: list[Scorer], indices: list[int], responses: Any, samples: Any
+        self,
+        scorers: list[Scorer],
+        indices: list[int],
+        responses: list[str | None],
+        samples: list[list[str | None]],
     ) -> None:
         started = time.perf_counter()
-        values = score_all(scorers, list(responses), [list(s) for s in samples])
-        for name, v in values.items():
-            self.scores[name][indices] = v
+        scored = _score_rows(scorers, self._postprocess(responses, samples), self._use_best)
+        for name, values in scored.scores.items():
+            self.scores[name][indices] = values
+        if self.best is not None and scored.best is not None:
+            for i, k in zip(indices, scored.best, strict=True):
+                self.best[i] = k
         self.busy_seconds += time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """Scores of a run, and with ``use_best`` the candidate chosen for each prompt."""
+
+    scores: dict[str, np.ndarray]
+    best: list[int] | None
+
+
+def _score_rows(
+    scorers: list[Scorer], inputs: ScoringInputs, use_best: bool, show: bool = False
+) -> _Scored:
+    if not use_best:
+        return _Scored(score_all(scorers, inputs, show_progress_bars=show), None)
+    best = best_of(scorers, inputs, show_progress_bars=show)
+    return _Scored(best.scores, best.index)
 
 
 def _failure_metadata(generation: GenerationResult) -> dict[str, Any]:
@@ -728,3 +896,71 @@ def _warn_failures(metadata: dict[str, Any], stacklevel: int) -> None:
 
 def _as_floats(values: Any) -> list[float]:
     return [float(v) for v in np.asarray(values, dtype=np.float64)]
+
+
+def _refuse_what_needs_another_model(
+    nli_model_name: Any,
+    nli_batch_size: Any,
+    use_n_param: Any,
+    structured_response: Any,
+    output_extractor: Any,
+) -> None:
+    """Arguments of other uncertainty libraries' ``BlackBoxUQ`` that need what this package does
+    not have: refused with what to do instead, never silently ignored."""
+    if nli_model_name is not None or nli_batch_size is not None:
+        raise ConfigurationError(
+            "nli_model_name and nli_batch_size configure an NLI model, which this package does "
+            "not use: its scorers (bert_score, cosine_sim, rouge_l, bleu, exact_match) need no "
+            "NLI model. Remove the argument; scorers=['bert_score'] is the closest measure of "
+            "agreement between the answer and its samples"
+        )
+    if use_n_param:
+        raise ConfigurationError(
+            "use_n_param=True is not supported: each sample is its own call, so a failed "
+            "sample never costs the others, and calls in flight adapt to the provider, which "
+            "gives the speed the n parameter was for. Remove the argument"
+        )
+    if structured_response is not None or output_extractor is not None:
+        raise ConfigurationError(
+            "structured_response and output_extractor are not supported: the scorers compare "
+            "texts. Ask the model for text, or turn its structured replies into text with "
+            "postprocessor=..."
+        )
+
+
+def _uses_sentence_transformer(name: str | None, scorers: Any) -> bool:
+    """Whether ``sentence_transformer`` (the ``cosine_sim`` scorer's model, by other libraries'
+    name) goes to a scorer; naming the default model with no ``cosine_sim`` is harmless."""
+    if name is None:
+        return False
+    names = [scorers] if isinstance(scorers, str) else list(scorers or ["bert_score"])
+    if "cosine_sim" in names:
+        return True
+    from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME
+
+    if name != EMBEDDED_MODEL_NAME:
+        raise ConfigurationError(
+            f"sentence_transformer={name!r} is the cosine_sim scorer's model, and cosine_sim is "
+            "not among the scorers; add it to scorers, or remove the argument"
+        )
+    return False
+
+
+@contextlib.contextmanager
+def _verbose_logging(enabled: bool) -> Iterator[None]:
+    """With ``verbose=True``: the package's INFO log lines (retries, resumes, loads) on stderr,
+    for the duration of the call only."""
+    if not enabled:
+        yield
+        return
+    logger = logging.getLogger("uqlm_bert")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("uqlm-bert: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

@@ -27,14 +27,24 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from uqlm_bert.exceptions import InputValidationError
+from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 
 if TYPE_CHECKING:
     from uqlm_bert.calibration import ScoreCalibrator
 
 __all__ = ["UQResult", "SentenceUQResult"]
 
-_LIST_FIELDS = ("prompts", "responses", "sampled_responses", "response_errors", "sample_errors")
+_LIST_FIELDS = (
+    "prompts",
+    "responses",
+    "sampled_responses",
+    "response_errors",
+    "sample_errors",
+    "raw_responses",
+    "raw_sampled_responses",
+    "original_responses",
+    "best_response_index",
+)
 
 
 class UQResult:
@@ -80,9 +90,20 @@ class UQResult:
     def to_df(self) -> pd.DataFrame:
         """One row per prompt, in input order.
 
-        Columns: ``prompt``, ``response``, ``sampled_responses``, one per scorer, then ``error``
-        (why the original response is missing, else None), ``sample_errors`` (one entry per
-        sample, None where it arrived) and ``num_failed_samples``.
+        Columns: ``prompt`` (for a prompt given as chat messages, the text of its last user
+        message), ``response``, ``sampled_responses``, one per scorer, then, where they apply,
+        ``raw_response`` and ``raw_sampled_responses`` (before the postprocessor),
+        ``original_response`` and ``best_response_index`` (with ``use_best``: -1 when the
+        original answer was kept, else the sample chosen), ``prompt_messages`` (the prompts as
+        given, when some are message lists), then ``error`` (why the original response is
+        missing, else None), ``sample_errors`` (one entry per sample, None where it arrived)
+        and ``num_failed_samples``.
+
+        Example:
+            >>> r = UQResult({"prompts": [[("system", "Be brief."), ("human", "2+2?")]],
+            ...               "bert_score": [0.9]})
+            >>> r.to_df()["prompt"].tolist()
+            ['2+2?']
         """
         n = len(self)
         resp_errors = self.data.get("response_errors") or [None] * n
@@ -90,13 +111,20 @@ class UQResult:
         samples = self.data.get("sampled_responses") or [[] for _ in range(n)]
         if sample_errors is None:
             sample_errors = [[None] * len(s) for s in samples]
+        prompts = list(self.data.get("prompts") or [None] * n)
         columns: dict[str, Any] = {
-            "prompt": list(self.data.get("prompts") or [None] * n),
+            "prompt": [prompt_text(p) for p in prompts],
             "response": list(self.data.get("responses") or [None] * n),
             "sampled_responses": [list(s) for s in samples],
         }
         for name in self.scorers:
             columns[name] = np.asarray(self.data[name], dtype=np.float64)
+        for field, column in _EXTRA_COLUMNS:
+            if self.data.get(field) is not None:
+                values = self.data[field]
+                columns[column] = [list(v) if isinstance(v, list) else v for v in values]
+        if any(not isinstance(p, str) and p is not None for p in prompts):
+            columns["prompt_messages"] = prompts
         columns["error"] = [None if e is None else str(e) for e in resp_errors]
         columns["sample_errors"] = [
             [None if e is None else str(e) for e in errs] for errs in sample_errors
@@ -112,11 +140,15 @@ class UQResult:
             index=index,
         )
 
-    def filter(self, threshold: float, scorer: str | None = None, keep: str = "above") -> UQResult:
+    def filter(
+        self, threshold: float | None = None, scorer: str | None = None, keep: str = "above"
+    ) -> UQResult:
         """The rows on one side of a confidence threshold, as a new result.
 
         Args:
-            threshold: the confidence cut-off.
+            threshold: the confidence cut-off; ``None`` is the scorer's default threshold (for
+                ``bert_score`` at its default settings,
+                :data:`~uqlm_bert.scorers.bert.DEFAULT_THRESHOLD`).
             scorer: whose confidence to use (default: the first scorer).
             keep: ``"above"`` keeps rows with confidence >= ``threshold``; ``"below"`` keeps
                 the others: confidence < ``threshold`` or NaN (no samples to judge by). The two
@@ -127,6 +159,7 @@ class UQResult:
             >>> r.filter(0.5, keep="below").data["prompts"]
             ['b']
         """
+        threshold = self.threshold(scorer) if threshold is None else threshold
         low = self._below(threshold, scorer)
         if keep not in ("above", "below"):
             raise InputValidationError(f"keep must be 'above' or 'below', got {keep!r}")
@@ -140,17 +173,65 @@ class UQResult:
         }
         return UQResult(data, metadata, index=[self._index[i] for i in rows])
 
-    def flag(self, threshold: float, scorer: str | None = None) -> pd.DataFrame:
+    def flag(self, threshold: float | None = None, scorer: str | None = None) -> pd.DataFrame:
         """:meth:`to_df` with a ``flagged`` column: confidence below ``threshold``, or NaN.
+
+        ``threshold=None`` is the scorer's default threshold (see :meth:`threshold`).
 
         Example:
             >>> r = UQResult({"prompts": ["a", "b"], "bert_score": [0.9, 0.2]})
             >>> r.flag(0.5)["flagged"].tolist()
             [False, True]
         """
+        threshold = self.threshold(scorer) if threshold is None else threshold
         df = self.to_df()
         df["flagged"] = self._below(threshold, scorer)
         return df
+
+    def threshold(self, scorer: str | None = None) -> float:
+        """The default threshold of ``scorer`` (default: the first scorer) for this result.
+
+        Only ``bert_score`` at its default settings has one
+        (:data:`~uqlm_bert.scorers.bert.DEFAULT_THRESHOLD`, chosen on labelled data);
+        ``metadata["default_thresholds"]`` lists it.
+
+        Raises:
+            ConfigurationError: the scorer has no default threshold: pass one, chosen on
+                your own labelled answers with :func:`uqlm_bert.evaluation.choose_threshold`.
+
+        Example:
+            >>> r = UQResult({"prompts": ["a"], "bert_score": [0.9]},
+            ...              {"scorers": ["bert_score"], "default_thresholds": {"bert_score": 0.72}})
+            >>> r.threshold()
+            0.72
+        """
+        name, _ = self._scores(scorer)
+        value = self.metadata.get("default_thresholds", {}).get(name)
+        if value is None:
+            raise ConfigurationError(
+                f"the scorer {name!r} has no default threshold here (one exists only for "
+                "bert_score at its default settings); pass threshold=..., chosen on labelled "
+                "answers with uqlm_bert.evaluation.choose_threshold(scores, labels, "
+                "flag_when='below')"
+            )
+        return float(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as plain data: ``{"data": ..., "metadata": ...}``, as uqlm's results give
+        it, with the failures as text (ready for ``json.dump``).
+
+        Example:
+            >>> UQResult({"prompts": ["q"], "bert_score": [0.5]}).to_dict()["data"]
+            {'prompts': ['q'], 'bert_score': [0.5]}
+        """
+        data: dict[str, Any] = {}
+        for key, values in self.data.items():
+            if key in ("response_errors", "sample_errors") and values is not None:
+                values = _errors_as_text(values)
+            elif isinstance(values, np.ndarray):
+                values = values.tolist()
+            data[key] = list(values) if values is not None else None
+        return {"data": data, "metadata": copy.deepcopy(self.metadata)}
 
     def calibrate(self, calibrator: ScoreCalibrator, scorer: str | None = None) -> UQResult:
         """A new result with each row's probability of being correct, from a fitted calibrator.
@@ -317,6 +398,49 @@ class UQResult:
             )
         values = np.asarray(self.data[name], dtype=np.float64)
         return [bool(np.isnan(v) or v < threshold) for v in values]
+
+
+#: Optional data fields and the columns :meth:`UQResult.to_df` shows them in.
+_EXTRA_COLUMNS = (
+    ("raw_responses", "raw_response"),
+    ("raw_sampled_responses", "raw_sampled_responses"),
+    ("original_responses", "original_response"),
+    ("best_response_index", "best_response_index"),
+)
+
+
+def prompt_text(prompt: Any) -> str | None:
+    """A prompt as a person reads it: the string, or the text of the last user message of a
+    list of chat messages (LangChain messages, ``(role, text)`` pairs or ``{"role", "content"}``
+    dicts).
+
+    Example:
+        >>> prompt_text([("system", "Be brief."), ("human", "Capital of Peru?")])
+        'Capital of Peru?'
+    """
+    if prompt is None or isinstance(prompt, str):
+        return prompt
+    try:
+        from langchain_core.messages import convert_to_messages
+
+        messages = convert_to_messages(prompt)
+    except Exception:  # noqa: BLE001 - not messages: shown as it is
+        return str(prompt)
+    chosen = next((m for m in reversed(messages) if m.type == "human"), None)
+    if chosen is None:
+        chosen = messages[-1] if messages else None
+    if chosen is None:
+        return ""
+    text = chosen.text  # a property (a str) in recent langchain-core, a method before
+    return str(text) if isinstance(text, str) else text()
+
+
+def _errors_as_text(values: Any) -> list[Any]:
+    return [
+        [None if e is None else str(e) for e in v] if isinstance(v, list) else
+        (None if v is None else str(v))
+        for v in values
+    ]
 
 
 def _column_dtype(name: str, scorers: list[str]) -> Any:

@@ -25,6 +25,7 @@ import ast
 import asyncio
 import doctest
 import importlib
+import json
 import linecache
 import os
 import pkgutil
@@ -319,3 +320,43 @@ def test_markdown_code_blocks_run(page, llm_server, embedded_model_path, tmp_pat
             pytest.fail(_block_failure(block, exc), pytrace=False)
         ran += 1
     assert ran > 0
+
+
+# The calls a threshold goes to, with a number written in them.
+_THRESHOLD_USES = re.compile(
+    r"(?:\.flag|\.filter|plot_threshold|\.plot_threshold)\(\s*(?:[a-z_\[\]\"']+,\s*)?"
+    r"(?P<number>\d*\.\d+)|threshold\s*=\s*(?P<kw>\d*\.\d+)|--threshold[ =](?P<cli>\d*\.\d+)"
+)
+
+
+def _texts_that_show_thresholds() -> list[tuple[str, str]]:
+    """README, every docs page, the quickstart and the notebooks' code cells."""
+    out = [("README.md", (REPO_ROOT / "README.md").read_text(encoding="utf-8"))]
+    out += [(str(p.relative_to(REPO_ROOT)), p.read_text(encoding="utf-8")) for p in _doc_pages()]
+    out += [
+        (str(p.relative_to(REPO_ROOT)), p.read_text(encoding="utf-8"))
+        for p in (REPO_ROOT / "uqlm_bert" / "examples").glob("*.py")
+    ]
+    for nb in (REPO_ROOT / "notebooks").glob("*.ipynb"):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        out.append((str(nb.relative_to(REPO_ROOT)), code))
+    return out
+
+
+def test_every_example_uses_the_one_default_threshold_for_the_default_scorer():
+    """A number written as the default scorer's threshold anywhere a user reads is the default
+    threshold; lines about another scorer, a probability or a precision target are theirs."""
+    from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD
+
+    found = []
+    for name, text in _texts_that_show_thresholds():
+        for line in text.splitlines():
+            if any(k in line for k in ("scorer=", "probability", "target_precision", "precision=")):
+                continue
+            for m in _THRESHOLD_USES.finditer(line):
+                value = float(m.group("number") or m.group("kw") or m.group("cli"))
+                found.append((name, line.strip(), value))
+    assert len(found) >= 3  # the scan sees the examples
+    wrong = [f for f in found if f[2] != DEFAULT_THRESHOLD]
+    assert not wrong, f"thresholds other than {DEFAULT_THRESHOLD}: {wrong}"

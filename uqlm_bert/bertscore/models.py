@@ -146,7 +146,8 @@ def resolve_model(model_type: str | os.PathLike[str] | None, lang: str = "en") -
     """Map ``model_type`` (or, when it is None, ``lang``) to ``(name, location)``.
 
     ``name`` keys the layer table and the baseline files; ``location`` is what transformers
-    loads (a hub name or a local directory).
+    loads (a hub name or a local directory). The embedded model's hub name loads the copy
+    shipped in the installed package, with no network.
 
     Example:
         >>> resolve_model(None)[0]
@@ -164,6 +165,8 @@ def resolve_model(model_type: str | os.PathLike[str] | None, lang: str = "en") -
             f"model_type must be a Hugging Face model name or a local path, got {model_type!r}"
         )
     location = os.fspath(model_type)
+    if location == EMBEDDED_MODEL_NAME:  # its hub name: the copy shipped in the package
+        return EMBEDDED_MODEL_NAME, _embedded_path()
     if _is_embedded_dir(location):
         return EMBEDDED_MODEL_NAME, location
     return _table_name(location), location

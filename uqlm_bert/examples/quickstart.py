@@ -1,6 +1,6 @@
 """Score the shipped example answers and flag the ones their samples do not support.
 
-    python -m uqlm_bert.examples.quickstart [--threshold 0.78] [--quiet]
+    python -m uqlm_bert.examples.quickstart [--threshold T] [--quiet]
 
 Runs on the embedded model, with no network and no LLM: the answers and samples are in the
 package (``uqlm_bert/examples/answers.jsonl``).
@@ -17,8 +17,9 @@ from uqlm_bert.examples import load_example_answers
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threshold", type=float, default=0.78,
-                        help="flag answers whose confidence is below this (default 0.78)")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="flag answers whose confidence is below this (default: the default "
+                        "scorer's default threshold, 0.72)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
 
@@ -29,12 +30,13 @@ def main(argv: list[str] | None = None) -> int:
         [r["sampled_responses"] for r in rows],
         prompts=[r["prompt"] for r in rows],
     )
-    df = result.flag(args.threshold)
+    threshold = result.threshold() if args.threshold is None else args.threshold
+    df = result.flag(threshold)
     print(f"{'confidence':>10}  {'':4}  prompt")
     for _, row in df.iterrows():
         print(f"{row['bert_score']:10.3f}  {'LOW' if row['flagged'] else '':4}  {row['prompt']}")
     low = int(df["flagged"].sum())
-    print(f"\n{low} of {len(df)} answers fall below {args.threshold}: likely hallucinations.")
+    print(f"\n{low} of {len(df)} answers fall below {threshold}: likely hallucinations.")
     return 0
 
 

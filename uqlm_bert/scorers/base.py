@@ -43,6 +43,9 @@ class Scorer(abc.ABC):
     #: True when a response's score depends only on its own samples, not on the other responses
     #: scored in the same call; BlackBoxUQ then scores prompts in batches as they complete.
     batch_invariant: bool = True
+    #: The confidence below which ``UQResult.flag`` and ``filter`` flag an answer when no
+    #: threshold is given; None when this scorer, with its settings, has none.
+    default_threshold: float | None = None
 
     @abc.abstractmethod
     def score(

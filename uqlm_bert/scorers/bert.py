@@ -27,13 +27,26 @@ from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import PairwiseScorer
 from uqlm_bert.scorers.registry import BERTSCORE_SCORERS
 
-__all__ = ["BERTScoreConsistency", "SCORER_DEFAULTS"]
+__all__ = ["BERTScoreConsistency", "DEFAULT_THRESHOLD", "SCORER_DEFAULTS"]
 
 #: The BERTScore settings of the ``bert_score`` scorers where the caller gives none. They differ
 #: from :class:`~uqlm_bert.BERTScorer`'s (which match the reference package) in one way: idf
 #: weights come from the fixed table of general English, which ranks answers better and, unlike
 #: idf over the call's own samples, keeps a prompt's score independent of the other prompts.
 SCORER_DEFAULTS = BERTScoreSettings(idf="auto")
+
+#: The default threshold of the ``bert_score`` scorer at its default settings: answers below it
+#: are flagged as likely hallucinations by ``UQResult.flag()`` and ``filter()``.
+#:
+#: The rule that chose it: on the 30 development passages of the WikiBio GPT-3 hallucination
+#: set (SelfCheckGPT's data), a passage is a likely hallucination when the mean of its sentence
+#: labels (accurate 0, minor 0.5, major 1) is at least 0.5; the threshold maximises Youden's J
+#: (true-positive rate minus false-positive rate) of ``confidence < threshold`` over the four
+#: disjoint sets of 5 samples (the default ``num_responses``) pooled, rounded to two decimals.
+#: There: J 0.43, 57% of the hallucinated passages flagged and 14% of the others (the figures
+#: are in benchmarks/RESULTS.md). Unrelated samples score far below it (about 0.3) and
+#: paraphrases far above (0.85 and more).
+DEFAULT_THRESHOLD = 0.72
 
 _COMPONENT = {"precision": 0, "recall": 1, "f1": 2}
 
@@ -73,6 +86,20 @@ class BERTScoreConsistency(PairwiseScorer):
         self.engine = engine
         # idf taken from each call's references makes a score depend on the whole call
         self.batch_invariant = engine.batch_invariant
+        self.default_threshold = DEFAULT_THRESHOLD if self._at_defaults() else None
+
+    def _at_defaults(self) -> bool:
+        """Whether this is ``bert_score`` with the number-changing settings of
+        :data:`SCORER_DEFAULTS` (device, batch and chunk sizes change no number)."""
+        from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME, MODEL_LAYERS
+
+        s, d = self.engine.settings, SCORER_DEFAULTS
+        return (
+            self.metric == "f1"
+            and self.engine.model_type == EMBEDDED_MODEL_NAME
+            and self.engine.num_layers == MODEL_LAYERS[EMBEDDED_MODEL_NAME]
+            and (s.idf, s.rescale_with_baseline, s.max_length) == (d.idf, False, None)
+        )
 
     def score_pairs(
         self,

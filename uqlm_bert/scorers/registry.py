@@ -238,9 +238,11 @@ def _bert(metric: str) -> Callable[..., Scorer]:
     return make
 
 
-def _cosine(**settings: Any) -> Scorer:
+def _cosine(sentence_transformer: str | None = None, **settings: Any) -> Scorer:
     from uqlm_bert.scorers.cosine import CosineSimScorer
 
+    if sentence_transformer is not None:  # the name other libraries give this model
+        settings["model_type"] = sentence_transformer
     return CosineSimScorer(**settings)
 
 
@@ -263,7 +265,9 @@ def _register_builtins(bertscore_settings: Iterable[str]) -> None:
     for metric, name in BERTSCORE_SCORERS.items():
         register_scorer(name, _bert(metric), bertscore_settings)
     register_scorer(
-        "cosine_sim", _cosine, ("model_type", "device", "dtype", "batch_size", "max_length")
+        "cosine_sim",
+        _cosine,
+        ("model_type", "sentence_transformer", "device", "dtype", "batch_size", "max_length"),
     )
     register_scorer("exact_match", _exact_match, ("exact_match_normalize",))
     register_scorer("rouge_l", _text("rouge_l"))

@@ -1,0 +1,129 @@
+"""The default threshold of the default scorer: the rule that chose it, and what it flags.
+
+On the 30 WikiBio GPT-3 development passages (the shared data), with ``BlackBoxUQ().score`` at
+its defaults (the embedded all-MiniLM-L6-v2, layer 5, fixed idf), a passage is a likely
+hallucination when the mean of its sentence labels (accurate 0, minor 0.5, major 1) is at least
+0.5. The rule: the threshold maximises Youden's J (true-positive rate minus false-positive rate)
+of ``confidence < threshold`` over the four disjoint sets of 5 samples pooled (5 is the default
+``num_responses``), rounded to two decimals. The script checks that the rule gives
+``DEFAULT_THRESHOLD``, and reports at that threshold, for each set of 5 samples and for all 20:
+the passages flagged, precision, recall (true-positive rate) and false-positive rate; and the
+confidences of unrelated samples (each passage against another passage's samples) and of
+paraphrase-like agreement (each passage's own samples), for scale.
+
+    python benchmarks/eval_threshold.py [--data PATH]   # about a minute on 2 CPU cores
+
+Writes ``benchmarks/out/threshold.md`` and prints it. Skips (exit 0) when the data is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, load_passages  # noqa: E402
+
+from uqlm_bert import BlackBoxUQ  # noqa: E402
+from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD  # noqa: E402
+
+SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(4)]
+
+
+def youden_threshold(confidence: np.ndarray, positive: np.ndarray) -> tuple[float, float]:
+    """``(threshold, J)`` maximising TPR - FPR of ``confidence < threshold``; candidates are
+    the midpoints between consecutive distinct confidences (ties go to the lower threshold)."""
+    values = np.unique(confidence)
+    best_t, best_j = float(values[0]), -1.0
+    for t in (values[:-1] + values[1:]) / 2:
+        flagged = confidence < t
+        tpr = (flagged & positive).sum() / positive.sum()
+        fpr = (flagged & ~positive).sum() / (~positive).sum()
+        if tpr - fpr > best_j + 1e-12:
+            best_t, best_j = float(t), float(tpr - fpr)
+    return best_t, best_j
+
+
+def rates(confidence: np.ndarray, positive: np.ndarray, threshold: float) -> dict[str, float]:
+    """What ``confidence < threshold`` flags: counts, precision, recall and false-positive rate."""
+    flagged = confidence < threshold
+    tp = int((flagged & positive).sum())
+    return {
+        "flagged": int(flagged.sum()),
+        "of": len(confidence),
+        "precision": tp / max(int(flagged.sum()), 1),
+        "recall": tp / int(positive.sum()),
+        "false_positive_rate": int((flagged & ~positive).sum()) / int((~positive).sum()),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"no data at {args.data}: nothing to measure")
+        return 0
+    passages = load_passages(args.data)
+    positive = np.array([p.degree.mean() >= 0.5 for p in passages])
+    responses = [p.response for p in passages]
+    uq = BlackBoxUQ(show_progress_bars=False)
+
+    def confidence(sample_sets: list[list[str]]) -> np.ndarray:
+        return np.asarray(uq.score(responses, sample_sets).data["bert_score"], dtype=np.float64)
+
+    fives = [confidence([[p.samples[j] for j in idx] for p in passages]) for idx in SETS_OF_FIVE]
+    pooled = np.concatenate(fives)
+    t, j = youden_threshold(pooled, np.tile(positive, len(fives)))
+    chosen = round(t, 2)
+    rows = [("5 samples, set " + str(k), c) for k, c in enumerate(fives)]
+    rows.append(("5 samples, the 4 sets pooled", pooled))
+    rows.append(("20 samples", confidence([p.samples for p in passages])))
+    shift = len(passages) // 2 + 1  # another person's biography: unrelated samples
+    unrelated = confidence([passages[(i + shift) % len(passages)].samples[:5]
+                            for i in range(len(passages))])  # fmt: skip
+
+    lines = [
+        "# The default threshold on WikiBio GPT-3 (30 passages)",
+        "",
+        f"Likely hallucinations (mean sentence label >= 0.5): {int(positive.sum())} of "
+        f"{len(passages)} passages.",
+        f"Youden's J over the 4 sets of 5 samples pooled: threshold {t:.4f} (J {j:.3f}), "
+        f"rounded {chosen:.2f}; DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}.",
+        "",
+        f"| at {DEFAULT_THRESHOLD} | flagged | precision | recall | false-positive rate |",
+        "|---|---|---|---|---|",
+    ]
+    for name, conf in rows:
+        labels = np.tile(positive, len(conf) // len(positive))
+        r = rates(conf, labels, DEFAULT_THRESHOLD)
+        lines.append(
+            f"| {name} | {r['flagged']} of {r['of']} | {r['precision']:.2f} | "
+            f"{r['recall']:.2f} | {r['false_positive_rate']:.2f} |"
+        )
+    lines += [
+        "",
+        "| confidences (5 samples, set 0) | min | median | max |",
+        "|---|---|---|---|",
+        f"| own samples | {fives[0].min():.3f} | {np.median(fives[0]):.3f} | "
+        f"{fives[0].max():.3f} |",
+        f"| another passage's samples (unrelated) | {unrelated.min():.3f} | "
+        f"{np.median(unrelated):.3f} | {unrelated.max():.3f} |",
+    ]
+    report = "\n".join(lines) + "\n"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "threshold.md").write_text(report, encoding="utf-8")
+    print(report)
+    if chosen != DEFAULT_THRESHOLD:
+        print(f"the rule gives {chosen:.2f}, not DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
