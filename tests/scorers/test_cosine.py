@@ -87,3 +87,12 @@ def test_caller_lists_are_not_mutated(scorer):
 def test_cosine_to_confidence_range():
     assert cosine_to_confidence(np.array([1.0, 0.0, -1.0, np.nan]))[:3].tolist() == [1, 0.5, 0]
     assert np.isnan(cosine_to_confidence(np.array([np.nan]))[0])
+
+
+def test_loading_the_model_shows_no_third_party_progress_bar(capfd):
+    from uqlm_bert.bertscore import clear_model_cache
+
+    clear_model_cache()
+    CosineSimScorer(device="cpu").score(["a cat"], [["a cat sat"]])
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err + captured.out

@@ -189,3 +189,12 @@ def test_caller_lists_are_not_mutated():
     for scorer in (ExactMatchScorer(), RougeLScorer(), BleuScorer()):
         scorer.score(responses, samples)
     assert (responses, samples) == before
+
+
+@pytest.mark.parametrize("name", ["exact_match", "rouge_l", "bleu"])
+def test_progress_bar_reaches_its_end_and_closes(name, capsys):
+    scorer = build_scorer(name)
+    scorer.score(["a b c", "d e"], [["a b c", "a b", None], ["d e", "x"]], show_progress_bars=True)
+    err = capsys.readouterr().err
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "100%" in last and "4/4" in last  # four present pairs

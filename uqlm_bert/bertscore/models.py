@@ -547,7 +547,9 @@ def _max_length(tokenizer: Any, config: Any, max_length: int | None, default: in
         return int(model_max)
     if model_max is not None and max_length > model_max:
         raise ConfigurationError(
-            f"max_length={max_length} is longer than the model accepts ({model_max} tokens)"
+            f"max_length={max_length} is longer than the model accepts ({model_max} tokens); "
+            "max_length counts tokens here (uqlm's counts characters): leave it unset for the "
+            "model's maximum"
         )
     return max_length
 

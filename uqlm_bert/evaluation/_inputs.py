@@ -75,7 +75,11 @@ def paired_arrays(
 
 
 def check_binary(
-    labels: np.ndarray, *, both_classes: bool = True, purpose: str = "this metric"
+    labels: np.ndarray,
+    *,
+    both_classes: bool = True,
+    purpose: str = "this metric",
+    scores: np.ndarray | None = None,
 ) -> np.ndarray:
     """Return ``labels`` as a bool array; they must be 0/1 (or bool).
 
@@ -83,12 +87,20 @@ def check_binary(
         labels: the labels, as :func:`paired_arrays` returns them.
         both_classes: also require at least one 1 and one 0.
         purpose: what needs both classes, for the error message.
+        scores: the scores given with them: when those are all 0/1 and the labels are not, the
+            message says the arguments look swapped (scikit-learn takes labels first).
 
     Raises:
         InputValidationError: a label other than 0 or 1, or (with ``both_classes``) only one
             class present.
     """
     bad = np.flatnonzero((labels != 0) & (labels != 1))
+    if bad.size and scores is not None and np.isin(scores, (0.0, 1.0)).all():
+        raise InputValidationError(
+            f"labels must be 0/1, got {float(labels[bad[0]])!r} at index {bad[0]}, while the "
+            "scores are all 0/1: the arguments look swapped. These functions take (scores, "
+            "labels), the reverse of scikit-learn's (y_true, y_score)"
+        )
     if bad.size:
         raise InputValidationError(
             f"labels must be 0/1 or bool, got {float(labels[bad[0]])!r} at index {bad[0]}; "

@@ -96,7 +96,7 @@ def auroc(scores: ArrayLike, labels: ArrayLike, *, nan_policy: NanPolicy = "omit
         0.75
     """
     s, y = paired_arrays(scores, labels, nan_policy)
-    pos = check_binary(y)
+    pos = check_binary(y, scores=s)
     n_pos = int(pos.sum())
     n_neg = pos.size - n_pos
     rank_sum = float(rankdata(s)[pos].sum())
@@ -130,7 +130,7 @@ def auc_pr(scores: ArrayLike, labels: ArrayLike, *, nan_policy: NanPolicy = "omi
         0.8333
     """
     s, y = paired_arrays(scores, labels, nan_policy)
-    pos = check_binary(y)
+    pos = check_binary(y, scores=s)
     _, tp, fp = _cumulative_counts(s, pos)
     precision = tp / (tp + fp)
     recall = tp / tp[-1]
@@ -207,7 +207,7 @@ def choose_threshold(
             "objective='precision'"
         )
     s, y = paired_arrays(scores, labels, nan_policy)
-    pos = check_binary(y)
+    pos = check_binary(y, scores=s)
     sign = 1.0 if flag_when == "above" else -1.0
     thresholds, tp, fp = _cumulative_counts(sign * s, pos)
     precision = tp / (tp + fp)
