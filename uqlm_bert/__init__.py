@@ -19,19 +19,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from uqlm_bert import exceptions as _exceptions
 from uqlm_bert._lazy import lazy_exports
-from uqlm_bert.exceptions import (
-    AuthenticationFailedError,
-    BaselineNotFoundError,
-    CheckpointError,
-    ConfigurationError,
-    GenerationError,
-    InputValidationError,
-    ModelLoadError,
-    NotFittedError,
-    ProviderUnreachableError,
-    UQLMBertError,
-)
+from uqlm_bert.exceptions import *  # noqa: F403 - every error class is public here
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore import BERTScorer, BERTScoreSettings
@@ -63,15 +53,6 @@ __all__ = [
     "BERTScoreSettings",
     "GenerationSettings",
     "ScoreCalibrator",
-    "UQLMBertError",
-    "InputValidationError",
-    "ConfigurationError",
-    "ModelLoadError",
-    "BaselineNotFoundError",
-    "GenerationError",
-    "AuthenticationFailedError",
-    "ProviderUnreachableError",
-    "NotFittedError",
-    "CheckpointError",
+    *_exceptions.__all__,
     "__version__",
 ]

@@ -32,6 +32,7 @@ from uqlm_bert.exceptions import InputValidationError
 
 __all__ = [
     "ScoringInputs",
+    "as_inputs",
     "float_vector",
     "is_missing",
     "present_pairs",
@@ -96,6 +97,16 @@ class _Repairs:
             self.count += 1
             self.first = self.first or where
         return fixed
+
+    def text_or_none(self, value: Any, where: str) -> str | None:
+        """A missing value as None, a text repaired; anything else is an error naming ``where``."""
+        if is_missing(value):
+            return None
+        if not isinstance(value, str):
+            raise InputValidationError(
+                f"{where} is a {type(value).__name__}, expected a string or None"
+            )
+        return self.text(value, where)
 
     def warn(self, stacklevel: int) -> None:
         if self.count:
@@ -168,16 +179,7 @@ def scoring_lists(
             f"prompts has {len(prompts)} items but responses has {len(resp)}"
         )
     repairs = _Repairs()
-    out_resp: list[str | None] = []
-    for i, r in enumerate(resp):
-        if is_missing(r):
-            out_resp.append(None)
-        elif isinstance(r, str):
-            out_resp.append(repairs.text(r, f"responses[{i}]"))
-        else:
-            raise InputValidationError(
-                f"responses[{i}] is a {type(r).__name__}, expected a string or None"
-            )
+    out_resp = [repairs.text_or_none(r, f"responses[{i}]") for i, r in enumerate(resp)]
     out_samples: list[list[str | None]] = []
     for i, group in enumerate(groups):
         if is_missing(group):
@@ -188,20 +190,26 @@ def scoring_lists(
                 f"sampled_responses[{i}] must be a list of sampled responses, got "
                 f"{type(group).__name__}"
             )
-        row: list[str | None] = []
-        for j, s in enumerate(group):
-            if is_missing(s):
-                row.append(None)
-            elif isinstance(s, str):
-                row.append(repairs.text(s, f"sampled_responses[{i}][{j}]"))
-            else:
-                raise InputValidationError(
-                    f"sampled_responses[{i}][{j}] is a {type(s).__name__}, expected a string or "
-                    "None"
-                )
-        out_samples.append(row)
+        out_samples.append(
+            [repairs.text_or_none(s, f"sampled_responses[{i}][{j}]") for j, s in enumerate(group)]
+        )
     repairs.warn(stacklevel)
     return ScoringInputs(out_resp, out_samples)
+
+
+def as_inputs(
+    responses: Any, sampled_responses: Any = None, *, stacklevel: int = 2
+) -> ScoringInputs:
+    """``responses`` if it is already :class:`ScoringInputs`, else :func:`scoring_lists` of the
+    two lists.
+
+    Example:
+        >>> as_inputs(["a"], [["b"]]) == as_inputs(as_inputs(["a"], [["b"]]))
+        True
+    """
+    if isinstance(responses, ScoringInputs):
+        return responses
+    return scoring_lists(responses, sampled_responses, stacklevel=stacklevel + 1)
 
 
 def present_pairs(inputs: ScoringInputs) -> tuple[list[int], list[str], list[str]]:

@@ -376,7 +376,7 @@ class UQResult:
 
     def _scores(self, scorer: str | None) -> tuple[str, np.ndarray]:
         if not self.scorers:
-            raise InputValidationError("this result holds no scores to plot")
+            raise InputValidationError("this result holds no scores")
         name = self.scorers[0] if scorer is None else scorer
         if name not in self.scorers:
             raise InputValidationError(
@@ -389,14 +389,7 @@ class UQResult:
             raise InputValidationError(f"threshold must be a number, got {threshold!r}")
         if math.isnan(float(threshold)):
             raise InputValidationError("threshold is NaN; give a number such as 0.8")
-        if not self.scorers:
-            raise InputValidationError("this result holds no scores to threshold")
-        name = self.scorers[0] if scorer is None else scorer
-        if name not in self.scorers:
-            raise InputValidationError(
-                f"no scores for scorer {name!r}; this result has: {', '.join(self.scorers)}"
-            )
-        values = np.asarray(self.data[name], dtype=np.float64)
+        _, values = self._scores(scorer)
         return [bool(np.isnan(v) or v < threshold) for v in values]
 
 

@@ -190,15 +190,10 @@ def _shipped_word_table() -> WordTable:
 
 def _read_word_table(path: Path) -> WordTable:
     text = _read_gz_text(path, "word table")
-    meta: dict[str, str] = {}
+    meta, rows = _table_lines(text)
     words: list[str] = []
     zipf: list[float] = []
-    for n, line in enumerate(text.splitlines(), start=1):
-        if line.startswith("#"):
-            key, sep, value = line[1:].partition(":")
-            if sep:
-                meta[key.strip()] = value.strip()
-            continue
+    for n, line in rows:
         word, sep, value = line.partition("\t")
         try:
             if not sep or not word:
@@ -470,21 +465,29 @@ def read_token_table(path: str | os.PathLike[str]) -> tuple[str, IdfWeights]:
         (64, 9.21044)
     """
     path = Path(path)
-    text = _read_gz_text(path, "token table")
-    meta: dict[str, str] = {}
+    meta, rows = _table_lines(_read_gz_text(path, "token table"))
     weights: dict[int, float] = {}
     try:
-        for line in text.splitlines():
-            if line.startswith("#"):
-                key, sep, value = line[1:].partition(":")
-                if sep:
-                    meta[key.strip()] = value.strip()
-                continue
+        for _, line in rows:
             token, _, value = line.partition("\t")
             weights[int(token)] = float(value)
         return meta["key"], IdfWeights(weights, float(meta["default"]))
     except (ValueError, KeyError) as exc:
         raise ConfigurationError(f"{path} is not a token table: {exc!r}") from exc
+
+
+def _table_lines(text: str) -> tuple[dict[str, str], list[tuple[int, str]]]:
+    """A table file's ``# key: value`` header lines, and its other lines with their numbers."""
+    meta: dict[str, str] = {}
+    rows: list[tuple[int, str]] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("#"):
+            key, sep, value = line[1:].partition(":")
+            if sep:
+                meta[key.strip()] = value.strip()
+        else:
+            rows.append((n, line))
+    return meta, rows
 
 
 def write_token_table(

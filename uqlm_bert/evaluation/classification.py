@@ -80,10 +80,9 @@ def auroc(scores: ArrayLike, labels: ArrayLike, *, nan_policy: NanPolicy = "omit
     Note the argument order: scores first, as everywhere in :mod:`uqlm_bert.evaluation`.
 
     Args:
-        scores: one score per item; higher means more likely positive.
-        labels: 0/1 or bool per item; 1 is the positive class.
-        nan_policy: ``"omit"`` drops items with a NaN score or label (with a warning);
-            ``"raise"`` raises.
+        scores, labels: per item, a score (higher: more likely positive) and a 0/1 or bool
+            label (1: the positive class).
+        nan_policy: ``"omit"`` (drop NaN items, with a warning) or ``"raise"``.
 
     Returns:
         AUROC in [0, 1]; 0.5 is chance.
@@ -114,10 +113,9 @@ def auc_pr(scores: ArrayLike, labels: ArrayLike, *, nan_policy: NanPolicy = "omi
     does not interpolate optimistically between operating points.
 
     Args:
-        scores: one score per item; higher means more likely positive.
-        labels: 0/1 or bool per item; 1 is the positive class.
-        nan_policy: ``"omit"`` drops items with a NaN score or label (with a warning);
-            ``"raise"`` raises.
+        scores, labels: per item, a score (higher: more likely positive) and a 0/1 or bool
+            label (1: the positive class).
+        nan_policy: ``"omit"`` (drop NaN items, with a warning) or ``"raise"``.
 
     Returns:
         AP in [0, 1]; a random score gets about the positive rate.
@@ -166,8 +164,7 @@ def choose_threshold(
         flag_when: ``"above"`` flags ``score >= threshold`` (hallucination scores);
             ``"below"`` flags ``score < threshold`` (confidences such as ``bert_score``; the
             threshold then works with ``UQResult.flag`` and ``UQResult.filter`` as it is).
-        nan_policy: ``"omit"`` drops items with a NaN score or label (with a warning);
-            ``"raise"`` raises.
+        nan_policy: ``"omit"`` (drop NaN items, with a warning) or ``"raise"``.
 
     Returns:
         A :class:`ThresholdChoice` with the threshold and its precision, recall and F1 here.

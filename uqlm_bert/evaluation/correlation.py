@@ -32,10 +32,8 @@ def pearson(scores: ArrayLike, labels: ArrayLike, *, nan_policy: NanPolicy = "om
     the same number as ``scipy.stats.pearsonr(scores, labels).statistic``.
 
     Args:
-        scores: one number per item.
-        labels: one number per item.
-        nan_policy: ``"omit"`` drops items with a NaN score or label (with a warning);
-            ``"raise"`` raises.
+        scores, labels: one number per item each.
+        nan_policy: ``"omit"`` (drop NaN items, with a warning) or ``"raise"``.
 
     Returns:
         r in [-1, 1].
@@ -56,19 +54,8 @@ def spearman(scores: ArrayLike, labels: ArrayLike, *, nan_policy: NanPolicy = "o
     """Spearman's rank correlation: Pearson's r between the ranks of ``scores`` and ``labels``.
 
     Tied values get the average of the ranks they span (see :func:`rankdata`), so the result
-    equals ``scipy.stats.spearmanr(scores, labels).statistic`` also with ties.
-
-    Args:
-        scores: one number per item.
-        labels: one number per item.
-        nan_policy: ``"omit"`` drops items with a NaN score or label (with a warning);
-            ``"raise"`` raises.
-
-    Returns:
-        rho in [-1, 1].
-
-    Raises:
-        InputValidationError: lengths differ, fewer than 2 items, or either input is constant.
+    equals ``scipy.stats.spearmanr(scores, labels).statistic`` also with ties. The arguments
+    and errors are those of :func:`pearson`; the result, rho, is in [-1, 1].
 
     Example:
         >>> spearman([0.9, 0.7, 0.4, 0.2], [0.0, 0.5, 0.5, 1.0])

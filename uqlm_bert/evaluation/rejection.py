@@ -48,8 +48,7 @@ def prr(scores: ArrayLike, labels: ArrayLike, *, nan_policy: NanPolicy = "omit")
     Args:
         scores: one confidence per answer; higher = keep first.
         labels: one quality per answer; higher = better (1/0 correctness or graded).
-        nan_policy: ``"omit"`` drops items with a NaN score or label (with a warning);
-            ``"raise"`` raises.
+        nan_policy: ``"omit"`` (drop NaN items, with a warning) or ``"raise"``.
 
     Returns:
         PRR, at most 1.
@@ -99,8 +98,7 @@ def accuracy_vs_fraction_kept(
     Args:
         scores: one confidence per answer; higher = keep first.
         labels: one quality per answer, higher = better.
-        nan_policy: ``"omit"`` drops items with a NaN score or label (with a warning);
-            ``"raise"`` raises.
+        nan_policy: ``"omit"`` (drop NaN items, with a warning) or ``"raise"``.
 
     Returns:
         DataFrame with columns ``threshold``, ``n_kept``, ``fraction_kept``, ``accuracy``.

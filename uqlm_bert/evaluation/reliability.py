@@ -61,10 +61,9 @@ def brier_score(
     :mod:`uqlm_bert.evaluation`).
 
     Args:
-        probabilities: one probability of being correct per answer, in [0, 1].
-        labels: 1/``True`` correct, 0/``False`` not.
-        nan_policy: ``"omit"`` drops items with a NaN probability or label (with a warning);
-            ``"raise"`` raises.
+        probabilities, labels: per answer, the probability of being correct (in [0, 1]) and
+            1/``True`` (correct) or 0/``False``.
+        nan_policy: ``"omit"`` (drop NaN items, with a warning) or ``"raise"``.
 
     Returns:
         The Brier score in [0, 1].
@@ -103,12 +102,11 @@ def reliability_curve(
     every bin; bins with few answers are noisy, so read the two next to ``count``.
 
     Args:
-        probabilities: one probability of being correct per answer, in [0, 1].
-        labels: 1/``True`` correct, 0/``False`` not.
+        probabilities, labels: per answer, the probability of being correct (in [0, 1]) and
+            1/``True`` (correct) or 0/``False``.
         n_bins: how many bins (at least 1).
         strategy: ``"uniform"`` or ``"quantile"``.
-        nan_policy: ``"omit"`` drops items with a NaN probability or label (with a warning);
-            ``"raise"`` raises.
+        nan_policy: ``"omit"`` (drop NaN items, with a warning) or ``"raise"``.
 
     Returns:
         DataFrame with one row per non-empty bin, in increasing order: ``bin_lower``,
@@ -160,15 +158,7 @@ def expected_calibration_error(
     fraction of correct answers equals the mean probability. ECE depends on the binning: compare
     values computed with the same ``n_bins`` and ``strategy``, and prefer ``"quantile"`` when
     the probabilities crowd into a few uniform bins. With one bin it is ``|mean probability -
-    base rate|``.
-
-    Args:
-        probabilities: one probability of being correct per answer, in [0, 1].
-        labels: 1/``True`` correct, 0/``False`` not.
-        n_bins: how many bins (at least 1).
-        strategy: ``"uniform"`` or ``"quantile"``.
-        nan_policy: ``"omit"`` drops items with a NaN probability or label (with a warning);
-            ``"raise"`` raises.
+    base rate|``. The arguments are those of :func:`reliability_curve`.
 
     Returns:
         ECE in [0, 1].

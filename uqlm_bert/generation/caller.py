@@ -336,16 +336,12 @@ def llm_description(llm: Any) -> dict[str, Any]:
         >>> llm_description(ParrotFakeChatModel())["type"]
         'parrot-fake-chat-model'
     """
-    if isinstance(llm, RunnableBinding):
-        return llm_description(llm.bound)
-    name = None
-    for attr in ("model_name", "model", "model_id", "deployment_name"):
-        value = getattr(llm, attr, None)
-        if isinstance(value, str) and value:
-            name = value
-            break
-    kind = getattr(llm, "_llm_type", None)
-    return {"type": kind if isinstance(kind, str) else type(llm).__name__, "model": name}
+    model = _unbound(llm)
+    kind = getattr(model, "_llm_type", None)
+    return {
+        "type": kind if isinstance(kind, str) else type(model).__name__,
+        "model": _first_text(model, ("model_name", "model", "model_id", "deployment_name")),
+    }
 
 
 def llm_endpoint(llm: Any) -> str | None:
@@ -356,15 +352,28 @@ def llm_endpoint(llm: Any) -> str | None:
         >>> llm_endpoint(ParrotFakeChatModel()) is None
         True
     """
-    if isinstance(llm, RunnableBinding):
-        return llm_endpoint(llm.bound)
-    for attr in ("openai_api_base", "base_url", "api_base", "endpoint", "azure_endpoint"):
-        value = getattr(llm, attr, None)
+    model = _unbound(llm)
+    found = _first_text(
+        model, ("openai_api_base", "base_url", "api_base", "endpoint", "azure_endpoint")
+    )
+    url = getattr(getattr(model, "root_async_client", None), "base_url", None)
+    return found or (str(url) if url else None)
+
+
+def _unbound(llm: Any) -> Any:
+    """The chat model inside any ``RunnableBinding`` layers."""
+    while isinstance(llm, RunnableBinding):
+        llm = llm.bound
+    return llm
+
+
+def _first_text(obj: Any, attrs: Sequence[str]) -> str | None:
+    """The first of ``attrs`` that ``obj`` holds as a non-empty string."""
+    for attr in attrs:
+        value = getattr(obj, attr, None)
         if isinstance(value, str) and value:
             return value
-    root = getattr(llm, "root_async_client", None)
-    url = getattr(root, "base_url", None)
-    return str(url) if url else None
+    return None
 
 
 def _run_http_client(llm: Any) -> Any:
@@ -374,8 +383,7 @@ def _run_http_client(llm: Any) -> Any:
     bound to the event loop it first ran on, so a second loop (a new ``asyncio.run``, a notebook
     next to a script) would fail on it. A model given its own ``http_async_client`` keeps it.
     """
-    if isinstance(llm, RunnableBinding):
-        return _run_http_client(llm.bound)
+    llm = _unbound(llm)
     root = getattr(llm, "root_async_client", None)
     if root is None or getattr(llm, "http_async_client", None) is not None:
         return None

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from uqlm_bert.inputs import ScoringInputs, present_pairs, scoring_lists
+from uqlm_bert.inputs import ScoringInputs, as_inputs, present_pairs
 
-__all__ = ["PairwiseScorer", "Scorer", "mean_by_group", "score_all"]
+__all__ = ["Pairs", "PairwiseScorer", "Scorer", "mean_by_group", "score_all"]
 
 
 class Scorer(abc.ABC):
@@ -60,6 +61,24 @@ class Scorer(abc.ABC):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+@dataclass
+class Pairs:
+    """The (response, sample) pairs of one scoring call, as a pairwise scorer gets them.
+
+    Attributes:
+        cands: the response of each pair (the candidate).
+        refs: the sample of each pair (the reference).
+        show_progress_bars: show the scorer's progress.
+        shared: lives for one :func:`score_all` call: scorers that can reuse one another's work
+            (the BERTScore components) keep it here, keyed by what makes it the same.
+    """
+
+    cands: list[str]
+    refs: list[str]
+    show_progress_bars: bool = False
+    shared: dict[Any, Any] = field(default_factory=dict)
+
+
 class PairwiseScorer(Scorer):
     """The template: present (response, sample) pairs -> a score per pair -> mean per response.
 
@@ -67,25 +86,15 @@ class PairwiseScorer(Scorer):
 
         >>> class Longer(PairwiseScorer):
         ...     name = "longer"
-        ...     def score_pairs(self, cands, refs, show_progress_bars=False, shared=None):
-        ...         return np.array([float(len(c) >= len(r)) for c, r in zip(cands, refs)])
+        ...     def score_pairs(self, pairs):
+        ...         return np.array([float(len(c) >= len(r)) for c, r in zip(pairs.cands, pairs.refs)])
         >>> Longer().score(["abc", None], [["ab", "abcd"], ["x"]]).tolist()
         [0.5, nan]
     """
 
     @abc.abstractmethod
-    def score_pairs(
-        self,
-        cands: list[str],
-        refs: list[str],
-        show_progress_bars: bool = False,
-        shared: dict[Any, Any] | None = None,
-    ) -> np.ndarray:
-        """One score per pair: ``cands[k]`` (the response) against ``refs[k]`` (a sample).
-
-        ``shared`` lives for one :func:`score_all` call: scorers that can reuse one another's
-        work (the BERTScore components) keep it there, keyed by what makes it the same.
-        """
+    def score_pairs(self, pairs: Pairs) -> np.ndarray:
+        """One score per pair: ``pairs.cands[k]`` (the response) against ``pairs.refs[k]``."""
 
     def score(
         self,
@@ -115,13 +124,10 @@ def score_all(
     Raises:
         InputValidationError: the input is malformed (see :func:`uqlm_bert.inputs.scoring_lists`).
     """
-    if isinstance(responses, ScoringInputs):
-        inputs = responses
-    else:
-        inputs = scoring_lists(responses, sampled_responses, stacklevel=3)
+    inputs = as_inputs(responses, sampled_responses, stacklevel=3)
     n = len(inputs)
     group, cands, refs = present_pairs(inputs)
-    shared: dict[Any, Any] = {}
+    pairs = Pairs(cands, refs, show_progress_bars)
     out: dict[str, np.ndarray] = {}
     for scorer in scorers:
         if not isinstance(scorer, PairwiseScorer):
@@ -130,8 +136,7 @@ def score_all(
         elif not cands:
             out[scorer.name] = np.full(n, np.nan)
         else:
-            pairs = scorer.score_pairs(cands, refs, show_progress_bars, shared)
-            out[scorer.name] = mean_by_group(pairs, group, n)
+            out[scorer.name] = mean_by_group(scorer.score_pairs(pairs), group, n)
     return out
 
 

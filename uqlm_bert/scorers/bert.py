@@ -24,7 +24,7 @@ import numpy as np
 from uqlm_bert.bertscore.engine import BERTScorer
 from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.exceptions import ConfigurationError
-from uqlm_bert.scorers.base import PairwiseScorer
+from uqlm_bert.scorers.base import Pairs, PairwiseScorer
 from uqlm_bert.scorers.registry import BERTSCORE_SCORERS
 
 __all__ = ["BERTScoreConsistency", "DEFAULT_THRESHOLD", "SCORER_DEFAULTS"]
@@ -101,20 +101,15 @@ class BERTScoreConsistency(PairwiseScorer):
             and (s.idf, s.rescale_with_baseline, s.max_length) == (d.idf, False, None)
         )
 
-    def score_pairs(
-        self,
-        cands: list[str],
-        refs: list[str],
-        show_progress_bars: bool = False,
-        shared: dict[Any, Any] | None = None,
-    ) -> np.ndarray:
+    def score_pairs(self, pairs: Pairs) -> np.ndarray:
         """The pair scores of this scorer's component, computing all three once per call."""
-        shared = {} if shared is None else shared
         key = ("bert_score", self.engine.settings)
-        prf = shared.get(key)
+        prf = pairs.shared.get(key)
         if prf is None:
-            P, R, F = self.engine.score(cands, refs, show_progress_bars=show_progress_bars)
-            prf = shared[key] = np.stack([P.numpy(), R.numpy(), F.numpy()], axis=1)
+            P, R, F = self.engine.score(
+                pairs.cands, pairs.refs, show_progress_bars=pairs.show_progress_bars
+            )
+            prf = pairs.shared[key] = np.stack([P.numpy(), R.numpy(), F.numpy()], axis=1)
         return prf[:, _COMPONENT[self.metric]].astype(np.float64)
 
     def __repr__(self) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from uqlm_bert.inputs import ScoringInputs, scoring_lists
+from uqlm_bert.inputs import ScoringInputs, as_inputs
 from uqlm_bert.scorers.base import Scorer, score_all
 
 __all__ = ["ORIGINAL", "BestOf", "best_of"]
@@ -58,10 +58,7 @@ def best_of(
     Raises:
         InputValidationError: the input is malformed (see :func:`uqlm_bert.inputs.scoring_lists`).
     """
-    if isinstance(responses, ScoringInputs):
-        inputs = responses
-    else:
-        inputs = scoring_lists(responses, sampled_responses, stacklevel=3)
+    inputs = as_inputs(responses, sampled_responses, stacklevel=3)
     rows_resp: list[str] = []
     rows_samples: list[list[str]] = []
     owner: list[int] = []

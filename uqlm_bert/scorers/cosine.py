@@ -25,7 +25,6 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +34,7 @@ from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.models import load_encoder, resolve_model
 from uqlm_bert.config import check_int
 from uqlm_bert.inputs import text_list
-from uqlm_bert.scorers.base import PairwiseScorer
+from uqlm_bert.scorers.base import Pairs, PairwiseScorer
 
 __all__ = ["CosineSimScorer", "cosine_to_confidence"]
 
@@ -122,19 +121,13 @@ class CosineSimScorer(PairwiseScorer):
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1.0)
 
-    def score_pairs(
-        self,
-        cands: list[str],
-        refs: list[str],
-        show_progress_bars: bool = False,
-        shared: dict[Any, Any] | None = None,
-    ) -> np.ndarray:
+    def score_pairs(self, pairs: Pairs) -> np.ndarray:
         """Each pair's cosine mapped to [0, 1]; every distinct text is embedded once."""
-        unique = list(dict.fromkeys(cands + refs))
+        unique = list(dict.fromkeys(pairs.cands + pairs.refs))
         row = {t: i for i, t in enumerate(unique)}
-        vecs = self.embed(unique, show_progress_bars=show_progress_bars)
-        a = vecs[[row[c] for c in cands]]
-        b = vecs[[row[r] for r in refs]]
+        vecs = self.embed(unique, show_progress_bars=pairs.show_progress_bars)
+        a = vecs[[row[c] for c in pairs.cands]]
+        b = vecs[[row[r] for r in pairs.refs]]
         return cosine_to_confidence(np.einsum("ij,ij->i", a, b))
 
 

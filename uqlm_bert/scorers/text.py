@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from uqlm_bert.scorers.base import PairwiseScorer
+from uqlm_bert.scorers.base import Pairs, PairwiseScorer
 
 __all__ = [
     "BleuScorer",
@@ -61,13 +61,7 @@ class _PairwiseTextScorer(PairwiseScorer):
     def _pair(self, response: Any, sample: Any) -> float:
         """Score one prepared (response, sample) pair in [0, 1]."""
 
-    def score_pairs(
-        self,
-        cands: list[str],
-        refs: list[str],
-        show_progress_bars: bool = False,
-        shared: dict[Any, Any] | None = None,
-    ) -> np.ndarray:
+    def score_pairs(self, pairs: Pairs) -> np.ndarray:
         """One score in [0, 1] per (response, sample) pair."""
         prepared: dict[str, Any] = {}
 
@@ -76,9 +70,10 @@ class _PairwiseTextScorer(PairwiseScorer):
                 prepared[text] = self._prepare(text)
             return prepared[text]
 
-        values = np.empty(len(cands), dtype=np.float64)
-        with tqdm(total=len(cands), desc=self.name, disable=not show_progress_bars) as bar:
-            for k, (c, r) in enumerate(zip(cands, refs, strict=True)):
+        n = len(pairs.cands)
+        values = np.empty(n, dtype=np.float64)
+        with tqdm(total=n, desc=self.name, disable=not pairs.show_progress_bars) as bar:
+            for k, (c, r) in enumerate(zip(pairs.cands, pairs.refs, strict=True)):
                 values[k] = self._pair(prep(c), prep(r))
                 bar.update(1)
         return values
