@@ -32,7 +32,7 @@ from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 if TYPE_CHECKING:
     from uqlm_bert.calibration import ScoreCalibrator
 
-__all__ = ["UQResult", "SentenceUQResult"]
+__all__ = ["SentenceUQResult", "UQResult", "prompt_text"]
 
 _LIST_FIELDS = (
     "prompts",

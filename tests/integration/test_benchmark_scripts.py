@@ -165,3 +165,40 @@ def test_vs_uqlm_uqlm_side_agrees(tmp_path):
 def test_vs_uqlm_skips_cleanly_without_the_data(tmp_path, capsys):
     assert vs.main(["--data", str(tmp_path / "absent.jsonl"), "--out", str(tmp_path)]) == 0
     assert "not found" in capsys.readouterr().out
+
+
+def test_import_benchmark_measures_and_reports_no_heavy_module(tmp_path, monkeypatch):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_import
+    finally:
+        sys.path.remove(str(BENCH))
+    assert len(bench_import.wall_times([sys.executable, "-c", "pass"], 2)) == 2
+    assert bench_import.heavy_modules("import uqlm_bert") == []
+    assert bench_import.heavy_modules("import pandas") == ["numpy", "pandas"]
+
+
+def test_threshold_rule_on_a_hand_case():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import eval_threshold
+    finally:
+        sys.path.remove(str(BENCH))
+    confidence = np.array([0.2, 0.4, 0.6, 0.8])
+    positive = np.array([True, True, False, False])
+    # flagging below 0.5 catches both positives and no negative: J = 1 - 0
+    t, j = eval_threshold.youden_threshold(confidence, positive)
+    assert (t, j) == (0.5, 1.0)
+    r = eval_threshold.rates(confidence, positive, 0.7)
+    assert r == {"flagged": 3, "of": 4, "precision": 2 / 3, "recall": 1.0,
+                 "false_positive_rate": 0.5}  # fmt: skip
+
+
+def test_threshold_script_skips_without_data(tmp_path, capsys):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import eval_threshold
+    finally:
+        sys.path.remove(str(BENCH))
+    assert eval_threshold.main(["--data", str(tmp_path / "absent.jsonl")]) == 0
+    assert "nothing to measure" in capsys.readouterr().out

@@ -345,7 +345,7 @@ def load_model(
         elif num_layers is not None:
             layers = num_layers
         else:
-            layers = default_num_layers(name, total)
+            layers = _default_num_layers(name, total)
         key = (location, layers, str(dev), torch_dtype, trust_remote_code)
         if key in _MODELS:
             _MODELS.move_to_end(key)
@@ -408,14 +408,14 @@ def load_encoder(
     return Encoder(loaded, tokenizer, limit)
 
 
-def default_num_layers(name: str, config_layers: int | None) -> int:
+def _default_num_layers(name: str, config_layers: int | None) -> int:
     """The layer to use when the caller gives none: the published choice, else the last layer.
 
     An unknown model gets its last layer, with a warning that names the choice, since the
     published defaults were tuned per model.
 
     Example:
-        >>> default_num_layers("roberta-large", 24)
+        >>> _default_num_layers("roberta-large", 24)
         17
     """
     if name in MODEL_LAYERS:
