@@ -9,9 +9,10 @@ Two levels, both on the same 30 passages (GPT-3 text about a person, 20 samples 
 sentence labels accurate / minor inaccurate / major inaccurate; see ``eval_wikibio.py``):
 
 - sentence level (the meaningful one, about 250 labelled sentences): the confidence is
-  :func:`uqlm_bert.scorers.sentences.score_sentences` with ``metric="precision"`` and a default
-  :class:`uqlm_bert.BERTScorer` (the embedded model) on the released sentence split; label 1 =
-  the sentence is "accurate";
+  :func:`uqlm_bert.scorers.sentences.score_sentences` with ``metric="precision"`` and the
+  ``bert_score`` scorer's engine at its defaults (the embedded model, fixed idf), as
+  ``BlackBoxUQ.score_sentences`` runs it, on the released sentence split; label 1 = the sentence
+  is "accurate";
 - passage level (30 items: a rough check only): the confidence is the ``bert_score`` scorer (mean
   BERTScore F1 of the passage against each sample); label 1 = the passage's mean hallucination
   degree (accurate 0, minor 0.5, major 1) is below 0.5, i.e. most of the passage is accurate.
@@ -58,6 +59,7 @@ from uqlm_bert.evaluation import (  # noqa: E402
     expected_calibration_error,
 )
 from uqlm_bert.scorers import build_scorer  # noqa: E402
+from uqlm_bert.scorers.bert import SCORER_DEFAULTS  # noqa: E402
 from uqlm_bert.scorers.sentences import score_sentences  # noqa: E402
 
 METHODS = ("raw score", "base rate", "isotonic", "platt")
@@ -72,7 +74,7 @@ def sentence_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray,
     df = score_sentences(
         [p.response for p in passages],
         [p.samples for p in passages],
-        BERTScorer(show_progress_bars=False),
+        BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False),
         sentences=[p.sentences for p in passages],
         metric="precision",
     )
@@ -84,7 +86,7 @@ def sentence_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray,
 
 def passage_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(confidence, label, passage index)`` per passage; label 1 = mean degree < 0.5."""
-    scorer = build_scorer("bert_score", show_progress_bars=False)
+    scorer = build_scorer("bert_score")
     conf = scorer.score([p.response for p in passages], [p.samples for p in passages])
     labels = np.array([float(p.degree.mean() < 0.5) for p in passages])
     return np.asarray(conf, dtype=np.float64), labels, np.arange(len(passages))

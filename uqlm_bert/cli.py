@@ -238,8 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--max-concurrency",
         type=_positive_int,
-        default=16,
-        help="calls in flight at once (default 16)",
+        default=256,
+        help="the most calls in flight at once (default 256); within it the number adapts to "
+        "the server, growing while it keeps up and shrinking on 429s, 5xx and timeouts",
     )
     gen.add_argument(
         "--temperature", type=float, help="temperature of the answer (default: the server's)"
