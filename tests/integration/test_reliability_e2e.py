@@ -157,9 +157,10 @@ def test_a_reply_with_a_lone_surrogate_is_repaired_and_counted():
             result = asyncio.run(uq.generate_and_score(["fine", "broken one"], num_responses=2))
     assert result.data["responses"][0] == answer_text("fine", 0.0)
     assert result.data["responses"][1] == "broken \ufffd " + answer_text("broken one", 0.0)
-    assert result.data["sampled_responses"][1] == [
-        "broken \ufffd " + answer_text("broken one", 1.0)
-    ] * 2
+    assert (
+        result.data["sampled_responses"][1]
+        == ["broken \ufffd " + answer_text("broken one", 1.0)] * 2
+    )
     assert result.metadata["calls"]["repaired_replies"] == 3
     assert result.metadata["calls"]["failed"] == 0
     assert result.data["exact_match"] == [0.0, 0.0]  # answer and samples differ in temperature
