@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import pytest
@@ -367,7 +368,10 @@ def test_each_failed_call_is_reported_once(tmp_path, capsys, server):
     server.add_rule("water", status=400, temperature=0.75, times=1)  # one sample of two fails
     prompts = write_prompts(tmp_path / "prompts.txt")
     out = tmp_path / "scored.csv"
-    code, _, stderr = run(generate_argv(prompts, out, server.base_url), capsys)
+    with warnings.catch_warnings(record=True) as caught:  # a warning would go to stderr too
+        warnings.simplefilter("always")
+        code, _, stderr = run(generate_argv(prompts, out, server.base_url), capsys)
+    assert [str(w.message) for w in caught] == []
     assert code == 1  # the row without an answer failed; the other is scored on one sample
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert lines == [
@@ -387,7 +391,6 @@ def test_the_api_key_is_in_no_output_log_checkpoint_metadata_warning_or_tracebac
 ):
     import asyncio
     import logging
-    import warnings
 
     from langchain_openai import ChatOpenAI
 
