@@ -3,7 +3,9 @@
 ``POST /v1/chat/completions`` answers in the OpenAI format with a text that names the prompt and
 the temperature, so tests can check that every answer landed in its own prompt's slot. Faults are
 scripted per prompt with :meth:`FakeOpenAIServer.add_rule`: an HTTP status (with ``Retry-After``),
-a hang, a malformed body, or extra latency, for the first ``times`` matching requests or for all.
+a hang, a malformed body (``malformed=``: ``"json"``, not JSON; ``"shape"``, no ``choices``;
+``"empty_choices"``, ``"choices": []``; ``"null_choices"``, ``"choices": null``), or extra
+latency, for the first ``times`` matching requests or for all.
 Every request is logged with its arrival time, so tests can count calls per time window.
 ``answer`` replaces the scripted text with any function of (prompt, temperature), and
 ``request_queue_size`` sets the listen backlog for bursts of hundreds of new connections (the
@@ -216,6 +218,15 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             if rule is not None and rule.malformed == "shape":
                 self._send(200, {"id": "x", "object": "chat.completion", "unexpected": True})
+                return
+            if rule is not None and rule.malformed in ("empty_choices", "null_choices"):
+                choices = [] if rule.malformed == "empty_choices" else None
+                entry.status = 200
+                self._send(
+                    200,
+                    {"id": "x", "object": "chat.completion", "created": int(time.time()),
+                     "model": body.get("model", "fake"), "choices": choices},
+                )  # fmt: skip
                 return
             text = server.answer(prompt, temperature)
             self._send(

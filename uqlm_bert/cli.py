@@ -27,10 +27,12 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -422,29 +424,112 @@ def _run_generate_and_score(args: argparse.Namespace) -> int:
         show_progress_bars=not args.quiet,
         **_bertscore_kwargs(args),
     )
-    result = uq.generate_and_score_sync(
-        prompts.frame["prompt"].tolist(),
-        num_responses=args.num_responses,
-        checkpoint=args.checkpoint,
-    )
+    with warnings.catch_warnings():
+        # each failed call is reported below, once, on the line of its prompt
+        warnings.filterwarnings("ignore", _FAILED_CALLS_WARNING, RuntimeWarning)
+        result = uq.generate_and_score_sync(
+            prompts.frame["prompt"].tolist(),
+            num_responses=args.num_responses,
+            checkpoint=args.checkpoint,
+        )
     generated = result.to_df().reset_index(drop=True)
     out = prompts.frame.copy()
     for column in generated.columns:
         if column != "prompt":
             out[column] = generated[column].to_numpy()
-    write_table(out, args.output)
+    try:
+        write_table(out, args.output)
+    except (OSError, UQLMBertError) as exc:
+        raise _answers_kept(args, uq, exc) from exc
 
-    failed = []
+    lines, failed = [], 0
     for i, (error, samples) in enumerate(
         zip(generated["error"], generated["sample_errors"], strict=True)
     ):
+        bad = [e for e in samples if e is not None]
         if error is not None:
-            failed.append(f"{prompts.location(i)}: the response failed: {error}")
-        elif samples and all(e is not None for e in samples):
-            failed.append(f"{prompts.location(i)}: every sample failed: {samples[0]}")
-    _report_lines(failed, f"see the error and sample_errors columns of {args.output}")
-    print(_summary(out, names, failed=len(failed), title=f"{args.prompts} -> {args.output}"))
+            lines.append(f"{prompts.location(i)}: the response failed: {error}")
+        elif samples and len(bad) == len(samples):
+            lines.append(f"{prompts.location(i)}: every sample failed: {bad[0]}")
+        elif bad:  # scored on the samples that arrived: not a failed row
+            lines.append(
+                f"{prompts.location(i)}: {len(bad)} of {len(samples)} samples failed, scored on "
+                f"the others: {bad[0]}"
+            )
+            continue
+        else:
+            continue
+        failed += 1
+    _report_lines(lines, f"see the error and sample_errors columns of {args.output}")
+    print(_summary(out, names, failed=failed, title=f"{args.prompts} -> {args.output}"))
     return EXIT_FAILED_ROWS if failed else EXIT_OK
+
+
+#: The library's warning about failed LLM calls, which the command reports row by row instead.
+_FAILED_CALLS_WARNING = r"\d+ LLM call\(s\) failed for good"
+
+
+def _answers_kept(args: argparse.Namespace, uq: Any, exc: BaseException) -> UQLMBertError:
+    """The error for an output that cannot be written once the calls are done. It says where
+    the answers are: in ``--checkpoint``, or else in a checkpoint saved now beside the output
+    (in the temporary directory when that fails), so that the same command run again with it
+    writes the table without asking the model again."""
+    reason = str(exc) if isinstance(exc, UQLMBertError) else (exc.strerror or str(exc))
+    head = f"cannot write {args.output}: {reason}."
+    if args.checkpoint is not None:
+        return UQLMBertError(
+            f"{head} The answers are kept in the checkpoint {args.checkpoint}: run the same "
+            "command again, with -o where it can be written, and it writes the table from the "
+            "checkpoint without asking the model again for the answers it holds"
+        )
+    saved, problems = _save_answers(args, uq)
+    if saved is None:
+        return UQLMBertError(
+            f"{head} The answers could not be saved elsewhere either ({'; '.join(problems)})"
+        )
+    return UQLMBertError(
+        f"{head} The answers are saved in {saved}: run the same command again with "
+        f"--checkpoint {saved}, and -o where it can be written, and it writes the table from "
+        "that checkpoint without asking the model again for the answers it holds"
+    )
+
+
+def _save_answers(args: argparse.Namespace, uq: Any) -> tuple[str | None, list[str]]:
+    """Save the run's answers as a new checkpoint file beside the output, else in the temporary
+    directory: its path (None when neither works) and the problems met."""
+    import tempfile
+
+    from uqlm_bert.generation.generator import ResponseGenerator
+
+    generator = ResponseGenerator(uq.llm, uq.generation)
+    name = os.path.basename(args.output)
+    problems = []
+    for directory in (os.path.dirname(args.output), tempfile.gettempdir()):
+        path = None
+        try:
+            path = _new_file_path(directory, f"{name}.answers", ".jsonl")
+            generator.save_checkpoint(uq.last_generation, path, args.num_responses)
+            return path, problems
+        except (OSError, UQLMBertError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            problems.append(f"{path or directory or '.'}: {reason}")
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+    return None, problems
+
+
+def _new_file_path(directory: str, stem: str, suffix: str) -> str:
+    """Create a new empty file ``stem + suffix`` in ``directory`` (``stem-2``, ... when taken)
+    and return its path."""
+    for n in range(1, 1000):
+        path = os.path.join(directory, f"{stem}{'' if n == 1 else f'-{n}'}{suffix}")
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no free name for {stem}{suffix} in {directory or '.'}")
 
 
 def _chat_model(args: argparse.Namespace) -> Any:

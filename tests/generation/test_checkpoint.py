@@ -230,3 +230,72 @@ def test_checkpoint_argument_type_is_checked():
                 ["q"], 1, checkpoint=123, show_progress_bars=False
             )
         )
+
+
+async def test_a_second_run_on_an_open_checkpoint_is_refused_at_once(tmp_path):
+    path = tmp_path / "run.jsonl"
+    slow = scripted(latency=0.05)
+    first = asyncio.ensure_future(
+        ResponseGenerator(slow, GenerationSettings(max_concurrency=2)).generate(
+            PROMPTS, 2, checkpoint=path, show_progress_bars=False
+        )
+    )
+    while len(slow.recorder.calls) < 2:
+        await asyncio.sleep(0.01)
+    second = scripted()
+    with pytest.raises(CheckpointError, match=r"in use by another run.*run\.jsonl\.lock"):
+        await ResponseGenerator(second).generate(
+            PROMPTS, 2, checkpoint=path, show_progress_bars=False
+        )
+    assert second.recorder.calls == [] and not first.done()
+    result = await first
+    assert result.responses == [answer_text(p, 0.0) for p in PROMPTS]
+    assert len(read_lines(path)) == 1 + len(PROMPTS) * 3
+    # the lock is released with the run: the checkpoint opens again, with nothing left to do
+    again = scripted()
+    await ResponseGenerator(again).generate(PROMPTS, 2, checkpoint=path, show_progress_bars=False)
+    assert again.recorder.calls == []
+
+
+@pytest.mark.parametrize("content", [b"{", b'{"type"', b"\n", b"\x00\x01"])
+async def test_a_file_shorter_than_a_header_is_not_taken_for_one(tmp_path, content):
+    """Only the file of a crash while the header was written (it starts with the header's first
+    bytes) is overwritten; a short file of someone else's is refused and left alone."""
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError, match="not a uqlm-bert checkpoint.*left alone"):
+        await ResponseGenerator(scripted()).generate(
+            ["q"], 1, checkpoint=path, show_progress_bars=False
+        )
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+async def test_a_header_cut_short_by_a_crash_is_started_over(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(b'{"type": "header", "format": "uqlm-bert-che')
+    llm = scripted()
+    with pytest.warns(RuntimeWarning, match="cut short"):
+        result = await ResponseGenerator(llm).generate(
+            ["q"], 1, checkpoint=path, show_progress_bars=False
+        )
+    assert result.responses == [answer_text("q", 0.0)] and len(llm.recorder.calls) == 2
+    assert [r["type"] for r in read_lines(path)] == ["header", "slot", "slot"]
+
+
+async def test_a_finished_run_saved_as_a_checkpoint_resumes_without_calls(tmp_path):
+    llm = scripted()
+    llm.recorder.add_fault(PROMPTS[1], http_error(400), temperature=1.0)  # a permanent failure
+    generator = ResponseGenerator(llm, GenerationSettings(retry=FAST))
+    result = await generator.generate(PROMPTS[:3], 2, show_progress_bars=False)
+    path = tmp_path / "saved.jsonl"
+    generator.save_checkpoint(result, path, 2)
+    again = scripted()
+    resumed = await ResponseGenerator(again, GenerationSettings(retry=FAST)).generate(
+        PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
+    )
+    assert again.recorder.calls == []
+    assert fields(resumed) == fields(result)
+    assert resumed.stats.from_checkpoint == 3 * 3
+    with pytest.raises(CheckpointError, match="already holds answers"):
+        generator.save_checkpoint(result, path, 2)

@@ -8,7 +8,8 @@ embeds batches of token-id lists: BERT and RoBERTa run the packed forward of
 
 Work is bounded by what is scored: a text far longer than the limit is tokenized from a prefix
 long enough to give the first ``max_length`` tokens, cut at whitespace, so a 50 MB answer costs
-what its first few thousand characters cost (the tokens are the ones the whole text would give).
+what its first few thousand characters cost (the tokens are the ones the whole text would give;
+a text with less than one token per 128 characters is cut at ``max_length * 128`` characters).
 
 Example:
     >>> from uqlm_bert.bertscore.models import load_encoder
@@ -36,6 +37,9 @@ __all__ = ["Encoder", "tokenize_texts"]
 _CHARS_PER_TOKEN = 16
 # A prefix is long enough when it gives this many tokens beyond the limit.
 _PREFIX_MARGIN = 8
+# A prefix grows to at most this many characters per allowed token: a text with fewer tokens in
+# that much (mostly whitespace, or words thousands of characters long) is tokenized from it.
+_MAX_CHARS_PER_TOKEN = 128
 
 
 class Encoder:
@@ -182,7 +186,9 @@ def tokenize_texts(
     Each text is stripped, gets the special tokens and is truncated to ``max_length`` tokens. A
     text longer than ``max_length * 16`` characters is tokenized from a prefix cut at whitespace
     that yields more than ``max_length`` tokens (the same tokens the whole text gives), so the
-    cost is bounded by what is kept.
+    cost is bounded by what is kept. The prefix is at most ``max_length * 128`` characters: a
+    text with fewer tokens than that in them (mostly whitespace, or words thousands of
+    characters long) is scored on that prefix, and counts as truncated.
 
     Example:
         >>> from uqlm_bert.bertscore.models import load_tokenizer
@@ -212,15 +218,20 @@ def _tokenize_long(
     tokenizer: Any, text: str, max_length: int, window: int
 ) -> tuple[list[int], bool]:
     """Tokenize a long text from a prefix cut at whitespace, growing it until it yields more
-    tokens than the limit (the whole text at worst)."""
+    tokens than the limit, up to ``max_length * _MAX_CHARS_PER_TOKEN`` characters (the whole
+    text when it is no longer): the cost is bounded whatever the text."""
+    most = max_length * _MAX_CHARS_PER_TOKEN
     while window < len(text):
         cut = window
         space = _last_whitespace(text, window)
         if space > window // 2:
             cut = space
-        if len(_ids(tokenizer, [text[:cut]], None)[0]) > max_length + _PREFIX_MARGIN:
+        if (
+            window >= most
+            or len(_ids(tokenizer, [text[:cut]], None)[0]) > max_length + _PREFIX_MARGIN
+        ):
             return _ids(tokenizer, [text[:cut]], max_length)[0], True
-        window *= 2
+        window = min(window * 2, most)
     ids = _ids(tokenizer, [text], max_length)[0]
     return ids, len(ids) >= max_length and len(_ids(tokenizer, [text], None)[0]) > max_length
 

@@ -63,7 +63,8 @@ class Checkpoint:
 
     Args:
         path: the file; created if missing, resumed from if it exists.
-        fsync: force each record to disk (on by default; off trades safety for speed).
+        fsync: force each record to disk (on by default; off trades safety for speed: the
+            records reach the disk when the file is closed).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
@@ -95,12 +96,27 @@ class Checkpoint:
         """
         self._prompt_fps = list(prompt_fingerprints)
         run_fingerprint = fingerprint_run(self._prompt_fps, settings)
+        self._refuse_foreign()  # before the lock: not even a lock file beside someone's file
         self._acquire_lock()
         try:
             return self._open(run_fingerprint, settings)
         except BaseException:
             self._release_lock()
             raise
+
+    def _refuse_foreign(self) -> None:
+        """Refuse a file that is not a checkpoint, and leave it as it is."""
+        try:
+            with open(self.path, "rb") as fh:
+                start = fh.read(len(_HEADER_START))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot read checkpoint file {str(self.path)!r}: {exc.strerror or exc}"
+            ) from exc
+        if start and start != _HEADER_START:
+            raise _not_a_checkpoint(self.path)
 
     def _acquire_lock(self) -> None:
         try:
@@ -171,8 +187,11 @@ class Checkpoint:
         )
 
     def close(self) -> None:
-        """Close the file (records are already on disk) and release the lock."""
+        """Close the file (its records on disk) and release the lock."""
         if self._fh is not None:
+            if not self.fsync:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
             self._fh.close()
             self._fh = None
         self._release_lock()
@@ -193,13 +212,10 @@ class Checkpoint:
             raw = self.path.read_bytes()
         except OSError as exc:
             raise CheckpointError(f"cannot read checkpoint file {str(self.path)!r}: {exc}") from exc
-        cut_short = b"\n" not in raw and _HEADER_START.startswith(raw)  # a crash mid-header
-        if not (raw.startswith(_HEADER_START) or cut_short):
-            raise CheckpointError(
-                f"{str(self.path)!r} is not a uqlm-bert checkpoint file (it does not start with "
-                "a checkpoint header), so it is left alone: give the path of a new file for the "
-                "checkpoint"
-            )
+        # A file that does not start with the header's first bytes is someone else's, however
+        # short: a text of one "{" is no checkpoint to overwrite.
+        if not raw.startswith(_HEADER_START):
+            raise _not_a_checkpoint(self.path)
         lines = raw.split(b"\n")
         complete, tail = lines[:-1], lines[-1]
         records = [_parse_line(self.path, n, line) for n, line in enumerate(complete, 1)]
@@ -220,6 +236,13 @@ class Checkpoint:
             key, value = _parse_slot(self.path, n, rec, self._prompt_fps)
             done[key] = value
         return done, good_bytes
+
+
+def _not_a_checkpoint(path: Path) -> CheckpointError:
+    return CheckpointError(
+        f"{str(path)!r} is not a uqlm-bert checkpoint file (it does not start with a checkpoint "
+        "header), so it is left alone: give the path of a new file for the checkpoint"
+    )
 
 
 def _parse_line(path: Path, n: int, line: bytes) -> dict[str, Any] | None:

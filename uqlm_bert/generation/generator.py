@@ -155,6 +155,44 @@ class ResponseGenerator:
                 ckpt.close()
         return result
 
+    def save_checkpoint(
+        self,
+        result: GenerationResult,
+        checkpoint: str | os.PathLike[str] | Checkpoint,
+        num_responses: int,
+        *,
+        include_original: bool = True,
+    ) -> None:
+        """Write the slots of a finished run as a new checkpoint file, as if the run had used it.
+
+        A later :meth:`generate` with the same prompts and settings and this checkpoint makes
+        no call for the slots it holds: this keeps the answers of a run whose output could not
+        be written. The file must not exist yet, or be empty.
+
+        Raises:
+            CheckpointError: the file holds something already, or cannot be written.
+        """
+        ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else None
+        if ckpt is None:  # one fsync at the end, not one per record
+            ckpt = Checkpoint(checkpoint, fsync=False)
+        prompts = result.prompts
+        fps = [fingerprint_prompt(p, self.settings.system_prompt) for p in prompts]
+        done = ckpt.open(fps, self._fingerprint_settings(num_responses, include_original))
+        try:
+            if done:
+                raise CheckpointError(
+                    f"{str(ckpt.path)!r} already holds answers; give the path of a new file"
+                )
+            for i in range(len(prompts)):
+                if include_original:
+                    ckpt.write(i, ORIGINAL_SLOT, result.responses[i], result.response_errors[i])
+                for slot in range(num_responses):
+                    ckpt.write(
+                        i, slot, result.sampled_responses[i][slot], result.sample_errors[i][slot]
+                    )
+        finally:
+            ckpt.close()
+
     def _fingerprint_settings(self, num_responses: int, include_original: bool) -> dict[str, Any]:
         """The settings that change what is generated (a checkpoint must match them)."""
         return {
