@@ -425,7 +425,7 @@ def _run_generate_and_score(args: argparse.Namespace) -> int:
         **_bertscore_kwargs(args),
     )
     with warnings.catch_warnings():
-        # each failed call is reported below, once, on the line of its prompt
+        # failed calls are reported below, one line per kind, with the rows they are in
         warnings.filterwarnings("ignore", _FAILED_CALLS_WARNING, RuntimeWarning)
         result = uq.generate_and_score_sync(
             prompts.frame["prompt"].tolist(),
@@ -442,27 +442,39 @@ def _run_generate_and_score(args: argparse.Namespace) -> int:
     except (OSError, UQLMBertError) as exc:
         raise _answers_kept(args, uq, exc) from exc
 
-    lines, failed = [], 0
-    for i, (error, samples) in enumerate(
-        zip(generated["error"], generated["sample_errors"], strict=True)
-    ):
-        bad = [e for e in samples if e is not None]
-        if error is not None:
-            lines.append(f"{prompts.location(i)}: the response failed: {error}")
-        elif samples and len(bad) == len(samples):
-            lines.append(f"{prompts.location(i)}: every sample failed: {bad[0]}")
-        elif bad:  # scored on the samples that arrived: not a failed row
-            lines.append(
-                f"{prompts.location(i)}: {len(bad)} of {len(samples)} samples failed, scored on "
-                f"the others: {bad[0]}"
-            )
-            continue
-        else:
-            continue
-        failed += 1
-    _report_lines(lines, f"see the error and sample_errors columns of {args.output}")
+    failed = sum(
+        error is not None or (bool(errs) and all(e is not None for e in errs))
+        for error, errs in zip(
+            result.data["response_errors"], result.data["sample_errors"], strict=True
+        )
+    )
+    _report_lines(
+        _failures_by_kind(result.data, prompts),
+        f"see the error and sample_errors columns of {args.output}",
+    )
     print(_summary(out, names, failed=failed, title=f"{args.prompts} -> {args.output}"))
     return EXIT_FAILED_ROWS if failed else EXIT_OK
+
+
+def _failures_by_kind(data: dict[str, Any], prompts: Table) -> list[str]:
+    """One line per kind of failed call: how many, in which rows, and the first message."""
+    kinds: dict[str, list[tuple[int, Any]]] = {}
+    for i, (error, errs) in enumerate(
+        zip(data["response_errors"], data["sample_errors"], strict=True)
+    ):
+        for failure in [error, *errs]:
+            if failure is not None:
+                kinds.setdefault(failure.kind, []).append((i, failure))
+    lines = []
+    for kind, found in sorted(kinds.items()):
+        rows = list(dict.fromkeys(i for i, _ in found))
+        where = ", ".join(prompts.location(i) for i in rows[:3])
+        more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+        lines.append(
+            f"{len(found)} call(s) failed for good ({kind}) in {len(rows)} row(s): {where}{more}; "
+            f"first: {found[0][1]}"
+        )
+    return lines
 
 
 #: The library's warning about failed LLM calls, which the command reports row by row instead.

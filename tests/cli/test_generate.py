@@ -69,7 +69,7 @@ def test_generate_and_score_from_a_text_file(tmp_path, capsys, server, monkeypat
             "--max-calls-per-min", "6000", "-q"]  # fmt: skip
     code, stdout, stderr = run(argv, capsys)
     assert code == 1  # one prompt's answer failed
-    assert f"{prompts}:3: the response failed: bad_request" in stderr
+    assert f"1 call(s) failed for good (bad_request) in 1 row(s): {prompts}:3; first: " in stderr
 
     df = read_table(str(out))
     assert list(df.columns) == ["prompt", "response", "sampled_responses", "bert_score", "error",

@@ -374,11 +374,11 @@ def test_each_failed_call_is_reported_once(tmp_path, capsys, server):
     assert [str(w.message) for w in caught] == []
     assert code == 1  # the row without an answer failed; the other is scored on one sample
     lines = [line for line in stderr.splitlines() if line.strip()]
+    # one line per kind of failure, with the rows it is in
     assert lines == [
-        f"{prompts}:1: the response failed: bad_request after 1 attempt: "
-        "OpenAIInvalidRequestError: Error code: 400 - scripted 400",
-        f"{prompts}:2: 1 of 2 samples failed, scored on the others: bad_request after 1 "
-        "attempt: OpenAIInvalidRequestError: Error code: 400 - scripted 400",
+        f"2 call(s) failed for good (bad_request) in 2 row(s): {prompts}:1, {prompts}:2; "
+        "first: bad_request after 1 attempt: OpenAIInvalidRequestError: Error code: 400 - "
+        "scripted 400",
         f"uqlm-bert: see the error and sample_errors columns of {out}",
     ]
 
