@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy
@@ -340,7 +341,7 @@ class BlackBoxUQ:
         result = await self._generate_and_score(
             prompts, num_responses, show_progress_bars, checkpoint
         )
-        _warn_failures(result.metadata, stacklevel=2)
+        _warn_failures(result.metadata)
         return result
 
     def generate_and_score_sync(
@@ -366,7 +367,7 @@ class BlackBoxUQ:
         result = self._runner.run(
             lambda: self._generate_and_score(prompts, num_responses, show_progress_bars, checkpoint)
         )
-        _warn_failures(result.metadata, stacklevel=2)
+        _warn_failures(result.metadata)
         return result
 
     async def generate_original_responses(
@@ -390,7 +391,7 @@ class BlackBoxUQ:
             prompts, 0, checkpoint=checkpoint, show_progress_bars=self._show(show_progress_bars)
         )
         self.last_generation = generation
-        _warn_failures(_failure_metadata(generation), stacklevel=2)
+        _warn_failures(_failure_metadata(generation))
         return list(generation.responses)
 
     async def generate_candidate_responses(
@@ -419,7 +420,7 @@ class BlackBoxUQ:
             show_progress_bars=self._show(show_progress_bars),
         )
         self.last_generation = generation
-        _warn_failures(_failure_metadata(generation), stacklevel=2)
+        _warn_failures(_failure_metadata(generation))
         return [list(s) for s in generation.sampled_responses]
 
     def score_sentences(
@@ -879,18 +880,15 @@ def _failure_metadata(generation: GenerationResult) -> dict[str, Any]:
     }
 
 
-def _warn_failures(metadata: dict[str, Any], stacklevel: int) -> None:
+def _warn_failures(metadata: dict[str, Any]) -> None:
     """One warning per kind of failure, pointing at the caller's line."""
-    import warnings
-
     by_kind = metadata.get("failures", {}).get("by_kind", {})
     for kind, entry in sorted(by_kind.items()):
-        warnings.warn(
+        warn_user(
             f"{entry['count']} LLM call(s) failed for good ({kind}; e.g. {entry['example']}); "
             "their slots hold None and the reasons are in the result's error columns "
             "(to_df()['error'], to_df()['sample_errors'])",
             RuntimeWarning,
-            stacklevel=stacklevel + 1,
         )
 
 

@@ -46,13 +46,13 @@ import json
 import logging
 import math
 import os
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.evaluation._inputs import check_binary, paired_arrays
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError, NotFittedError
 
@@ -388,13 +388,12 @@ def _fit_platt(scores: np.ndarray, positive: np.ndarray) -> tuple[float, float, 
         # the log-likelihood is concave and its slope-gradient at (0, logit(base rate)) is this
         # covariance: when it is <= 0, no slope > 0 does better than a constant
         if covariance < 0:
-            warnings.warn(
+            warn_user(
                 "the scores do not rise with the labels (higher scores go with fewer correct "
                 "answers here), so the unconstrained Platt slope would be negative; the slope "
                 f"is held at 0 and every score maps to the base rate {base_rate:.4g}. Check the "
                 "label direction (1 = correct) and that the score is a confidence",
                 UserWarning,
-                stacklevel=3,
             )
             return 0.0, base_logit, "slope constrained to 0"
         return 0.0, base_logit, None
@@ -405,13 +404,12 @@ def _fit_platt(scores: np.ndarray, positive: np.ndarray) -> tuple[float, float, 
         n_pos, n_neg = int(is_pos.sum()), int((~is_pos).sum())
         targets = np.where(is_pos, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
         note = "separable: smoothed targets"
-        warnings.warn(
+        warn_user(
             "the scores separate the labels perfectly (no incorrect answer scores above a "
             "correct one), so the maximum-likelihood Platt slope is infinite; fitted with "
             f"Platt's smoothed targets {targets[is_pos][0]:.4g} and {targets[~is_pos][0]:.4g} "
             "instead of 1 and 0. More labelled answers give a better-founded map",
             UserWarning,
-            stacklevel=3,
         )
     slope, intercept = _newton_logistic(scores, targets, base_logit)
     return max(slope, 0.0), intercept, note

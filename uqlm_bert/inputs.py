@@ -24,10 +24,10 @@ Example:
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import InputValidationError
 
 __all__ = [
@@ -108,14 +108,13 @@ class _Repairs:
             )
         return self.text(value, where)
 
-    def warn(self, stacklevel: int) -> None:
+    def warn(self) -> None:
         if self.count:
-            warnings.warn(
+            warn_user(
                 f"{self.count} text(s) held characters that are not valid Unicode (lone "
                 f"surrogates; first at {self.first}); each was replaced by U+FFFD and the text "
                 "scored",
                 UserWarning,
-                stacklevel=stacklevel + 1,
             )
 
 
@@ -147,8 +146,6 @@ def scoring_lists(
     responses: Any,
     sampled_responses: Any,
     prompts: Any = None,
-    *,
-    stacklevel: int = 2,
 ) -> ScoringInputs:
     """Check and normalise ``(responses, sampled_responses)``: the rule every scorer applies.
 
@@ -157,7 +154,6 @@ def scoring_lists(
         sampled_responses: one list of samples per prompt (each a string or missing), or a
             missing value for none.
         prompts: when given, checked to have one item per response.
-        stacklevel: where the repair warning points, counted from the caller of this function.
 
     Raises:
         InputValidationError: a string where a list belongs, lengths that differ, or an item
@@ -193,12 +189,12 @@ def scoring_lists(
         out_samples.append(
             [repairs.text_or_none(s, f"sampled_responses[{i}][{j}]") for j, s in enumerate(group)]
         )
-    repairs.warn(stacklevel)
+    repairs.warn()
     return ScoringInputs(out_resp, out_samples)
 
 
 def as_inputs(
-    responses: Any, sampled_responses: Any = None, *, stacklevel: int = 2
+    responses: Any, sampled_responses: Any = None
 ) -> ScoringInputs:
     """``responses`` if it is already :class:`ScoringInputs`, else :func:`scoring_lists` of the
     two lists.
@@ -209,7 +205,7 @@ def as_inputs(
     """
     if isinstance(responses, ScoringInputs):
         return responses
-    return scoring_lists(responses, sampled_responses, stacklevel=stacklevel + 1)
+    return scoring_lists(responses, sampled_responses)
 
 
 def present_pairs(inputs: ScoringInputs) -> tuple[list[int], list[str], list[str]]:
@@ -236,7 +232,7 @@ def present_pairs(inputs: ScoringInputs) -> tuple[list[int], list[str], list[str
 
 
 def text_list(
-    values: Any, name: str, *, allow_empty: bool = False, stacklevel: int = 2
+    values: Any, name: str, *, allow_empty: bool = False
 ) -> list[str]:
     """A list of texts where no item may be missing (the engine's and evaluation's rule).
 
@@ -262,7 +258,7 @@ def text_list(
             what = "None" if t is None else f"a {type(t).__name__}"
             raise InputValidationError(f"{name}[{i}] is {what}; every item must be a string")
         out.append(repairs.text(t, f"{name}[{i}]"))
-    repairs.warn(stacklevel)
+    repairs.warn()
     return out
 
 

@@ -78,7 +78,6 @@ import sys
 import threading
 import tokenize
 import uuid
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +86,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 from uqlm_bert.inputs import is_missing, repair_text
 
@@ -703,11 +703,10 @@ def _records_table(
     rows, repaired = _repair_records(rows)
     if repaired:
         first = lines[repaired[0]]
-        warnings.warn(
+        warn_user(
             f"{name}: {len(repaired)} record(s) held text that is not valid Unicode (lone "
             f"surrogates, first on line {first}); each was replaced by U+FFFD",
             UserWarning,
-            stacklevel=5,
         )
     columns: dict[str, None] = {}
     for row in rows:
@@ -1407,11 +1406,10 @@ def _arrow_column(series: pd.Series, column: str, *, warn: bool) -> Any:
         return pa.array(plain)
     except pa.ArrowException as exc:  # invalid, mistyped or unsupported values
         if warn:
-            warnings.warn(
+            warn_user(
                 f"column {column!r} mixes types that Parquet cannot hold in one column ({exc}); "
                 "it is written as JSON text",
                 UserWarning,
-                stacklevel=5,
             )
         texts = [
             None if is_missing(v) else _json_text(_plain_value(v, column, i, text=True))

@@ -53,6 +53,7 @@ def test_a_lone_surrogate_is_repaired_with_one_warning_and_the_batch_scored(scor
     unicode_warnings = [w for w in caught if "not valid Unicode" in str(w.message)]
     assert len(unicode_warnings) == 1, [str(w.message) for w in caught]
     assert unicode_warnings[0].category is UserWarning
+    assert unicode_warnings[0].filename == __file__  # the user's line, not the library's
     assert str(unicode_warnings[0].message).startswith("2 text(s) held characters")
     assert len(got) == 3 and all(0.0 <= v <= 1.0 + 1e-6 for v in got)
     assert list(got) == pytest.approx(list(expected), abs=1e-6)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.baseline import find_baseline, read_baseline, rescale
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping, idf_from_token_ids
@@ -271,7 +271,7 @@ class BERTScorer:
             InputValidationError: empty lists, mismatched lengths, or items that are not strings;
                 the message names the index.
         """
-        cands = text_list(cands, "cands", stacklevel=3)
+        cands = text_list(cands, "cands")
         groups = _check_refs(refs, len(cands))
         show = self.show_progress_bars if show_progress_bars is None else show_progress_bars
         bs = self.settings.batch_size if batch_size is None else batch_size
@@ -327,13 +327,12 @@ class BERTScorer:
                 texts[text] = _Text(np.asarray(ids, dtype=np.int64), None, empty, False,
                                     last_use[text])
         if truncated:
-            warnings.warn(
+            warn_user(
                 f"{len(truncated)} text(s) are longer than the model's maximum of "
                 f"{enc.max_length} tokens and were truncated, as the reference does (first: "
                 f"{truncated[0][:60]!r}...). Pass max_length or split long texts to score them "
                 "whole.",
                 UserWarning,
-                stacklevel=3,
             )
         return texts
 
@@ -455,8 +454,8 @@ class BERTScorer:
             bad = sorted({g for t, g in zip(side, pair_group, strict=True) if getattr(texts[t.strip()], flag)})
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
-                warnings.warn(
-                    f"{what} at index {shown}: its {effect}", UserWarning, stacklevel=3
+                warn_user(
+                    f"{what} at index {shown}: its {effect}", UserWarning
                 )
 
     def __repr__(self) -> str:
@@ -489,11 +488,11 @@ def _check_refs(refs: Any, n: int) -> list[list[str]]:
             "references) per candidate"
         )
     if all(isinstance(r, str) for r in refs):
-        return [[r] for r in text_list(refs, "refs", stacklevel=4)]
+        return [[r] for r in text_list(refs, "refs")]
     groups: list[list[str]] = []
     for i, r in enumerate(refs):
         if isinstance(r, str):
-            groups.append(text_list([r], f"refs[{i}]", stacklevel=4))
+            groups.append(text_list([r], f"refs[{i}]"))
         elif r is None or not hasattr(r, "__len__"):
             raise InputValidationError(
                 f"refs[{i}] is {'None' if r is None else 'a ' + type(r).__name__}; "
@@ -502,5 +501,5 @@ def _check_refs(refs: Any, n: int) -> list[list[str]]:
         elif len(r) == 0:
             raise InputValidationError(f"refs[{i}] is an empty list; give at least one reference")
         else:
-            groups.append(text_list(r, f"refs[{i}]", stacklevel=4))
+            groups.append(text_list(r, f"refs[{i}]"))
     return groups

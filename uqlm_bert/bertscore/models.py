@@ -27,7 +27,6 @@ import contextlib
 import logging
 import os
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from typing import Any
 
 import torch
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.layers import (
     DEFAULT_LANG_MODEL,
@@ -425,11 +425,10 @@ def _default_num_layers(name: str, config_layers: int | None) -> int:
             f"no default layer is known for model {name!r} and its config does not say how many "
             "layers it has; pass num_layers explicitly"
         )
-    warnings.warn(
+    warn_user(
         f"no published default layer for model {name!r}; using its last layer "
         f"({config_layers}). Pass num_layers to choose another.",
         UserWarning,
-        stacklevel=4,
     )
     return config_layers
 

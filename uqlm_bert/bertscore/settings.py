@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.config import check_int, check_names
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 
@@ -106,13 +106,12 @@ class BERTScoreSettings:
         if self.idf_sents is not None:
             from uqlm_bert.inputs import text_list
 
-            set_(self, "idf_sents", tuple(text_list(self.idf_sents, "idf_sents", stacklevel=4)))
+            set_(self, "idf_sents", tuple(text_list(self.idf_sents, "idf_sents")))
             if self.idf is not True:
-                warnings.warn(
+                warn_user(
                     f"idf_sents is ignored because idf={self.idf!r}; pass idf=True to compute "
                     "idf weights from them",
                     UserWarning,
-                    stacklevel=4,
                 )
         for name in ("rescale_with_baseline", "trust_remote_code"):
             if not isinstance(getattr(self, name), bool):

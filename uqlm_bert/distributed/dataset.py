@@ -20,12 +20,12 @@ Example:
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.distributed.batches import ScoreBatch
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 from uqlm_bert.scorers.registry import (
@@ -126,11 +126,10 @@ def plan_workers(
     else:
         per_gpu = float(num_gpus_per_worker)
     if per_gpu > 0 and gpus == 0:
-        warnings.warn(
+        warn_user(
             f"each actor asks for {per_gpu:g} GPU but the Ray cluster has none now; the actors "
             "wait until GPU nodes join (pass num_gpus_per_worker=0 to score on CPUs)",
             UserWarning,
-            stacklevel=3,
         )
     if num_workers is None:
         if per_gpu > 0:

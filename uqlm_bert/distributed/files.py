@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import warnings
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.distributed.dataset import (
     DEFAULT_BATCH_SIZE,
     check_batch_invariance,
@@ -134,10 +134,9 @@ def score_file(
     )
     replaced = [c for c in (*names, ERROR_COLUMN) if c in table.frame.columns]
     if replaced:
-        warnings.warn(
+        warn_user(
             f"the input already has column(s) {replaced}; the output replaces them with new scores",
             UserWarning,
-            stacklevel=2,
         )
     n = len(table.frame)
     rows = np.flatnonzero(good)
@@ -174,11 +173,10 @@ def score_file(
             scores[name][rows] = back[name].to_numpy(dtype=np.float64)
     out = with_scores(table.frame, scores, problems)
     if problems:
-        warnings.warn(
+        warn_user(
             f"{n - len(rows)} of {n} rows could not be scored (NaN, with the reason in "
             f"{ERROR_COLUMN!r}); first: {problems[0]}",
             UserWarning,
-            stacklevel=2,
         )
     Path(output_path).parent.mkdir(parents=True, exist_ok=True)
     write_table(out, output_path)

@@ -14,12 +14,12 @@ Infinite values are always an error: no metric here can rank or average them mea
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import InputValidationError
 from uqlm_bert.inputs import float_vector
 
@@ -59,11 +59,10 @@ def paired_arrays(
                 f"scores or labels are NaN at index {shown}{more}; drop those items or pass "
                 "nan_policy='omit'"
             )
-        warnings.warn(
+        warn_user(
             f"dropped {where.size} of {s.shape[0]} items whose score or label is NaN "
             f"(index {shown}{more})",
             UserWarning,
-            stacklevel=3,
         )
         keep = ~missing
         s, y = s[keep], y[keep]

@@ -35,13 +35,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import filelock
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import CheckpointError
 from uqlm_bert.generation.prompts import fingerprint_run
 from uqlm_bert.generation.records import CallFailure
@@ -221,11 +221,10 @@ class Checkpoint:
         records = [_parse_line(self.path, n, line) for n, line in enumerate(complete, 1)]
         records = [r for r in records if r is not None]
         if tail.strip():
-            warnings.warn(
+            warn_user(
                 f"checkpoint file {str(self.path)!r} ends in a line cut short (a crash while "
                 "writing?); that line is dropped and its call will be made again",
                 RuntimeWarning,
-                stacklevel=4,
             )
         if not records:
             return {}, 0

@@ -124,7 +124,7 @@ def score_all(
     Raises:
         InputValidationError: the input is malformed (see :func:`uqlm_bert.inputs.scoring_lists`).
     """
-    inputs = as_inputs(responses, sampled_responses, stacklevel=3)
+    inputs = as_inputs(responses, sampled_responses)
     n = len(inputs)
     group, cands, refs = present_pairs(inputs)
     pairs = Pairs(cands, refs, show_progress_bars)

@@ -58,7 +58,7 @@ def best_of(
     Raises:
         InputValidationError: the input is malformed (see :func:`uqlm_bert.inputs.scoring_lists`).
     """
-    inputs = as_inputs(responses, sampled_responses, stacklevel=3)
+    inputs = as_inputs(responses, sampled_responses)
     rows_resp: list[str] = []
     rows_samples: list[list[str]] = []
     owner: list[int] = []

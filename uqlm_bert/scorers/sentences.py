@@ -102,7 +102,7 @@ def score_sentences(
     """
     if metric not in _METRICS:
         raise ConfigurationError(f"metric must be one of {', '.join(_METRICS)}, got {metric!r}")
-    inputs = scoring_lists(responses, sampled_responses, stacklevel=3)
+    inputs = scoring_lists(responses, sampled_responses)
     split = _response_sentences(inputs.responses, sentences, language)
     sample_sents = _sample_sentences(inputs.samples, language)
 
