@@ -90,3 +90,19 @@ def test_the_helper_skips_every_package_frame(depth):
     # the nested frames live in this file, outside the package: the warning names the
     # innermost of them, which is this file too
     _assert_here(_caught(lambda: nested(depth)))
+
+
+def test_a_coroutine_run_by_asyncio_run_warns_at_the_asyncio_run_line():
+    """The event loop resumes a top-level coroutine, so asyncio's frames lie between it and
+    the user's line; they are skipped as the package's are."""
+    import asyncio
+
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from uqlm_bert import BlackBoxUQ
+
+    llm = FakeListChatModel(responses=["Paris \ud800 is the capital."])
+    uq = BlackBoxUQ(llm=llm, scorers=["exact_match"], show_progress_bars=False)
+    caught = _caught(lambda: asyncio.run(uq.generate_and_score(["Capital?"], num_responses=2)))
+    _assert_here(caught)
+    assert "3 LLM repl(ies)" in str(caught[0].message)

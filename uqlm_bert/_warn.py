@@ -8,19 +8,25 @@ warning goes through :func:`warn_user`, which points at the first frame outside 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import warnings
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# a coroutine run by ``asyncio.run(uq.generate_and_score(...))`` is resumed by the event loop,
+# so the frames between it and the user's line are asyncio's
+_ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep
 
 
-def _inside_package(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
+def _skipped(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE_DIR) or path.startswith(_ASYNCIO_DIR)
 
 
 def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
-    """Issue ``message`` as a warning attributed to the nearest caller outside ``uqlm_bert``.
+    """Issue ``message`` as a warning attributed to the nearest caller outside ``uqlm_bert``
+    (and outside asyncio, which stands between a coroutine and the ``asyncio.run`` line).
 
     Example:
         >>> import warnings
@@ -32,7 +38,7 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     """
     level = 2  # stacklevel 2 is the caller of this function
     frame = sys._getframe(1)
-    while frame is not None and _inside_package(frame.f_code.co_filename):
+    while frame is not None and _skipped(frame.f_code.co_filename):
         frame = frame.f_back
         level += 1
     if frame is None:  # called from nothing but package frames (a worker thread): the caller

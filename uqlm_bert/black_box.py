@@ -391,7 +391,7 @@ class BlackBoxUQ:
             prompts, 0, checkpoint=checkpoint, show_progress_bars=self._show(show_progress_bars)
         )
         self.last_generation = generation
-        _warn_failures(_failure_metadata(generation))
+        _warn_failures({**_failure_metadata(generation), "calls": generation.stats.as_dict()})
         return list(generation.responses)
 
     async def generate_candidate_responses(
@@ -420,7 +420,7 @@ class BlackBoxUQ:
             show_progress_bars=self._show(show_progress_bars),
         )
         self.last_generation = generation
-        _warn_failures(_failure_metadata(generation))
+        _warn_failures({**_failure_metadata(generation), "calls": generation.stats.as_dict()})
         return [list(s) for s in generation.sampled_responses]
 
     def score_sentences(
@@ -881,7 +881,14 @@ def _failure_metadata(generation: GenerationResult) -> dict[str, Any]:
 
 
 def _warn_failures(metadata: dict[str, Any]) -> None:
-    """One warning per kind of failure, pointing at the caller's line."""
+    """One warning per kind of failure, and one for repaired replies, at the caller's line."""
+    repaired = metadata.get("calls", {}).get("repaired_replies", 0)
+    if repaired:
+        warn_user(
+            f"{repaired} LLM repl(ies) held characters that are not valid Unicode (lone "
+            "surrogates); each was replaced by U+FFFD and the text kept and scored",
+            UserWarning,
+        )
     by_kind = metadata.get("failures", {}).get("by_kind", {})
     for kind, entry in sorted(by_kind.items()):
         warn_user(

@@ -78,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler.setFormatter(logging.Formatter("uqlm-bert: %(levelname)s: %(message)s"))
     handler.setLevel(logging.WARNING)
     logger.addHandler(handler)
+    # a warning on the terminal reads like the command's own messages, without the code
+    # location that only means something to a Python caller
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = _format_warning
     try:
         return args.run(args)
     except UQLMBertError as exc:
@@ -92,6 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     finally:
         logger.removeHandler(handler)
+        warnings.formatwarning = formatwarning
+
+
+def _format_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line=None
+) -> str:
+    return f"uqlm-bert: warning: {message}\n"
 
 
 def build_parser() -> argparse.ArgumentParser:

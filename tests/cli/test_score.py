@@ -362,3 +362,22 @@ def test_python_dash_m_runs_the_command(tmp_path, capsys):
     assert "rows: 4  failed: 0" in proc.stdout
     a, b = pd.read_csv(in_process), pd.read_csv(out)
     pd.testing.assert_frame_equal(a, b, atol=1e-6)
+
+
+def test_a_warning_on_the_terminal_reads_as_the_commands_own_message(tmp_path):
+    """Warnings reach the terminal as ``uqlm-bert: warning: ...``, without the code location
+    (``<frozen runpy>:88:`` under ``python -m``) that means nothing to a user of the command."""
+    src = tmp_path / "answers.jsonl"
+    # a lone surrogate, as a JSON escape can carry: repaired on reading, with a warning
+    src.write_text('{"response": "a \\ud800", "sampled_responses": ["a"]}\n', encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "uqlm_bert", "score", str(src), "-o", str(tmp_path / "o.jsonl"),
+         "-q", "--scorers", "exact_match"],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "not valid Unicode" in ln]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"uqlm-bert: warning: {src}: 1 record(s) held text"), lines
+    assert "runpy" not in proc.stderr and "Warning:" not in proc.stderr, proc.stderr

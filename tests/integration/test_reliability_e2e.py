@@ -159,9 +159,12 @@ def surrogate_answer(prompt: str, temperature: float | None) -> str:
 def test_a_reply_with_a_lone_surrogate_is_repaired_and_counted():
     with FakeOpenAIServer(answer=surrogate_answer) as server:
         uq = BlackBoxUQ(chat(server.base_url), scorers=["exact_match"], show_progress_bars=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # repaired at the source: no warning, no error
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             result = asyncio.run(uq.generate_and_score(["fine", "broken one"], num_responses=2))
+    # repaired at the source, and said once, as a repaired input text is, at the caller's line
+    assert [str(w.message)[:40] for w in caught] == ["3 LLM repl(ies) held characters that are"]
+    assert caught[0].category is UserWarning and caught[0].filename == __file__
     assert result.data["responses"][0] == answer_text("fine", 0.0)
     assert result.data["responses"][1] == "broken \ufffd " + answer_text("broken one", 0.0)
     assert (
