@@ -58,7 +58,8 @@ def submit(p: _ScoringPipeline, indices) -> None:
 
 
 async def finish(p: _ScoringPipeline, n: int) -> dict[str, np.ndarray]:
-    return await asyncio.wait_for(p.finish(GenerationResult.empty(list(range(n)), 1)), GUARD_S)
+    scored = await asyncio.wait_for(p.finish(GenerationResult.empty(list(range(n)), 1)), GUARD_S)
+    return scored.scores
 
 
 async def until(condition) -> None:

@@ -902,7 +902,6 @@ class _ScoringPipeline:
                 self.best[i] = k
         self.busy_seconds += time.perf_counter() - started
         self.batch_sizes.append(len(indices))
-        self.batch_sizes.append(len(indices))
 
 
 @dataclass(frozen=True)
