@@ -91,6 +91,23 @@ class Passage:
     response: str
     samples: tuple[str, ...]
 
+    def rotated(self, k: int) -> Passage:
+        """The passage with each text's sentences rotated ``k`` places: texts of the same length
+        that no other prompt receives (unless a text has no more than ``k`` sentences; 701 of
+        the 720 texts of 120 prompts x 6 are distinct).
+
+        Both libraries embed each unique text once per call, so prompts that share texts would
+        make one large batch cheaper than several small ones, which real prompts never do.
+        """
+        from uqlm_bert.scorers.sentences import split_sentences
+
+        def rotate(text: str) -> str:
+            parts = split_sentences(text)
+            j = k % len(parts) if parts else 0
+            return " ".join(parts[j:] + parts[:j])
+
+        return Passage(self.idx, rotate(self.response), tuple(rotate(t) for t in self.samples))
+
 
 def load_passages(path: Path) -> list[Passage]:
     """The passages of the WikiBio JSONL file at ``path``."""
@@ -105,11 +122,17 @@ def load_passages(path: Path) -> list[Passage]:
 
 
 def make_prompts(passages: Sequence[Passage], n_prompts: int) -> dict[str, Passage]:
-    """``n_prompts`` distinct prompt texts mapped to their passages, cycling over the passages."""
+    """``n_prompts`` distinct prompt texts mapped to their passages, cycling over the passages.
+
+    The first round over the passages gets them as they are; later rounds get them with their
+    sentences rotated (:meth:`Passage.rotated`), so that no two prompts receive the same texts.
+    """
     prompts: dict[str, Passage] = {}
     for i in range(n_prompts):
-        passage = passages[i % len(passages)]
         variant = i // len(passages)
+        passage = passages[i % len(passages)]
+        if variant:
+            passage = passage.rotated(variant)
         text = PROMPT_TEMPLATES[variant % len(PROMPT_TEMPLATES)].format(idx=passage.idx)
         if variant >= len(PROMPT_TEMPLATES):
             text += f" (request {variant})"

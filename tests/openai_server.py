@@ -12,6 +12,13 @@ Every request is logged with its arrival time, so tests can count calls per time
 standard library's default of 5 makes the kernel drop connection attempts beyond it, which clients
 then retry after a second).
 
+``concurrency_limit`` plays a provider with a cap on requests in flight: a request that arrives
+while that many are being served is answered 429 at once (with ``concurrency_retry_after`` as
+``Retry-After`` when set) and is not counted in flight. A request counts as in flight from its
+arrival until its reply starts to be written, so a client that sends its next request as soon as
+it has read a reply never finds the previous one still counted. ``in_flight`` and
+``max_in_flight`` count the requests being served.
+
 The server runs in a background thread, binds port 0 on the loopback interface only, and is
 stopped by the context manager (hung requests are released when it stops).
 """
@@ -63,6 +70,9 @@ class RequestLog:
     temperature: float | None
     status: int
     body: dict[str, Any] = field(default_factory=dict)
+    #: when it stopped counting in flight: its reply started to be written, or it ended without
+    #: one (a hung request, when the server stops); None while in flight
+    answered: float | None = None
 
 
 def answer_text(prompt: str, temperature: float | None) -> str:
@@ -85,10 +95,14 @@ class FakeOpenAIServer:
         default_latency: float = 0.0,
         answer: Callable[[str, float | None], str] = answer_text,
         request_queue_size: int | None = None,
+        concurrency_limit: int | None = None,
+        concurrency_retry_after: str | None = None,
     ) -> None:
         self.default_latency = default_latency
         self.answer = answer
         self.request_queue_size = request_queue_size
+        self.concurrency_limit = concurrency_limit
+        self.concurrency_retry_after = concurrency_retry_after
         self.rules: list[Rule] = []
         self.log: list[RequestLog] = []
         self.lock = threading.Lock()
@@ -175,17 +189,40 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             users = [m for m in messages if m.get("role") == "user"]
             prompt = str(users[-1].get("content", "")) if users else ""
             temperature = body.get("temperature")
-            rule = server._pick_rule(prompt, temperature)
             with server.lock:
-                server.in_flight += 1
-                server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                entry = RequestLog(arrived, prompt, temperature, 200, body)
+                limit = server.concurrency_limit
+                overloaded = limit is not None and server.in_flight >= limit
+                entry = RequestLog(arrived, prompt, temperature, 429 if overloaded else 200, body)
                 server.log.append(entry)
+                if not overloaded:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            if overloaded:
+                self._overloaded(entry)
+                return
+            self._entry: RequestLog | None = entry
+            rule = server._pick_rule(prompt, temperature)
             try:
                 self._respond(rule, prompt, temperature, body, entry)
             finally:
+                self._leave()
+
+        def _leave(self) -> None:
+            """The request stops counting in flight (once): its reply is about to be written,
+            or it ended without one."""
+            entry, self._entry = getattr(self, "_entry", None), None
+            if entry is not None:
                 with server.lock:
                     server.in_flight -= 1
+                    entry.answered = time.monotonic()
+
+        def _overloaded(self, entry: RequestLog) -> None:
+            headers = {}
+            if server.concurrency_retry_after is not None:
+                headers["Retry-After"] = server.concurrency_retry_after
+            error = {"message": "too many requests in flight", "type": "test", "code": None}
+            entry.answered = time.monotonic()
+            self._send(429, {"error": error}, headers)
 
         def _respond(
             self,
@@ -253,6 +290,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def _send_raw(
             self, status: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
         ) -> None:
+            self._leave()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)

@@ -723,10 +723,21 @@ class BlackBoxUQ:
 
 
 class _ScoringPipeline:
-    """Scores prompts in batches, in a worker thread, as generation finishes them."""
+    """Scores prompts in batches, in a worker thread, as generation finishes them.
 
-    #: Wait this long for more finished prompts before scoring a small batch.
+    The queued prompts are scored as one batch once ``MIN_BATCH`` of them have queued, or
+    ``GATHER_S`` after the oldest of them queued, or at once when no more prompts are coming
+    (every prompt is queued, or generation is over): a small batch wastes the engine's forward
+    passes, and waiting for prompts that will not come wastes time. At most ``max_batch``
+    prompts go in one batch. ``busy_seconds`` is the time spent scoring.
+    """
+
+    #: Wait at most this long after a prompt queues for more before scoring a small batch.
     GATHER_S = 0.2
+    #: A batch this large is scored without waiting.
+    MIN_BATCH = 32
+    #: While generation runs, score with one torch thread fewer (see :meth:`_score_batch`).
+    SPARE_A_CORE = True
 
     def __init__(
         self,
@@ -748,11 +759,16 @@ class _ScoringPipeline:
         self._use_best = use_best
         self._postprocess = postprocess or ScoringInputs
         self.busy_seconds = 0.0
+        self.batch_sizes: list[int] = []
         self._n = n
         self._max_batch = max_batch
-        self._min_batch = min(max_batch, 32)
+        self._min_batch = min(max_batch, self.MIN_BATCH)
         self._show = show
-        self._queue: asyncio.Queue[tuple[int, str | None, list[str | None]] | None] | None = None
+        # (queued at, index, response, samples), oldest first
+        self._queue: list[tuple[float, int, str | None, list[str | None]]] = []
+        self._submitted = 0
+        self._ended = False
+        self._changed: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._bar: Any = None
 
@@ -761,21 +777,24 @@ class _ScoringPipeline:
             return
         from tqdm.auto import tqdm
 
-        self._queue = asyncio.Queue()
+        self._changed = asyncio.Event()
         self._bar = tqdm(total=self._n, desc="Scoring", unit="prompt", disable=not self._show)
         self._task = asyncio.ensure_future(self._consume())
 
     def submit(self, index: int, response: str | None, samples: list[str | None]) -> None:
         """Queue a finished prompt; re-raise a scoring failure so that generation stops."""
-        if self._task is None or self._queue is None:
+        if self._task is None or self._changed is None:
             return
         if self._task.done() and not self._task.cancelled() and self._task.exception():
             raise self._task.exception()  # type: ignore[misc]
-        self._queue.put_nowait((index, response, samples))
+        self._queue.append((time.monotonic(), index, response, samples))
+        self._submitted += 1
+        self._changed.set()
 
     async def finish(self, generation: GenerationResult) -> _Scored:
-        if self._task is not None and self._queue is not None:
-            self._queue.put_nowait(None)
+        if self._task is not None and self._changed is not None:
+            self._ended = True
+            self._changed.set()
             try:
                 await self._task
             finally:
@@ -797,32 +816,75 @@ class _ScoringPipeline:
         if self._bar is not None:
             self._bar.close()
 
+    def more_coming(self) -> bool:
+        """Whether prompts not yet queued may still come."""
+        return not self._ended and self._submitted < self._n
+
+    def waited(self) -> float:
+        """Seconds since the oldest queued prompt queued (0 with none queued)."""
+        return time.monotonic() - self._queue[0][0] if self._queue else 0.0
+
+    def batch_ready(self) -> bool:
+        """Whether to score the queued prompts now."""
+        queued = len(self._queue)
+        return queued > 0 and (
+            queued >= self._min_batch or not self.more_coming() or self.waited() >= self.GATHER_S
+        )
+
+    async def _next_batch(self) -> list[tuple[float, int, str | None, list[str | None]]]:
+        """The next batch to score; empty when generation is over and every prompt scored."""
+        assert self._changed is not None
+        while not self.batch_ready():
+            if not self._queue and not self.more_coming():
+                return []
+            self._changed.clear()
+            timeout = self.GATHER_S - self.waited() if self._queue else None
+            try:
+                await asyncio.wait_for(self._changed.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        batch = self._queue[: self._max_batch]
+        del self._queue[: self._max_batch]
+        return batch
+
     async def _consume(self) -> None:
-        assert self._queue is not None
-        ended = False
-        while not ended:
-            item = await self._queue.get()
-            if item is None:
-                break
-            batch = [item]
-            if self._queue.qsize() + 1 < self._min_batch:
-                # a small batch wastes the engine's forward passes: let more prompts finish
-                await asyncio.sleep(self.GATHER_S)
-            while len(batch) < self._max_batch and not self._queue.empty():
-                nxt = self._queue.get_nowait()
-                if nxt is None:
-                    ended = True
-                    break
-                batch.append(nxt)
-            indices = [i for i, _, _ in batch]
+        while batch := await self._next_batch():
             await asyncio.to_thread(
-                self._score,
+                self._score_batch,
+                self.more_coming(),
                 self.overlapped,
-                indices,
-                [r for _, r, _ in batch],
-                [s for _, _, s in batch],
+                [i for _, i, _, _ in batch],
+                [r for _, _, r, _ in batch],
+                [s for _, _, _, s in batch],
             )
             self._bar.update(len(batch))
+
+    def _score_batch(self, generating: bool, *args: Any) -> None:
+        """:meth:`_score`, in a worker thread; while generation runs, with one torch intra-op
+        thread fewer (when torch is in use with more than one).
+
+        The event loop's thread needs a core for the LLM calls while generation runs. torch's
+        intra-op threads meet at a barrier after every operation: when one of them waits for a
+        core that the event loop holds, every small operation of the forward pass waits with it,
+        and the event loop waits for the CPU in turn, so generation slows down too. With one
+        thread fewer, scoring and the event loop each have a core (benchmarks/bench_pipeline.py
+        measures it).
+
+        ``torch.set_num_threads`` sets the calling thread's OpenMP thread count (other threads
+        keep theirs) and the default of threads that start using torch later; both are put back
+        when the batch is scored.
+        """
+        import sys
+
+        torch = sys.modules.get("torch") if generating and self.SPARE_A_CORE else None
+        threads = torch.get_num_threads() if torch is not None else 1
+        if threads > 1:
+            torch.set_num_threads(threads - 1)
+        try:
+            self._score(*args)
+        finally:
+            if threads > 1:
+                torch.set_num_threads(threads)
 
     def _score(
         self,
@@ -839,6 +901,7 @@ class _ScoringPipeline:
             for i, k in zip(indices, scored.best, strict=True):
                 self.best[i] = k
         self.busy_seconds += time.perf_counter() - started
+        self.batch_sizes.append(len(indices))
 
 
 @dataclass(frozen=True)

@@ -89,8 +89,11 @@ def _passages() -> list:
     return [
         vs.Passage(
             idx,
-            f"{name} was a painter born in {town}. {name} studied in Paris and taught for years.",
-            tuple(f"{name} was a {job} from {town}, known for work number {j}." for j in range(4)),
+            f"{name} was a painter born in {town}. {name} studied in Paris. {name} taught there.",
+            tuple(
+                f"{name} was a {job} from {town}. Work number {j} is known. It is in {town}."
+                for j in range(4)
+            ),
         )
         for idx, name, town, job in [
             (11, "Anna Berg", "Oslo", "painter"),
@@ -103,7 +106,15 @@ def test_vs_uqlm_prompts_map_to_passages_and_samples_restart_after_reset():
     passages = _passages()
     prompts = vs.make_prompts(passages, 5)
     assert len(prompts) == 5  # distinct texts, cycling over the passages
-    assert list(prompts.values()) == [passages[i % 2] for i in range(5)]
+    # the first round over the passages as they are, later rounds with sentences rotated
+    assert list(prompts.values())[:2] == passages
+    texts = [t for p in prompts.values() for t in (p.response, *p.samples)]
+    assert len(set(texts)) == len(texts)  # no two prompts share a text
+    for i, p in enumerate(prompts.values()):
+        original = passages[i % 2]
+        assert p.idx == original.idx
+        for got, orig in zip((p.response, *p.samples), (original.response, *original.samples)):
+            assert sorted(got.split()) == sorted(orig.split())  # the same words, reordered
     first = next(iter(prompts))
     assert first == "This is a Wikipedia passage about concept 11:"
     answers = vs.PassageAnswers(prompts)

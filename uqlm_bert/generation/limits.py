@@ -11,10 +11,16 @@ Two limits work together, both on the event loop of one run:
   alone does not. Throughput stays close to the limit: each token serves one call every
   ``period`` plus the call's latency.
 - :class:`AdaptiveConcurrency` is congestion control for the calls in flight: it starts at
-  ``initial`` calls, doubles them each round trip while the provider keeps up (no 429, 5xx or
-  timeout, latency flat), then grows by one per round trip, and cuts them multiplicatively on a
-  429, a 5xx or a timeout, once per round trip. It never exceeds ``maximum`` (a hard cap) or the
-  rate limit's ``max_calls``.
+  ``initial`` calls and doubles them each round trip (one more place per reply) while the
+  provider keeps up: no 429, 5xx or timeout, and latency flat. The first 429, 5xx or timeout
+  ends this slow start and cuts the limit to 0.7 of itself; each later one cuts it again, but
+  only once per round trip (calls started before a cut report the congestion that caused it).
+  After a cut the limit grows by one place per round trip, and by one per four round trips
+  within one place of the limit that was last cut, where the provider pushed back: a provider
+  with a fixed capacity is probed there rarely, so its 429s stay few, and once the limit passes
+  that point by a whole place with no push-back it grows by one per round trip again. Growth
+  holds while latency is more than twice (and 0.25 s above) the lowest seen. The limit never
+  exceeds ``maximum`` (a hard cap) or the rate limit's ``max_calls``.
 
 Example:
     >>> import asyncio
@@ -43,6 +49,8 @@ _LATENCY_FACTOR = 2.0
 _LATENCY_SLACK = 0.25
 #: The multiplicative cut on a congestion signal.
 _DECREASE = 0.7
+#: Within one place of the limit last cut, growth is one place per this many round trips.
+_PROBE_ROUND_TRIPS = 4
 
 
 class RateLimiter:
@@ -138,6 +146,7 @@ class AdaptiveConcurrency:
         self.cuts = 0
         self._epoch = 0
         self._slow_start = True
+        self._ceiling: float | None = None  # the limit last cut, while it stands
         self._best_latency: float | None = None
         self._changed = asyncio.Event()
 
@@ -173,6 +182,7 @@ class AdaptiveConcurrency:
             return
         self._epoch += 1
         self._slow_start = False
+        self._ceiling = self._limit
         self._limit = max(1.0, self._limit * _DECREASE)
         self.cuts += 1
 
@@ -183,13 +193,28 @@ class AdaptiveConcurrency:
         self._best_latency = latency if best is None else min(best, latency)
         if best is not None and latency > max(best * _LATENCY_FACTOR, best + _LATENCY_SLACK):
             return  # the provider slows down: hold
-        # slow start: +1 per reply doubles the limit each round trip; then +1 per round trip
-        step = 1.0 if self._slow_start else 1.0 / max(self._limit, 1.0)
-        cap = float(self.maximum) if self.maximum is not None else float("inf")
-        self._limit = min(cap, self._limit + step)
+        self._limit = min(self._hard_cap(), self._limit + self._step())
         self.peak = max(self.peak, self.limit)
+
+    def _step(self) -> float:
+        """Growth per reply: 1 in slow start (the limit doubles each round trip), else
+        1/limit (one place per round trip), slower near the limit last cut."""
+        if self._slow_start:
+            return 1.0
+        step = 1.0 / max(self._limit, 1.0)
+        ceiling = self._ceiling
+        if ceiling is not None and self._limit >= ceiling + 1.0:
+            self._ceiling = ceiling = None  # grown a place past it with no push-back: gone
+        if ceiling is not None and self._limit >= ceiling - 1.0:
+            step /= _PROBE_ROUND_TRIPS
+        return step
+
+    def _hard_cap(self) -> float:
+        return float(self.maximum) if self.maximum is not None else float("inf")
 
     def cap(self, maximum: int) -> None:
         """Lower the hard cap (the rate limit's ``max_calls``, say)."""
         self.maximum = maximum if self.maximum is None else min(self.maximum, maximum)
         self._limit = min(self._limit, float(self.maximum))
+        if self.max_in_flight == 0:  # before the first call: the start is capped too
+            self.peak = self.limit

@@ -1,0 +1,148 @@
+"""The scoring pipeline of generate_and_score: which prompts are scored together, and when.
+
+The pipeline is driven by hand here, as the generator drives it: ``submit`` for each finished
+prompt, ``finish`` when generation is over. Nothing is timed: the gathering window is made so
+long that a test would hang (and fail on its guard) if it were waited for, or zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import torch
+
+from uqlm_bert.black_box import _ScoringPipeline
+from uqlm_bert.generation.records import GenerationResult
+from uqlm_bert.scorers.base import Scorer
+
+GUARD_S = 30.0  # a bound on each wait, so that a broken pipeline fails instead of hanging
+FOREVER = 1e6
+
+
+class Recording(Scorer):
+    """Scores each response by its number, and records each call's batch and torch threads."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.threads: list[int] = []
+
+    def score(self, responses, sampled_responses, show_progress_bars=False):
+        self.batches.append(list(responses))
+        self.threads.append(torch.get_num_threads())
+        return [float(r) for r in responses]
+
+
+def pipeline(
+    scorer: Scorer,
+    n: int,
+    *,
+    max_batch: int = 256,
+    gather_s: float = FOREVER,
+    min_batch: int | None = None,
+) -> _ScoringPipeline:
+    p = _ScoringPipeline([scorer], n, max_batch, show=False)
+    p.GATHER_S = gather_s
+    if min_batch is not None:
+        p._min_batch = min_batch
+    p.start()
+    return p
+
+
+def submit(p: _ScoringPipeline, indices) -> None:
+    for i in indices:
+        p.submit(i, str(i), [str(i)])
+
+
+async def finish(p: _ScoringPipeline, n: int) -> dict[str, np.ndarray]:
+    scored = await asyncio.wait_for(p.finish(GenerationResult.empty(list(range(n)), 1)), GUARD_S)
+    return scored.scores
+
+
+async def until(condition) -> None:
+    async def poll():
+        while not condition():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), GUARD_S)
+
+
+async def settle() -> None:
+    """Let the pipeline's task run as far as it can without time passing for it."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_when_every_prompt_has_queued_they_are_scored_at_once_in_one_batch():
+    scorer = Recording()
+    p = pipeline(scorer, 5)
+    submit(p, [3, 0, 4, 1, 2])
+    await until(lambda: p.batch_sizes)  # no gathering wait: nothing more can come
+    scores = await finish(p, 5)
+    assert p.batch_sizes == [5] and scorer.batches == [["3", "0", "4", "1", "2"]]
+    assert scores["recording"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]  # each in its own row
+
+
+async def test_a_small_batch_waits_for_more_prompts_while_more_are_coming():
+    scorer = Recording()
+    p = pipeline(scorer, 10, min_batch=4)
+    submit(p, [0, 1])
+    await settle()
+    assert p.batch_sizes == []  # 2 of 10 finished: wait for more (up to GATHER_S)
+    submit(p, [2, 3])
+    await until(lambda: p.batch_sizes)  # MIN_BATCH reached: scored without waiting
+    assert p.batch_sizes == [4]
+    submit(p, [4])
+    await settle()
+    assert p.batch_sizes == [4]
+    await finish(p, 10)  # generation over: what queued is scored, nothing more is waited for
+    assert p.batch_sizes == [4, 1]
+
+
+async def test_a_small_batch_is_scored_when_the_gathering_window_closes():
+    scorer = Recording()
+    p = pipeline(scorer, 10, gather_s=0.0)
+    submit(p, [7])
+    await until(lambda: p.batch_sizes)
+    await finish(p, 10)
+    assert p.batch_sizes == [1] and scorer.batches == [["7"]]
+
+
+async def test_prompts_that_queued_during_a_batch_are_scored_next_up_to_max_batch():
+    scorer = Recording()
+    p = pipeline(scorer, 10, max_batch=4)
+    submit(p, range(10))
+    scores = await finish(p, 10)
+    assert p.batch_sizes == [4, 4, 2]
+    assert scores["recording"].tolist() == [float(i) for i in range(10)]
+
+
+async def test_scoring_while_generating_leaves_a_core_to_the_event_loop_and_restores_threads():
+    main_threads = torch.get_num_threads()
+    scorer = Recording()
+    p = pipeline(scorer, 3, min_batch=2)
+    submit(p, [0, 1])  # scored while the third prompt is still being generated
+    await until(lambda: p.batch_sizes)
+    submit(p, [2])  # the last one: nothing is generating any more
+    await finish(p, 3)
+    assert scorer.threads == [max(1, main_threads - 1), main_threads]
+    # every thread's count is as it was, and so is the default of threads that start later
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    worker.start()
+    worker.join()
+    assert torch.get_num_threads() == main_threads and seen == [main_threads]
+    assert await asyncio.to_thread(torch.get_num_threads) == main_threads
+
+
+async def test_the_spare_core_can_be_switched_off(monkeypatch):
+    monkeypatch.setattr(_ScoringPipeline, "SPARE_A_CORE", False)
+    scorer = Recording()
+    p = pipeline(scorer, 3, min_batch=2)
+    submit(p, [0, 1])
+    await until(lambda: p.batch_sizes)
+    await finish(p, 3)
+    assert scorer.threads == [torch.get_num_threads()]
