@@ -113,7 +113,8 @@ def test_vs_uqlm_prompts_map_to_passages_and_samples_restart_after_reset():
     for i, p in enumerate(prompts.values()):
         original = passages[i % 2]
         assert p.idx == original.idx
-        for got, orig in zip((p.response, *p.samples), (original.response, *original.samples)):
+        pairs = zip((p.response, *p.samples), (original.response, *original.samples), strict=True)
+        for got, orig in pairs:
             assert sorted(got.split()) == sorted(orig.split())  # the same words, reordered
     first = next(iter(prompts))
     assert first == "This is a Wikipedia passage about concept 11:"
