@@ -35,14 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
 BENCH = Path(__file__).resolve().parent
-REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
-sys.path.insert(0, str(REPO / "tests"))
+# bench_vs_uqlm sets the offline environment and puts tests/ on the path as it is imported
 from bench_vs_uqlm import (  # noqa: E402
     SYSTEM_PROMPT,
     PassageAnswers,
