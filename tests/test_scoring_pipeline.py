@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import torch
 
+from uqlm_bert._threads import follow_budget
 from uqlm_bert.black_box import _ScoringPipeline
 from uqlm_bert.generation.records import GenerationResult
 from uqlm_bert.scorers.base import Scorer
@@ -146,3 +147,40 @@ async def test_the_spare_core_can_be_switched_off(monkeypatch):
     await until(lambda: p.batch_sizes)
     await finish(p, 3)
     assert scorer.threads == [torch.get_num_threads()]
+
+
+class Pausing(Scorer):
+    """Like an engine over two forward batches: follows the thread budget before each, and
+    waits between them until the test lets it go on."""
+
+    name = "pausing"
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+        self.first_done = threading.Event()
+        self.go_on = threading.Event()
+
+    def score(self, responses, sampled_responses, show_progress_bars=False):
+        follow_budget()
+        self.threads.append(torch.get_num_threads())
+        self.first_done.set()
+        assert self.go_on.wait(GUARD_S)
+        follow_budget()
+        self.threads.append(torch.get_num_threads())
+        return [float(r) for r in responses]
+
+
+async def test_a_batch_running_when_generation_ends_gets_every_thread_back_at_its_next_forward():
+    # the batch that starts just before the last call returns can take tens of seconds: it must
+    # not keep a core idle until it ends
+    main_threads = torch.get_num_threads()
+    scorer = Pausing()
+    p = pipeline(scorer, 3, min_batch=2)
+    submit(p, [0, 1])
+    assert await asyncio.to_thread(scorer.first_done.wait, GUARD_S)
+    submit(p, [2])  # the last prompt: generation is over while the batch is still running
+    scorer.go_on.set()
+    await finish(p, 3)
+    assert scorer.threads[:2] == [max(1, main_threads - 1), main_threads]
+    assert torch.get_num_threads() == main_threads
+    assert await asyncio.to_thread(torch.get_num_threads) == main_threads

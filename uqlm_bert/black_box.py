@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert._threads import thread_budget
 from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
@@ -851,7 +852,6 @@ class _ScoringPipeline:
         while batch := await self._next_batch():
             await asyncio.to_thread(
                 self._score_batch,
-                self.more_coming(),
                 self.overlapped,
                 [i for _, i, _, _ in batch],
                 [r for _, _, r, _ in batch],
@@ -859,7 +859,7 @@ class _ScoringPipeline:
             )
             self._bar.update(len(batch))
 
-    def _score_batch(self, generating: bool, *args: Any) -> None:
+    def _score_batch(self, *args: Any) -> None:
         """:meth:`_score`, in a worker thread; while generation runs, with one torch intra-op
         thread fewer (when torch is in use with more than one).
 
@@ -868,23 +868,19 @@ class _ScoringPipeline:
         core that the event loop holds, every small operation of the forward pass waits with it,
         and the event loop waits for the CPU in turn, so generation slows down too. With one
         thread fewer, scoring and the event loop each have a core (benchmarks/bench_pipeline.py
-        measures it).
-
-        ``torch.set_num_threads`` sets the calling thread's OpenMP thread count (other threads
-        keep theirs) and the default of threads that start using torch later; both are put back
-        when the batch is scored.
+        measures it). The count is asked again before every forward batch
+        (:mod:`uqlm_bert._threads`): a batch that starts while the last calls are out gets every
+        thread back as soon as generation is over, not when the batch ends.
         """
         import sys
 
-        torch = sys.modules.get("torch") if generating and self.SPARE_A_CORE else None
+        torch = sys.modules.get("torch") if self.SPARE_A_CORE else None
         threads = torch.get_num_threads() if torch is not None else 1
-        if threads > 1:
-            torch.set_num_threads(threads - 1)
-        try:
+        if threads <= 1:
             self._score(*args)
-        finally:
-            if threads > 1:
-                torch.set_num_threads(threads)
+            return
+        with thread_budget(lambda: threads - 1 if self.more_coming() else threads):
+            self._score(*args)
 
     def _score(
         self,

@@ -1,0 +1,66 @@
+"""A torch intra-op thread count that can change while a long scoring call runs.
+
+``generate_and_score`` scores prompts in a worker thread while the event loop keeps the LLM calls
+going. While generation runs, scoring uses one torch thread fewer, leaving a core to the event
+loop; once generation is over it should use them all. A batch that starts just before the last
+call returns may take tens of seconds, so fixing the count when the batch starts would leave a
+core idle for most of it. Instead the caller sets a *budget* here (a function giving the number
+of threads wanted now) and the encoder follows it before every forward batch.
+
+The budget lives in a :class:`contextvars.ContextVar`: it holds in the thread (or task) that set
+it and in nothing else, so concurrent scoring calls elsewhere in the process are unaffected.
+
+Example:
+    >>> import torch
+    >>> from uqlm_bert._threads import follow_budget, thread_budget
+    >>> before = torch.get_num_threads()
+    >>> with thread_budget(lambda: 1):
+    ...     follow_budget()  # what the encoder does before each forward batch
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+__all__ = ["follow_budget", "thread_budget"]
+
+_BUDGET: ContextVar[Callable[[], int] | None] = ContextVar("uqlm_bert_thread_budget", default=None)
+
+
+@contextlib.contextmanager
+def thread_budget(budget: Callable[[], int]) -> Iterator[None]:
+    """Within this block, forward passes run with ``budget()`` torch intra-op threads (at least
+    1), asked again before every batch; the calling thread's count is put back on exit.
+
+    ``torch.set_num_threads`` sets the calling thread's count and the default of threads that
+    start using torch later: both are as they were after the block.
+    """
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    token = _BUDGET.set(budget)
+    try:
+        follow_budget()
+        yield
+    finally:
+        _BUDGET.reset(token)
+        torch = sys.modules.get("torch")
+        if torch is not None and before is not None and torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+def follow_budget() -> None:
+    """Set this thread's torch intra-op thread count to the budget in force (none: no change)."""
+    budget = _BUDGET.get()
+    torch = sys.modules.get("torch")
+    if budget is None or torch is None:
+        return
+    wanted = max(1, int(budget()))
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
