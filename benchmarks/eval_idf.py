@@ -16,19 +16,31 @@ sentence against each sample's sentences, best match per sample, mean F1 over th
 The task, the data and the measures are those of ``eval_wikibio.py``, whose machinery
 (passages, sample subsets, cached matches and their reweighting, parity check) this reuses.
 
+With ``--random-subsets N`` the three settings are also judged on N random sets of 5 samples
+(each passage draws its own 5 of its 20 without replacement, independently of the other passages,
+from ``numpy.random.default_rng(--seed)``; ``call`` takes its idf over the drawn samples of every
+passage, as it does for a disjoint set). Only the weighting is redone per set, on the cached
+matches: ``none`` and ``fixed`` reuse each sample's scores, ``call`` reweighs the drawn samples
+with its new idf. The report gives each measure's mean over the sets with its standard error, and
+the paired difference per set of ``fixed`` minus ``call`` (and minus ``none``), the quantity the 4
+disjoint sets measure too noisily.
+
 A robustness check then halves and doubles the table's L (words per document) and M (documents)
 one at a time and reports how far the passage figures move. It is a check of sensitivity only:
 the shipped constants follow the rule stated in ``fixed_idf``, not this check.
 
     python benchmarks/eval_idf.py [--data PATH] [--device cpu]   # 3-4 CPU-minutes
+    python benchmarks/eval_idf.py --random-subsets 200 --seed 0   # and 200 random sets: +20 s
 
-Writes ``benchmarks/out/idf_eval.md`` and ``idf_eval.csv`` and prints the Markdown. Skips
-(exit 0) when the data file is absent.
+Writes ``benchmarks/out/idf_eval.md`` and ``idf_eval.csv`` (every cell; the random sets'
+rows have ``part`` ``random``) and prints the Markdown. Skips (exit 0) when the data file is
+absent.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,7 +63,7 @@ from eval_wikibio import (  # noqa: E402
     subsets,
 )
 
-from uqlm_bert.bertscore import BERTScorer, IdfWeights  # noqa: E402
+from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids  # noqa: E402
 from uqlm_bert.bertscore.fixed_idf import (  # noqa: E402
     DOC_WORDS,
     NUM_DOCS,
@@ -65,6 +77,8 @@ F1 = 2  # index of F1 in the sweep's [P, R, F1] axis
 SETTINGS = ("none", "call", "fixed")
 REPORTED_K = (N_SAMPLES, 5)
 MEASURES = ("passage_pearson", "passage_spearman", "nonfact_aucpr", "factual_aucpr")
+RANDOM_K = 5  # samples per random set
+METHODS = ("sentence", "passage")  # the two methods the measures read
 
 
 def idf_settings(
@@ -133,6 +147,149 @@ def summary(rows: pd.DataFrame, key: str, columns: Sequence[str]) -> pd.DataFram
     return pd.DataFrame(out)
 
 
+def random_draws(n: int, n_passages: int, seed: int) -> list[np.ndarray]:
+    """``n`` random sets: ``[passages, RANDOM_K]`` sample indices, each row sorted.
+
+    Each passage draws ``RANDOM_K`` of its ``N_SAMPLES`` samples without replacement,
+    independently of the other passages and of the other sets, from ``default_rng(seed)``.
+    """
+    rng = np.random.default_rng(seed)
+    return [
+        np.sort(
+            np.stack([rng.choice(N_SAMPLES, RANDOM_K, replace=False) for _ in range(n_passages)]),
+            axis=1,
+        )
+        for _ in range(n)
+    ]
+
+
+class RandomSubsets:
+    """The three settings on sets of samples drawn per passage, without new model forwards.
+
+    ``none`` and ``fixed`` weigh a sample's tokens the same whatever else is drawn, so every
+    sample is scored once and a set's confidence is the mean of its samples' columns. ``call``
+    takes its idf over the drawn samples of every passage (the corpus :func:`idf_tables` builds
+    for a set shared by all passages), so each set reweighs the cached matches of its drawn
+    samples, passage by passage.
+    """
+
+    def __init__(self, sweep: LayerSweep, passages: list[Passage], fixed: IdfWeights) -> None:
+        self.sweep = sweep
+        self.passages = passages
+        everything = list(range(N_SAMPLES))
+        full = idf_settings(sweep, passages, everything, fixed)
+        self.cached: dict[str, dict[str, np.ndarray]] = {}  # F1 as [items, N_SAMPLES]
+        for name in ("none", "fixed"):
+            per = sweep.scores(full[name], everything)
+            self.cached[name] = {m: per[m][F1] for m in METHODS}
+        self.item_passage = {
+            "sentence": np.repeat(np.arange(len(passages)), [len(p.sentences) for p in passages]),
+            "passage": np.arange(len(passages)),
+        }
+        self.views = []  # one sweep per passage, sharing the cached matches
+        for m in sweep.matches:
+            view = copy.copy(sweep)
+            view.matches = [m]
+            self.views.append(view)
+
+    def call_idf(self, draw: np.ndarray) -> IdfWeights:
+        """idf over the drawn samples of every passage, each sample one document."""
+        return idf_from_token_ids(
+            [
+                self.sweep.ids[p.samples[j].strip()]
+                for p, row in zip(self.passages, draw, strict=True)
+                for j in row
+            ]
+        )
+
+    def measure(self, draw: np.ndarray) -> dict[str, dict[str, float]]:
+        """The four measures (x100) of each setting on one set (``[passages, RANDOM_K]``)."""
+        out = {}
+        for name in SETTINGS:
+            if name == "call":
+                idf = self.call_idf(draw)
+                parts = [
+                    view.scores({0: idf}, [int(j) for j in row])
+                    for view, row in zip(self.views, draw, strict=True)
+                ]
+                conf = {
+                    m: np.concatenate([part[m][F1] for part in parts]).mean(axis=1) for m in METHODS
+                }
+            else:
+                conf = {
+                    m: np.take_along_axis(
+                        self.cached[name][m], draw[self.item_passage[m]], axis=1
+                    ).mean(axis=1)
+                    for m in METHODS
+                }
+            out[name] = evaluate(self.passages, conf["sentence"], conf["passage"])
+        return out
+
+    def rows(self, draws: Sequence[np.ndarray]) -> pd.DataFrame:
+        """One row per setting and set: ``idf``, ``k``, ``subset`` and the four measures."""
+        return pd.DataFrame(
+            [
+                {"idf": name, "k": RANDOM_K, "subset": r, **found}
+                for r, draw in enumerate(draws)
+                for name, found in self.measure(draw).items()
+            ]
+        )
+
+
+def check_random_subsets(sets: RandomSubsets, rows: pd.DataFrame) -> float:
+    """Largest |difference| between :class:`RandomSubsets` and the main loop on disjoint set 0.
+
+    Every passage "draws" samples 0..4, which is the main loop's first set of 5.
+    """
+    draw = np.tile(np.arange(RANDOM_K), (len(sets.passages), 1))
+    want = rows[(rows.k == RANDOM_K) & (rows.subset == 0)].set_index("idf")
+    return max(
+        abs(found[m] - float(want.loc[name, m]))
+        for name, found in sets.measure(draw).items()
+        for m in MEASURES
+    )
+
+
+def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mean and standard error over the random sets, per setting and of paired differences.
+
+    The first table has one row per setting and a ``mean ± SEM`` cell per measure. The second
+    has one row per measure and comparison (``fixed`` minus ``call``, ``fixed`` minus ``none``):
+    the mean over the sets of the per-set difference, its standard error (std with ddof=1 over
+    sqrt(n)) and how many sets have ``fixed`` at least as high.
+    """
+    n = rows["subset"].nunique()
+
+    def mean_sem(values: pd.Series) -> tuple[float, float]:
+        v = values.dropna().to_numpy()
+        sem = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+        return float(v.mean()), sem
+
+    per_setting = []
+    for name, g in rows.groupby("idf", sort=False):
+        row: dict[str, object] = {"idf": name}
+        for m in MEASURES:
+            mean, sem = mean_sem(g[m])
+            row[m] = f"{mean:.2f} ± {sem:.2f}"
+        per_setting.append(row)
+    paired = []
+    for other in ("call", "none"):
+        for m in MEASURES:
+            wide = rows.pivot(index="subset", columns="idf", values=m)
+            diff = wide["fixed"] - wide[other]
+            mean, sem = mean_sem(diff)
+            paired.append(
+                {
+                    "difference": f"fixed - {other}",
+                    "measure": m,
+                    "mean": mean,
+                    "SEM": sem,
+                    "sets with fixed >= other": f"{int((diff >= 0).sum())} / {n}",
+                }
+            )
+    return pd.DataFrame(per_setting), pd.DataFrame(paired)
+
+
 def robustness(sweep: LayerSweep, passages: list[Passage], tokenizer: object) -> pd.DataFrame:
     """Passage figures with L or M of the table halved and doubled (the other one kept)."""
     variants = [
@@ -153,27 +310,49 @@ def robustness(sweep: LayerSweep, passages: list[Passage], tokenizer: object) ->
     return pd.DataFrame(rows)
 
 
-def markdown(main: pd.DataFrame, robust: pd.DataFrame, parity: float) -> str:
-    """The report."""
-    return "\n".join(
-        [
-            f"# Fixed idf on WikiBio GPT-3 (embedded model, layer {LAYER}, F1, x100)",
+def markdown(
+    main: pd.DataFrame,
+    robust: pd.DataFrame,
+    parity: float,
+    random_rows: pd.DataFrame | None = None,
+    seed: int = 0,
+) -> str:
+    """The report; with ``random_rows`` (from :meth:`RandomSubsets.rows`) their section too."""
+    lines = [
+        f"# Fixed idf on WikiBio GPT-3 (embedded model, layer {LAYER}, F1, x100)",
+        "",
+        "Passage: correlation of the negated whole-answer confidence with the passage's mean "
+        "label. Sentence: AUC-PR of the sentence method. `k=20`: all samples; `k=5`: mean "
+        "(std) over 4 disjoint sets of 5 samples. `call` is idf over every passage's "
+        "samples in one call; `fixed` is the shipped table.",
+        "",
+        _table(summary(main, "idf", MEASURES)),
+        "",
+        "## Robustness of the table's constants (passage level; not used to choose them)",
+        "",
+        _table(summary(robust, "table", MEASURES[:2])),
+        "",
+        f"Parity: the sweep's fixed-table scores differ from `BERTScorer(idf=<mapping>)` by "
+        f"at most {parity:.1e}.",
+    ]
+    if random_rows is not None:
+        per_setting, paired = random_summary(random_rows)
+        lines += [
             "",
-            "Passage: correlation of the negated whole-answer confidence with the passage's mean "
-            "label. Sentence: AUC-PR of the sentence method. `k=20`: all samples; `k=5`: mean "
-            "(std) over 4 disjoint sets of 5 samples. `call` is idf over every passage's "
-            "samples in one call; `fixed` is the shipped table.",
+            f"## Random sets of {RANDOM_K} samples ({random_rows['subset'].nunique()} sets, seed {seed})",
             "",
-            _table(summary(main, "idf", MEASURES)),
+            f"Each set draws, independently per passage, {RANDOM_K} of its {N_SAMPLES} samples "
+            "without replacement; `call` takes its idf over the drawn samples of every passage. "
+            "Mean ± standard error of the mean over the sets:",
             "",
-            "## Robustness of the table's constants (passage level; not used to choose them)",
+            _table(per_setting),
             "",
-            _table(summary(robust, "table", MEASURES[:2])),
+            "Paired per set (x100 points): mean of the per-set difference, its standard error, and "
+            "the sets where `fixed` is at least as high:",
             "",
-            f"Parity: the sweep's fixed-table scores differ from `BERTScorer(idf=<mapping>)` by "
-            f"at most {parity:.1e}.",
+            _table(paired),
         ]
-    )
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -182,6 +361,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--device", default=None, help="cpu, cuda, mps (default: best found)")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--random-subsets",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"also judge the settings on N random sets of {RANDOM_K} samples (default 0: off)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random sets (default 0)")
     args = ap.parse_args(argv)
     if not args.data.is_file():
         print(f"skipped: {args.data} not found (the WikiBio GPT-3 evaluation file)")
@@ -210,12 +397,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append({"idf": name, "k": k, "subset": s, **found})
     main_rows = pd.DataFrame(rows)
     robust_rows = robustness(sweep, passages, tokenizer)
+    parts = [main_rows.assign(part="settings"), robust_rows.assign(part="robustness")]
+    random_rows = None
+    if args.random_subsets > 0:
+        sets = RandomSubsets(sweep, passages, fixed)
+        diff = check_random_subsets(sets, main_rows)
+        if not diff < 1e-9:
+            raise SystemExit(f"random-set check failed: set 0..4 differs by {diff:.2e}")
+        draws = random_draws(args.random_subsets, len(passages), args.seed)
+        random_rows = sets.rows(draws)
+        parts.append(random_rows.assign(part="random"))
 
-    text = markdown(main_rows, robust_rows, parity)
+    text = markdown(main_rows, robust_rows, parity, random_rows, args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
-    pd.concat([main_rows.assign(part="settings"), robust_rows.assign(part="robustness")]).to_csv(
-        args.out / "idf_eval.csv", index=False
-    )
+    pd.concat(parts).to_csv(args.out / "idf_eval.csv", index=False)
     (args.out / "idf_eval.md").write_text(text + "\n", encoding="utf-8")
     print(text)
     return 0
