@@ -40,7 +40,6 @@ absent.
 from __future__ import annotations
 
 import argparse
-import copy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -166,31 +165,30 @@ def random_draws(n: int, n_passages: int, seed: int) -> list[np.ndarray]:
 class RandomSubsets:
     """The three settings on sets of samples drawn per passage, without new model forwards.
 
-    ``none`` and ``fixed`` weigh a sample's tokens the same whatever else is drawn, so every
-    sample is scored once and a set's confidence is the mean of its samples' columns. ``call``
-    takes its idf over the drawn samples of every passage (the corpus :func:`idf_tables` builds
-    for a set shared by all passages), so each set reweighs the cached matches of its drawn
-    samples, passage by passage.
+    A set's confidence is the mean of its drawn samples' columns of :meth:`f1`. ``none`` and
+    ``fixed`` weigh a sample's tokens the same whatever else is drawn, so their columns are
+    computed once; ``call`` takes its idf over the drawn samples of every passage (the corpus
+    :func:`idf_tables` builds for a set shared by all passages), so each set reweighs the cached
+    matches with its own table.
     """
 
     def __init__(self, sweep: LayerSweep, passages: list[Passage], fixed: IdfWeights) -> None:
         self.sweep = sweep
         self.passages = passages
-        everything = list(range(N_SAMPLES))
-        full = idf_settings(sweep, passages, everything, fixed)
-        self.cached: dict[str, dict[str, np.ndarray]] = {}  # F1 as [items, N_SAMPLES]
-        for name in ("none", "fixed"):
-            per = sweep.scores(full[name], everything)
-            self.cached[name] = {m: per[m][F1] for m in METHODS}
         self.item_passage = {
             "sentence": np.repeat(np.arange(len(passages)), [len(p.sentences) for p in passages]),
             "passage": np.arange(len(passages)),
         }
-        self.views = []  # one sweep per passage, sharing the cached matches
-        for m in sweep.matches:
-            view = copy.copy(sweep)
-            view.matches = [m]
-            self.views.append(view)
+        self.cached = {
+            name: self.f1(fixed if name == "fixed" else None) for name in ("none", "fixed")
+        }
+
+    def f1(self, idf: IdfWeights | None) -> dict[str, np.ndarray]:
+        """Per method, ``[items, N_SAMPLES]`` F1 of each item against every sample, with one idf
+        table (or none) for every passage. A sample's score depends on the table only, not on
+        which other samples are scored, so a set's scores are columns of these."""
+        per = self.sweep.scores({i: idf for i in range(len(self.passages))}, list(range(N_SAMPLES)))
+        return {m: per[m][F1] for m in METHODS}
 
     def call_idf(self, draw: np.ndarray) -> IdfWeights:
         """idf over the drawn samples of every passage, each sample one document."""
@@ -206,22 +204,11 @@ class RandomSubsets:
         """The four measures (x100) of each setting on one set (``[passages, RANDOM_K]``)."""
         out = {}
         for name in SETTINGS:
-            if name == "call":
-                idf = self.call_idf(draw)
-                parts = [
-                    view.scores({0: idf}, [int(j) for j in row])
-                    for view, row in zip(self.views, draw, strict=True)
-                ]
-                conf = {
-                    m: np.concatenate([part[m][F1] for part in parts]).mean(axis=1) for m in METHODS
-                }
-            else:
-                conf = {
-                    m: np.take_along_axis(
-                        self.cached[name][m], draw[self.item_passage[m]], axis=1
-                    ).mean(axis=1)
-                    for m in METHODS
-                }
+            per = self.f1(self.call_idf(draw)) if name == "call" else self.cached[name]
+            conf = {
+                m: np.take_along_axis(per[m], draw[self.item_passage[m]], axis=1).mean(axis=1)
+                for m in METHODS
+            }
             out[name] = evaluate(self.passages, conf["sentence"], conf["passage"])
         return out
 

@@ -37,7 +37,8 @@ _BUDGET: ContextVar[Callable[[], int] | None] = ContextVar("uqlm_bert_thread_bud
 @contextlib.contextmanager
 def thread_budget(budget: Callable[[], int]) -> Iterator[None]:
     """Within this block, forward passes run with ``budget()`` torch intra-op threads (at least
-    1), asked again before every batch; the calling thread's count is put back on exit.
+    1), asked again before every batch; the calling thread's count is put back on exit (when
+    torch was loaded on entry: otherwise nothing here has used it before).
 
     ``torch.set_num_threads`` sets the calling thread's count and the default of threads that
     start using torch later: both are as they were after the block.
@@ -50,8 +51,7 @@ def thread_budget(budget: Callable[[], int]) -> Iterator[None]:
         yield
     finally:
         _BUDGET.reset(token)
-        torch = sys.modules.get("torch")
-        if torch is not None and before is not None and torch.get_num_threads() != before:
+        if before is not None and torch.get_num_threads() != before:
             torch.set_num_threads(before)
 
 

@@ -875,10 +875,10 @@ class _ScoringPipeline:
         import sys
 
         torch = sys.modules.get("torch") if self.SPARE_A_CORE else None
-        threads = torch.get_num_threads() if torch is not None else 1
-        if threads <= 1:
+        if torch is None:
             self._score(*args)
             return
+        threads = torch.get_num_threads()  # the budget never goes below one thread
         with thread_budget(lambda: threads - 1 if self.more_coming() else threads):
             self._score(*args)
 

@@ -1197,10 +1197,10 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
 
     JSON Lines (``.jsonl``, ``.ndjson``) writes one object per line; JSON (``.json``) a JSON
     array of records, one per line. Both keep lists and numbers as JSON and write NaN as null;
-    a lone surrogate in a string is written as its JSON escape (``\\ud800``, say). CSV writes lists and
-    dicts as JSON text and missing values as empty cells. Parquet stores lists natively and
-    ``pd.ArrowDtype`` columns with their Arrow type (a column that mixes types Parquet cannot
-    hold together is stored as JSON text, with a warning). In JSON and CSV, values with no JSON
+    a lone surrogate in a string is written as its JSON escape (``\\ud800``, say). CSV writes
+    lists and dicts as JSON text and missing values as empty cells. Parquet stores lists
+    natively and ``pd.ArrowDtype`` columns with their Arrow type (a column that mixes types
+    Parquet cannot hold together is stored as JSON text, with a warning). In JSON and CSV, values with no JSON
     type are written as text (see the module's docstring): ISO 8601 dates, times, timestamps and
     durations, decimal digits, base64 bytes. The write is atomic: a temporary file in the same
     directory replaces ``path`` at the end.
