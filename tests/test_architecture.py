@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.source import parse_source
 
 PACKAGE = REPO_ROOT / "uqlm_bert"
 HEAVY = ("torch", "transformers", "langchain_core", "langchain_openai", "pandas")
@@ -26,7 +27,7 @@ def _module_name(path: Path) -> str:
 def _top_level_imports(path: Path) -> set[str]:
     """The uqlm_bert modules a module imports when it is imported (not inside functions and not
     under ``if TYPE_CHECKING``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse_source(path)
     found: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import uqlm_bert
+from tests.source import parse_source
 
 PACKAGE = Path(uqlm_bert.__file__).parent
 
@@ -70,7 +71,7 @@ def test_no_library_warning_counts_stack_frames_by_hand():
     for path in sorted(PACKAGE.rglob("*.py")):
         if path in allowed:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_source(path)):
             if isinstance(node, ast.keyword) and node.arg == "stacklevel":
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.value.lineno}")
     assert not offenders, f"use uqlm_bert._warn.warn_user instead at {offenders}"
