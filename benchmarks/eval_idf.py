@@ -30,7 +30,7 @@ one at a time and reports how far the passage figures move. It is a check of sen
 the shipped constants follow the rule stated in ``fixed_idf``, not this check.
 
     python benchmarks/eval_idf.py [--data PATH] [--device cpu]   # 3-4 CPU-minutes
-    python benchmarks/eval_idf.py --random-subsets 200 --seed 0   # and 200 random sets: +20 s
+    python benchmarks/eval_idf.py --random-subsets 2000 --seed 0  # and 2000 random sets: +5 min
 
 Writes ``benchmarks/out/idf_eval.md`` and ``idf_eval.csv`` (every cell; the random sets'
 rows have ``part`` ``random``) and prints the Markdown. Skips (exit 0) when the data file is
