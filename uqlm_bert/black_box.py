@@ -90,7 +90,7 @@ class BlackBoxUQ:
         max_calls_per_min: at most this many HTTP calls, retries included, may arrive at the
             provider in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
         max_concurrency: the most LLM calls in flight at once (a hard cap; ``None`` for none).
-            Within it the number in flight adapts to the provider: it starts at 16, grows while
+            Within it the number in flight adapts to the provider: it starts at 64, grows while
             replies keep coming at a flat latency and is cut on 429s, 5xx and timeouts.
         sampling_temperature: the temperature of the samples.
         max_retries: retries of a call after transient failures (429, 5xx, timeouts,

@@ -36,8 +36,10 @@ def chat(server: FakeOpenAIServer):
     )
 
 
-async def run(server: FakeOpenAIServer, n_prompts: int, m: int, **settings):
+async def run(server: FakeOpenAIServer, n_prompts: int, m: int, initial=None, **settings):
     uq = BlackBoxUQ(chat(server), scorers=[NoScore()], show_progress_bars=False, **settings)
+    if initial is not None:
+        uq.generation = uq.generation.replace(initial_concurrency=initial)
     result = await uq.generate_and_score([f"p{i}" for i in range(n_prompts)], num_responses=m)
     assert result.metadata["failures"]["responses"] == 0
     assert result.metadata["failures"]["samples"] == 0
@@ -79,12 +81,17 @@ async def test_a_provider_with_no_limit_gets_the_cap_in_flight():
 
 
 async def test_the_rate_limit_holds_in_every_window_at_the_server_with_adaptive_concurrency():
-    limit, period = 20, 1.0
-    assert GenerationSettings().initial_concurrency < limit  # growth, not the start, meets it
+    limit, period, start = 20, 1.0, 8  # growth, not the start, meets the limit
     with FakeOpenAIServer(default_latency=0.1, request_queue_size=256) as s:
         s.add_rule("p3", status=503, times=1)  # a retry, also counted, and a cut
         calls = await run(
-            s, 10, 5, max_calls_per_min=limit, rate_limit_period=period, retry_base_delay=0.0
+            s,
+            10,
+            5,
+            initial=start,
+            max_calls_per_min=limit,
+            rate_limit_period=period,
+            retry_base_delay=0.0,
         )
         arrivals = sorted(r.arrived for r in s.log)
         peak_at_server = s.max_in_flight

@@ -60,7 +60,7 @@ class GenerationSettings:
     sampling_temperature: float = 1.0
     system_prompt: str | None = None
     max_concurrency: int | None = 256
-    initial_concurrency: int = 16
+    initial_concurrency: int = 64
     adaptive: bool = True
     max_calls_per_min: int | None = None
     rate_limit_period: float = 60.0
