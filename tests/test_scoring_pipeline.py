@@ -44,12 +44,16 @@ def pipeline(
     max_batch: int = 256,
     gather_s: float = FOREVER,
     min_batch: int | None = None,
+    loop_busy: bool = True,
 ) -> _ScoringPipeline:
     p = _ScoringPipeline([scorer], n, max_batch, show=False)
     p.GATHER_S = gather_s
     if min_batch is not None:
         p._min_batch = min_batch
     p.start()
+    # the event loop's load as the test says, not as measured (a test's loop mostly waits)
+    p.loop_load.cancel()
+    p.loop_load.fraction = 1.0 if loop_busy else 0.0
     return p
 
 
@@ -137,6 +141,35 @@ async def test_scoring_while_generating_leaves_a_core_to_the_event_loop_and_rest
     worker.join()
     assert torch.get_num_threads() == main_threads and seen == [main_threads]
     assert await asyncio.to_thread(torch.get_num_threads) == main_threads
+
+
+async def test_scoring_while_generating_keeps_every_thread_while_the_event_loop_waits():
+    # replies that take a second leave the loop's core idle: scoring uses it
+    main_threads = torch.get_num_threads()
+    scorer = Recording()
+    p = pipeline(scorer, 3, min_batch=2, loop_busy=False)
+    submit(p, [0, 1])
+    await until(lambda: p.batch_sizes)
+    p.loop_load.fraction = 1.0  # replies now come fast: the loop is busy
+    submit(p, [2])
+    await finish(p, 3)
+    assert scorer.threads == [main_threads, main_threads]
+    assert torch.get_num_threads() == main_threads
+
+
+async def test_the_spare_core_follows_the_event_loop_load_while_generation_runs():
+    main_threads = torch.get_num_threads()
+    scorer = Pausing()
+    p = pipeline(scorer, 3, min_batch=2, loop_busy=False)
+    submit(p, [0, 1])
+    assert await asyncio.to_thread(scorer.first_done.wait, GUARD_S)
+    p.loop_load.fraction = 1.0  # the loop got busy during the batch: its next forward spares a core
+    scorer.go_on.set()
+    await until(lambda: p.batch_sizes)
+    submit(p, [2])
+    await finish(p, 3)
+    assert scorer.threads[:2] == [main_threads, max(1, main_threads - 1)]
+    assert torch.get_num_threads() == main_threads
 
 
 async def test_the_spare_core_can_be_switched_off(monkeypatch):

@@ -24,12 +24,14 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
-__all__ = ["follow_budget", "thread_budget"]
+__all__ = ["LoopLoad", "follow_budget", "thread_budget"]
 
 _BUDGET: ContextVar[Callable[[], int] | None] = ContextVar("uqlm_bert_thread_budget", default=None)
 
@@ -64,3 +66,64 @@ def follow_budget() -> None:
     wanted = max(1, int(budget()))
     if torch.get_num_threads() != wanted:
         torch.set_num_threads(wanted)
+
+
+class LoopLoad:
+    """How busy the event loop's thread is: its CPU time over the last ``window`` seconds of
+    wall time, measured from inside the loop.
+
+    Scoring alongside generation should leave the loop a core only while the loop needs one. With
+    calls that return in a few milliseconds the client code keeps the loop's thread busy, and a
+    scoring thread competing with it for the core slows both down; with calls that take a second,
+    the loop mostly waits, and a core kept for it would idle.
+
+    Example:
+        >>> import asyncio
+        >>> async def demo():
+        ...     load = LoopLoad(window=0.05)
+        ...     load.start()
+        ...     await asyncio.sleep(0.2)  # an idle loop
+        ...     await load.stop()
+        ...     return load.fraction < 0.5
+        >>> asyncio.run(demo())
+        True
+    """
+
+    #: A loop using at least this share of a core counts as busy.
+    BUSY = 0.5
+
+    def __init__(self, window: float = 0.25) -> None:
+        self.window = window
+        #: The loop thread's CPU seconds per wall second over the last window; starts busy, so
+        #: that nothing competes with the loop before the first reading.
+        self.fraction = 1.0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether the loop's thread used at least ``BUSY`` of a core in the last window."""
+        return self.fraction >= self.BUSY
+
+    def start(self) -> None:
+        """Start measuring (call from a coroutine running on the loop)."""
+        self._task = asyncio.ensure_future(self._watch())
+
+    def cancel(self) -> None:
+        """Stop measuring now; :meth:`stop` waits for the measuring task to end."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def stop(self) -> None:
+        """Stop measuring, and wait until the measuring task has ended."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _watch(self) -> None:
+        cpu, wall = time.thread_time(), time.monotonic()
+        while True:
+            await asyncio.sleep(self.window)
+            now_cpu, now = time.thread_time(), time.monotonic()
+            self.fraction = (now_cpu - cpu) / max(now - wall, 1e-9)
+            cpu, wall = now_cpu, now

@@ -40,6 +40,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from uqlm_bert._threads import follow_budget
+
 __all__ = ["PackedEncoder"]
 
 _WIDTH_MULTIPLE = 16
@@ -218,6 +220,9 @@ class PackedEncoder:
             dst = [qkv_pad.view(n, width, 3 * dim)[i, :length] for i, length in enumerate(lens)]
             src = qkv.split(lens)
         for layer in self.layers:
+            # a long batch gets the threads that a scoring call asks for now, layer by layer
+            # (one forward batch takes seconds on one thread: see uqlm_bert._threads)
+            follow_budget()
             if per_text:
                 # One contiguous block per text, twice as fast as index_copy_ on CPU, with the
                 # bias added on the way (one pass over the projection rather than two).
