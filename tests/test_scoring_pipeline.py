@@ -50,10 +50,10 @@ def pipeline(
     p.GATHER_S = gather_s
     if min_batch is not None:
         p._min_batch = min_batch
-    p.start()
     # the event loop's load as the test says, not as measured (a test's loop mostly waits)
-    p.loop_load.cancel()
+    p.loop_load.start = lambda: None
     p.loop_load.fraction = 1.0 if loop_busy else 0.0
+    p.start()
     return p
 
 

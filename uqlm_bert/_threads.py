@@ -1,11 +1,12 @@
 """A torch intra-op thread count that can change while a long scoring call runs.
 
 ``generate_and_score`` scores prompts in a worker thread while the event loop keeps the LLM calls
-going. While generation runs, scoring uses one torch thread fewer, leaving a core to the event
-loop; once generation is over it should use them all. A batch that starts just before the last
-call returns may take tens of seconds, so fixing the count when the batch starts would leave a
-core idle for most of it. Instead the caller sets a *budget* here (a function giving the number
-of threads wanted now) and the encoder follows it before every forward batch.
+going. While generation runs and keeps the event loop's thread busy (:class:`LoopLoad`),
+scoring uses one torch thread fewer, leaving a core to the event loop; otherwise it should use
+them all. A batch that starts just before the last call returns may take tens of seconds, so
+fixing the count when the batch starts would leave a core idle for most of it. Instead the
+caller sets a *budget* here (a function giving the number of threads wanted now) and the encoder
+follows it before every forward batch and every layer.
 
 The budget lives in a :class:`contextvars.ContextVar`: it holds in the thread (or task) that set
 it and in nothing else, so concurrent scoring calls elsewhere in the process are unaffected.
@@ -107,11 +108,6 @@ class LoopLoad:
     def start(self) -> None:
         """Start measuring (call from a coroutine running on the loop)."""
         self._task = asyncio.ensure_future(self._watch())
-
-    def cancel(self) -> None:
-        """Stop measuring now; :meth:`stop` waits for the measuring task to end."""
-        if self._task is not None:
-            self._task.cancel()
 
     async def stop(self) -> None:
         """Stop measuring, and wait until the measuring task has ended."""

@@ -781,7 +781,8 @@ class _ScoringPipeline:
         from tqdm.auto import tqdm
 
         self._changed = asyncio.Event()
-        self.loop_load.start()
+        if self.SPARE_A_CORE:  # nothing else reads the loop's load
+            self.loop_load.start()
         self._bar = tqdm(total=self._n, desc="Scoring", unit="prompt", disable=not self._show)
         self._task = asyncio.ensure_future(self._consume())
 
@@ -879,9 +880,9 @@ class _ScoringPipeline:
         thread fewer, scoring and the event loop each have a core (benchmarks/bench_pipeline.py
         measures it). With calls that take a second or more the loop mostly waits, and a core
         kept for it would idle: :class:`~uqlm_bert._threads.LoopLoad` tells the two apart
-        from the loop thread's CPU time. The count is asked again before every forward batch
-        (:mod:`uqlm_bert._threads`): a batch that starts while the last calls are out gets every
-        thread back as soon as generation is over, not when the batch ends.
+        from the loop thread's CPU time. The count is asked again before every layer of every
+        forward batch (:mod:`uqlm_bert._threads`): a batch that starts while the last calls are
+        out gets every thread back as soon as generation is over, not when the batch ends.
         """
         import sys
 
