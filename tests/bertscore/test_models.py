@@ -181,16 +181,10 @@ def test_compute_baseline_writes_reference_format(tmp_path, tiny_bert):
                           atol=TOL, rtol=0)
 
 
-@pytest.mark.parametrize("per_text", [True, False], ids=["per-text copies", "indexed copy"])
-def test_packed_forward_equals_transformers_forward(
-    tiny_bert, tiny_roberta, embedded_model_path, monkeypatch, per_text
-):
-    """The packed pass (BERT/RoBERTa) gives the transformers forward's hidden states, with
-    either way of filling the attention layout (the indexed copy is the accelerators' path)."""
+def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, embedded_model_path):
+    """The packed pass (BERT/RoBERTa) gives the transformers forward's hidden states."""
     from uqlm_bert.bertscore.models import load_encoder
-    from uqlm_bert.bertscore.packed import PackedEncoder
 
-    monkeypatch.setattr(PackedEncoder, "per_text_copies", staticmethod(lambda device: per_text))
     texts = SHORT + LONG[:2]
     for location, layers in ((None, 6), (tiny_bert, 2), (tiny_roberta, 3)):
         enc = load_encoder(location, num_layers=layers, device="cpu")
@@ -318,3 +312,33 @@ def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):
     monkeypatch.setattr(models, "_load_model", no_weights)
     kwargs = _run_wide_idf({"idf": True}, ["a cat", "a dog"], [["a cat sat", None], ["the dog"]])
     assert isinstance(kwargs["idf"], dict) and len(kwargs["idf"]) > 3
+
+
+def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two():
+    """The packed pass's torch calls do not grow with the number of texts in a batch.
+
+    Every torch call gives up the GIL and must take it back; while another thread runs Python
+    (the event loop of generate_and_score), that costs up to the interpreter's switch interval
+    each, so per-text calls (one index range or one copy per text and layer) made scoring beside
+    generation several times slower than the same work alone."""
+    from torch.overrides import TorchFunctionMode
+
+    from uqlm_bert.bertscore.models import load_encoder
+
+    class Count(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    enc = load_encoder(None, num_layers=6, device="cpu")
+    packed = enc.loaded.packed
+    ids = enc.tokenize((SHORT * 10)[:40])
+    counts = []
+    for batch in (ids[:2], ids):
+        Count.calls = 0
+        with Count():
+            packed(batch)
+        counts.append(Count.calls)
+    assert counts[0] == counts[1], counts

@@ -130,12 +130,6 @@ class PackedEncoder:
         """A packed encoder for ``model``, or None when its architecture is not supported."""
         return cls(model) if cls.supports(model) else None
 
-    @staticmethod
-    def per_text_copies(device: torch.device) -> bool:
-        """Whether q/k/v rows go to the padded layout by one block copy per text (fastest on
-        CPU) rather than by one indexed copy for the batch (one kernel launch on accelerators)."""
-        return device.type == "cpu"
-
     @contextlib.contextmanager
     def reuse_workspace(self) -> Iterator[None]:
         """Within this block, the batches this thread runs share one workspace, freed on exit.
@@ -179,15 +173,22 @@ class PackedEncoder:
         # kernel runs about 30% faster on such widths than on the ragged ones in between (190
         # keys take longer than 192), and the extra keys are masked out.
         n, width = len(lens), -(-max(lens) // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE
+        # The index arrays are built in numpy: every torch call gives up the GIL and must take it
+        # back, which costs up to the interpreter's switch interval (5 ms) each while another
+        # thread runs Python (the event loop of generate_and_score), and a batch holds dozens of
+        # texts.
         flat_ids = torch.from_numpy(
             np.concatenate([np.asarray(ids, dtype=np.int64) for ids in batch])
         ).to(device)
-        pos = torch.cat([torch.arange(k) for k in lens]).to(device)
-        seq = torch.repeat_interleave(torch.arange(n), torch.tensor(lens)).to(device)
-        rows = seq * width + pos  # each token's row in the padded [n * width] layout
-        valid = (
-            torch.arange(width, device=device)[None, :] < torch.tensor(lens, device=device)[:, None]
-        )
+        lens_np = np.asarray(lens, dtype=np.int64)
+        starts = np.cumsum(lens_np) - lens_np
+        pos_np = np.arange(int(lens_np.sum()), dtype=np.int64) - np.repeat(starts, lens_np)
+        pos = torch.from_numpy(pos_np).to(device)
+        # each token's row in the padded [n * width] layout
+        rows = torch.from_numpy(np.repeat(np.arange(n, dtype=np.int64) * width, lens_np) + pos_np)
+        rows = rows.to(device)
+        valid_np = np.arange(width)[None, :] < lens_np[:, None]
+        valid = torch.from_numpy(valid_np).to(device)
         mask = valid[:, None, None, :]  # [n, 1, 1, width]: keys a query may attend to
 
         x = self.word(flat_ids) + self.position(pos + self.position_offset)
@@ -211,27 +212,19 @@ class PackedEncoder:
         inter = parts[4].view(tokens, ffn)
         # Padded slots are never written after this: they stay 0 (finite, so masked keys add
         # exactly nothing) from layer to layer.
-        qkv_pad.index_fill_(0, (~valid).reshape(-1).nonzero().squeeze(1), 0.0)
+        qkv_pad.index_fill_(0, torch.from_numpy(np.flatnonzero(~valid_np)).to(device), 0.0)
         q, k, v = (
             qkv_pad.view(n, width, 3, heads, head_dim)[:, :, i].transpose(1, 2) for i in range(3)
         )
-        per_text = self.per_text_copies(device)
-        if per_text:  # each text's rows of the padded layout, and of the packed projection
-            dst = [qkv_pad.view(n, width, 3 * dim)[i, :length] for i, length in enumerate(lens)]
-            src = qkv.split(lens)
         for layer in self.layers:
             # a long batch gets the threads that a scoring call asks for now, layer by layer
             # (one forward batch takes seconds on one thread: see uqlm_bert._threads)
             follow_budget()
-            if per_text:
-                # One contiguous block per text, twice as fast as index_copy_ on CPU, with the
-                # bias added on the way (one pass over the projection rather than two).
-                torch.mm(x, layer.qkv_weight_t, out=qkv)
-                for d, s in zip(dst, src, strict=True):
-                    torch.add(s, layer.qkv_bias, out=d)
-            else:  # one kernel, not one per text
-                torch.addmm(layer.qkv_bias, x, layer.qkv_weight_t, out=qkv)
-                qkv_pad.index_put_((rows,), qkv)
+            # One indexed copy into the attention layout, not one copy per text: a block copy
+            # per text is no faster over the whole pass on CPU, and each of its dozens of torch
+            # calls per layer waits for the GIL while the event loop runs Python beside it.
+            torch.addmm(layer.qkv_bias, x, layer.qkv_weight_t, out=qkv)
+            qkv_pad.index_put_((rows,), qkv)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [n, heads, width, hd]
             torch.index_select(out.transpose(1, 2).reshape(padded, dim), 0, rows, out=att)
             torch.addmm(layer.out.bias, att, layer.out_weight_t, out=hidden).add_(x)
