@@ -173,21 +173,16 @@ class PackedEncoder:
         # kernel runs about 30% faster on such widths than on the ragged ones in between (190
         # keys take longer than 192), and the extra keys are masked out.
         n, width = len(lens), -(-max(lens) // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE
-        # The index arrays are built in numpy: every torch call gives up the GIL and must take it
-        # back, which costs up to the interpreter's switch interval (5 ms) each while another
-        # thread runs Python (the event loop of generate_and_score), and a batch holds dozens of
-        # texts.
+        # The index arrays are built in numpy, in a fixed number of torch calls: each torch call
+        # gives up the GIL, and waits up to the switch interval (5 ms) to take it back while
+        # another thread runs Python (the event loop of generate_and_score).
         flat_ids = torch.from_numpy(
             np.concatenate([np.asarray(ids, dtype=np.int64) for ids in batch])
         ).to(device)
-        lens_np = np.asarray(lens, dtype=np.int64)
-        starts = np.cumsum(lens_np) - lens_np
-        pos_np = np.arange(int(lens_np.sum()), dtype=np.int64) - np.repeat(starts, lens_np)
-        pos = torch.from_numpy(pos_np).to(device)
-        # each token's row in the padded [n * width] layout
-        rows = torch.from_numpy(np.repeat(np.arange(n, dtype=np.int64) * width, lens_np) + pos_np)
-        rows = rows.to(device)
-        valid_np = np.arange(width)[None, :] < lens_np[:, None]
+        valid_np = np.arange(width)[None, :] < np.asarray(lens)[:, None]  # [n, width]
+        rows_np = np.flatnonzero(valid_np)  # each token's row in the padded [n * width] layout
+        rows = torch.from_numpy(rows_np).to(device)
+        pos = torch.from_numpy(rows_np % width).to(device)  # each token's position in its text
         valid = torch.from_numpy(valid_np).to(device)
         mask = valid[:, None, None, :]  # [n, 1, 1, width]: keys a query may attend to
 
@@ -220,9 +215,7 @@ class PackedEncoder:
             # a long batch gets the threads that a scoring call asks for now, layer by layer
             # (one forward batch takes seconds on one thread: see uqlm_bert._threads)
             follow_budget()
-            # One indexed copy into the attention layout, not one copy per text: a block copy
-            # per text is no faster over the whole pass on CPU, and each of its dozens of torch
-            # calls per layer waits for the GIL while the event loop runs Python beside it.
+            # one indexed copy into the attention layout, not one torch call per text (see above)
             torch.addmm(layer.qkv_bias, x, layer.qkv_weight_t, out=qkv)
             qkv_pad.index_put_((rows,), qkv)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [n, heads, width, hd]
