@@ -342,3 +342,32 @@ def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two():
             packed(batch)
         counts.append(Count.calls)
     assert counts[0] == counts[1], counts
+
+
+def test_matching_makes_as_many_torch_calls_for_forty_pairs_as_for_two():
+    """Matching fills its scores a block of pairs at a time, not with torch calls per pair (each
+    one waits for the GIL while generate_and_score's event loop runs Python beside it, see the
+    test above). The 40 pairs share one candidate, so that both calls embed one forward batch."""
+    from torch.overrides import TorchFunctionMode
+
+    from uqlm_bert import BERTScorer
+
+    class Count(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    scorer = BERTScorer(show_progress_bars=False)
+    refs = [f"The {word} number {i} sat on a mat." for i, word in enumerate(["cat", "dog"] * 20)]
+    counts, scores = [], []
+    for n in (2, 40):
+        Count.calls = 0
+        with Count():
+            P, R, F = scorer.score(["A cat sat on the mat."] * n, refs[:n])
+        counts.append(Count.calls)
+        scores.append(F)
+    assert counts[0] == counts[1], counts
+    # the same pairs score the same whichever else is matched with them
+    assert torch.equal(scores[0], scores[1][:2])

@@ -405,7 +405,15 @@ class BERTScorer:
         order = sorted(
             range(len(keys_c)), key=lambda i: (len(texts[keys_c[i]].ids), len(texts[keys_r[i]].ids))
         )
-        result = torch.zeros((len(keys_c), 3), dtype=torch.float32)
+        # filled in numpy, a block at a time: a torch call per pair would give up the GIL and
+        # wait to take it back every time (see packed.py), while generate_and_score's event
+        # loop runs Python beside this thread
+        result = np.zeros((len(keys_c), 3), dtype=np.float32)
+        empty = np.fromiter(
+            (texts[c].empty or texts[r].empty for c, r in zip(keys_c, keys_r, strict=True)),
+            dtype=bool,
+            count=len(keys_c),
+        )
         pos = 0
         dim = next(iter(cache.values())).shape[-1]
         while pos < len(order):
@@ -428,12 +436,10 @@ class BERTScorer:
             c_len = torch.tensor([len(texts[keys_c[i]].ids) for i in idx], device=dev)
             r_len = torch.tensor([len(texts[keys_r[i]].ids) for i in idx], device=dev)
             P, R, F = greedy_match_padded(c_emb, c_w, r_emb, r_w, c_len, r_len)
-            block = torch.stack((P, R, F), dim=-1).float().cpu()
-            for j, i in enumerate(idx):
-                empty = texts[keys_c[i]].empty or texts[keys_r[i]].empty
-                result[i] = 0.0 if empty else block[j]
+            result[idx] = torch.stack((P, R, F), dim=-1).float().cpu().numpy()
             pos = end
-        return result
+        result[empty] = 0.0
+        return torch.from_numpy(result)
 
     def _warn_empty(
         self,
