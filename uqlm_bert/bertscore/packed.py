@@ -57,25 +57,36 @@ _ACTIVATIONS = {
 
 @dataclass
 class _Layer:
+    """One layer's weights; the linear ones transposed once (views), not in every batch: each
+    torch call counts (see the GIL note in :meth:`PackedEncoder.__call__`)."""
+
     qkv_weight_t: torch.Tensor  # [dim, 3 * dim]: the query, key and value weights, transposed
     qkv_bias: torch.Tensor
-    out: torch.nn.Linear
+    out_weight_t: torch.Tensor
+    out_bias: torch.Tensor
     norm1: torch.nn.LayerNorm
-    inter: torch.nn.Linear
-    output: torch.nn.Linear
+    inter_weight_t: torch.Tensor
+    inter_bias: torch.Tensor
+    output_weight_t: torch.Tensor
+    output_bias: torch.Tensor
     norm2: torch.nn.LayerNorm
 
-    @property
-    def out_weight_t(self) -> torch.Tensor:
-        return self.out.weight.t()
-
-    @property
-    def inter_weight_t(self) -> torch.Tensor:
-        return self.inter.weight.t()
-
-    @property
-    def output_weight_t(self) -> torch.Tensor:
-        return self.output.weight.t()
+    @classmethod
+    def of(cls, layer: torch.nn.Module) -> _Layer:
+        att = layer.attention.self
+        out, inter, output = layer.attention.output.dense, layer.intermediate.dense, layer.output.dense
+        return cls(
+            qkv_weight_t=torch.cat([att.query.weight, att.key.weight, att.value.weight]).t(),
+            qkv_bias=torch.cat([att.query.bias, att.key.bias, att.value.bias]),
+            out_weight_t=out.weight.t(),
+            out_bias=out.bias,
+            norm1=layer.attention.output.LayerNorm,
+            inter_weight_t=inter.weight.t(),
+            inter_bias=inter.bias,
+            output_weight_t=output.weight.t(),
+            output_bias=output.bias,
+            norm2=layer.output.LayerNorm,
+        )
 
 
 class PackedEncoder:
@@ -93,22 +104,7 @@ class PackedEncoder:
         # RoBERTa numbers positions from padding_idx + 1.
         self.position_offset = (cfg.pad_token_id + 1) if cfg.model_type == "roberta" else 0
         self._local = threading.local()  # per-thread workspace, see reuse_workspace()
-        self.layers = []
-        for layer in model.encoder.layer:
-            att = layer.attention.self
-            self.layers.append(
-                _Layer(
-                    qkv_weight_t=torch.cat(
-                        [att.query.weight, att.key.weight, att.value.weight]
-                    ).t(),
-                    qkv_bias=torch.cat([att.query.bias, att.key.bias, att.value.bias]),
-                    out=layer.attention.output.dense,
-                    norm1=layer.attention.output.LayerNorm,
-                    inter=layer.intermediate.dense,
-                    output=layer.output.dense,
-                    norm2=layer.output.LayerNorm,
-                )
-            )
+        self.layers = [_Layer.of(layer) for layer in model.encoder.layer]
 
     @classmethod
     def supports(cls, model: torch.nn.Module) -> bool:
@@ -193,7 +189,7 @@ class PackedEncoder:
             return states if all_layers else x
         tokens, dim = x.shape
         heads, head_dim = self.heads, dim // self.heads
-        ffn = self.layers[0].inter.weight.shape[0]
+        ffn = self.layers[0].inter_bias.shape[0]
         padded = n * width
         # One workspace for every layer (and, under reuse_workspace, every batch): the GEMMs
         # write into it (``out=``) rather than into fresh tensors, whose pages would each cost a
@@ -220,11 +216,11 @@ class PackedEncoder:
             qkv_pad.index_put_((rows,), qkv)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [n, heads, width, hd]
             torch.index_select(out.transpose(1, 2).reshape(padded, dim), 0, rows, out=att)
-            torch.addmm(layer.out.bias, att, layer.out_weight_t, out=hidden).add_(x)
+            torch.addmm(layer.out_bias, att, layer.out_weight_t, out=hidden).add_(x)
             x = layer.norm1(hidden)
-            torch.addmm(layer.inter.bias, x, layer.inter_weight_t, out=inter)
+            torch.addmm(layer.inter_bias, x, layer.inter_weight_t, out=inter)
             self.act_(inter)
-            torch.addmm(layer.output.bias, inter, layer.output_weight_t, out=hidden).add_(x)
+            torch.addmm(layer.output_bias, inter, layer.output_weight_t, out=hidden).add_(x)
             x = layer.norm2(hidden)  # a new tensor: safe to keep while the workspace is reused
             if all_layers:
                 states.append(x)
