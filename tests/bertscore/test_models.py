@@ -314,6 +314,22 @@ def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):
     assert isinstance(kwargs["idf"], dict) and len(kwargs["idf"]) > 3
 
 
+def _torch_calls(fn):
+    """``(number of torch calls made from Python, result)`` of ``fn()``."""
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        result = fn()
+    return Count.calls, result
+
+
 def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two():
     """The packed pass's torch calls do not grow with the number of texts in a batch.
 
@@ -321,26 +337,12 @@ def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two():
     (the event loop of generate_and_score), that costs up to the interpreter's switch interval
     each, so per-text calls (one index range or one copy per text and layer) made scoring beside
     generation several times slower than the same work alone."""
-    from torch.overrides import TorchFunctionMode
-
     from uqlm_bert.bertscore.models import load_encoder
-
-    class Count(TorchFunctionMode):
-        calls = 0
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            Count.calls += 1
-            return func(*args, **(kwargs or {}))
 
     enc = load_encoder(None, num_layers=6, device="cpu")
     packed = enc.loaded.packed
     ids = enc.tokenize((SHORT * 10)[:40])
-    counts = []
-    for batch in (ids[:2], ids):
-        Count.calls = 0
-        with Count():
-            packed(batch)
-        counts.append(Count.calls)
+    counts = [_torch_calls(lambda batch=batch: packed(batch))[0] for batch in (ids[:2], ids)]
     assert counts[0] == counts[1], counts
 
 
@@ -348,25 +350,15 @@ def test_matching_makes_as_many_torch_calls_for_forty_pairs_as_for_two():
     """Matching fills its scores a block of pairs at a time, not with torch calls per pair (each
     one waits for the GIL while generate_and_score's event loop runs Python beside it, see the
     test above). The 40 pairs share one candidate, so that both calls embed one forward batch."""
-    from torch.overrides import TorchFunctionMode
-
     from uqlm_bert import BERTScorer
-
-    class Count(TorchFunctionMode):
-        calls = 0
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            Count.calls += 1
-            return func(*args, **(kwargs or {}))
 
     scorer = BERTScorer(show_progress_bars=False)
     refs = [f"The {word} number {i} sat on a mat." for i, word in enumerate(["cat", "dog"] * 20)]
     counts, scores = [], []
     for n in (2, 40):
-        Count.calls = 0
-        with Count():
-            P, R, F = scorer.score(["A cat sat on the mat."] * n, refs[:n])
-        counts.append(Count.calls)
+        cands = ["A cat sat on the mat."] * n
+        calls, (P, R, F) = _torch_calls(lambda c=cands, r=refs[:n]: scorer.score(c, r))
+        counts.append(calls)
         scores.append(F)
     assert counts[0] == counts[1], counts
     # the same pairs score the same whichever else is matched with them

@@ -74,7 +74,8 @@ class _Layer:
     @classmethod
     def of(cls, layer: torch.nn.Module) -> _Layer:
         att = layer.attention.self
-        out, inter, output = layer.attention.output.dense, layer.intermediate.dense, layer.output.dense
+        out, inter = layer.attention.output.dense, layer.intermediate.dense
+        output = layer.output.dense
         return cls(
             qkv_weight_t=torch.cat([att.query.weight, att.key.weight, att.value.weight]).t(),
             qkv_bias=torch.cat([att.query.bias, att.key.bias, att.value.bias]),
@@ -178,11 +179,12 @@ class PackedEncoder:
         valid_np = np.arange(width)[None, :] < np.asarray(lens)[:, None]  # [n, width]
         rows_np = np.flatnonzero(valid_np)  # each token's row in the padded [n * width] layout
         rows = torch.from_numpy(rows_np).to(device)
-        pos = torch.from_numpy(rows_np % width).to(device)  # each token's position in its text
+        # each token's position id: its place in its text, from RoBERTa's offset
+        pos = torch.from_numpy(rows_np % width + self.position_offset).to(device)
         valid = torch.from_numpy(valid_np).to(device)
         mask = valid[:, None, None, :]  # [n, 1, 1, width]: keys a query may attend to
 
-        x = self.word(flat_ids) + self.position(pos + self.position_offset)
+        x = self.word(flat_ids) + self.position(pos)
         x = self.norm(x + self.token_type.weight[0])
         states = [x]
         if not self.layers:  # layer 0: the embeddings themselves
