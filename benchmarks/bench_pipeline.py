@@ -2,7 +2,7 @@
 ``BlackBoxUQ.score`` on the same lists.
 
     python benchmarks/bench_pipeline.py [--rounds 5] [--prompts 30] [--samples 5]
-        [--latency-ms 0] [--out benchmarks/out]
+        [--latency-ms 0] [--server process|thread] [--out benchmarks/out]
 
 ``generate_and_score`` scores prompts in a worker thread while the event loop keeps the LLM calls
 going; ``result.metadata["timings"]["scoring_s"]`` is the time that thread spent scoring. Scoring
@@ -14,7 +14,9 @@ Setup: the WikiBio GPT-3 passages of the shared data folder beside the repositor
 ``--prompts`` cycles over them with distinct prompt texts), served by the scripted
 OpenAI-compatible server on 127.0.0.1 (``tests/openai_server.py``) through
 ``langchain_openai.ChatOpenAI`` at a fixed latency (0 ms by default: generation is as fast as the
-client can go, the hardest case for overlap). One ``BlackBoxUQ`` at its defaults, warmed up
+client can go, the hardest case for overlap). The server runs in a process of its own
+(``--server process``, the default; ``benchmarks/loopback.py``) or in a thread of this one
+(``--server thread``, as the tables of 2026-11-25 and before). One ``BlackBoxUQ`` at its defaults, warmed up
 (model loaded, connections opened) before timing; rounds alternate which of the two runs first.
 Reported: medians over rounds of both scoring times and their ratio, the pipeline's batch sizes,
 and the load average.
@@ -40,13 +42,12 @@ sys.path.insert(0, str(BENCH))
 # bench_vs_uqlm sets the offline environment and puts tests/ on the path as it is imported
 from bench_vs_uqlm import (  # noqa: E402
     SYSTEM_PROMPT,
-    PassageAnswers,
     load_passages,
     make_llm,
     make_prompts,
 )
 from common import WIKIBIO, machine_summary  # noqa: E402
-from openai_server import FakeOpenAIServer  # noqa: E402
+from loopback import PassageServer  # noqa: E402
 
 TARGET = 1.1
 
@@ -82,10 +83,10 @@ class BatchRecorder:
 
 
 async def pipeline_run(
-    uq: Any, answers: PassageAnswers, prompts: list[str], m: int
+    uq: Any, server: PassageServer, prompts: list[str], m: int
 ) -> dict[str, Any]:
     """One ``generate_and_score``: its timings, batch sizes and lists."""
-    answers.reset()
+    server.reset()
     gc.collect()
     with BatchRecorder() as rec:
         t0 = time.perf_counter()
@@ -119,29 +120,33 @@ def direct_run(uq: Any, responses: list[Any], samples: list[Any]) -> dict[str, A
 
 
 async def run_benchmark(
-    prompt_map: dict[str, Any], m: int, rounds: int, latency_ms: float, log: Any = print
+    prompt_map: dict[str, Any],
+    m: int,
+    rounds: int,
+    latency_ms: float,
+    log: Any = print,
+    server_in: str = "process",
 ) -> list[dict[str, Any]]:
     from uqlm_bert import BlackBoxUQ
 
     prompts = list(prompt_map)
-    answers = PassageAnswers(prompt_map)
     rows = []
-    with FakeOpenAIServer(answer=answers, request_queue_size=4096) as server:
-        server.default_latency = latency_ms / 1000.0
+    with PassageServer(prompt_map, where=server_in) as server:
+        server.set_latency(latency_ms / 1000.0)
         uq = BlackBoxUQ(
             make_llm(server.base_url),
             scorers=["bert_score"],
             system_prompt=SYSTEM_PROMPT,
             show_progress_bars=False,
         )
-        warm = await pipeline_run(uq, answers, prompts, m)  # model, connections, allocator
+        warm = await pipeline_run(uq, server, prompts, m)  # model, connections, allocator
         direct_run(uq, warm["responses"], warm["samples"])
         for r in range(rounds):
             order = ("pipeline", "direct") if r % 2 == 0 else ("direct", "pipeline")
             got: dict[str, dict[str, Any]] = {}
             for which in order:
                 if which == "pipeline":
-                    got["pipeline"] = await pipeline_run(uq, answers, prompts, m)
+                    got["pipeline"] = await pipeline_run(uq, server, prompts, m)
                 else:  # the same lists the pipeline scores (the server hands out the same texts)
                     got["direct"] = direct_run(uq, warm["responses"], warm["samples"])
             p, d = got["pipeline"], got["direct"]
@@ -199,7 +204,9 @@ def markdown(s: dict[str, Any], meta: dict[str, Any]) -> str:
             "## Scoring alongside generation (`bench_pipeline.py`)",
             "",
             f"- {meta['prompts']} prompts x {meta['samples']} samples, WikiBio GPT-3 passages served "
-            f"at {meta['latency_ms']:.0f} ms through `ChatOpenAI`; {meta['rounds']} rounds, "
+            f"at {meta['latency_ms']:.0f} ms through `ChatOpenAI` (the server in "
+            f"{'a process of its own' if meta.get('server') == 'process' else 'this process'}); "
+            f"{meta['rounds']} rounds, "
             "order alternating, medians",
             f"- {meta['machine']}",
             f"- load average (1 min) before and after: {before:.2f}, {after:.2f}",
@@ -223,6 +230,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--samples", type=int, default=5, help="num_responses (default 5)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds, order alternating (default 5)")
     ap.add_argument("--latency-ms", type=float, default=0.0, help="server latency (default 0)")
+    ap.add_argument("--server", choices=["process", "thread"], default="process",
+                    help="run the loopback server in a child process (default) or a thread of "
+                    "this one")
     ap.add_argument("--data", type=Path, default=WIKIBIO, help="WikiBio passages (JSONL)")
     ap.add_argument(
         "--out",
@@ -245,13 +255,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     prompt_map = make_prompts(load_passages(args.data), args.prompts)
     load_before = os.getloadavg()[0]
     started = time.monotonic()
-    rows = asyncio.run(run_benchmark(prompt_map, args.samples, args.rounds, args.latency_ms))
+    rows = asyncio.run(
+        run_benchmark(
+            prompt_map, args.samples, args.rounds, args.latency_ms, server_in=args.server
+        )
+    )
     s = summary(rows)
     meta = {
         "prompts": args.prompts,
         "samples": args.samples,
         "rounds": args.rounds,
         "latency_ms": args.latency_ms,
+        "server": args.server,
         "machine": machine_summary(),
         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "seconds": round(time.monotonic() - started, 1),

@@ -2,13 +2,17 @@
 
     bash benchmarks/setup-uqlm-env.sh          # once: benchmarks/.venv-uqlm with both libraries
     benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py [--prompts 120] [--samples 5]
-        [--rounds 2] [--latencies 0 1000] [--only both|ours|uqlm] [--quick] [--out benchmarks/out]
+        [--rounds 2] [--latencies 0 1000] [--only both|ours|uqlm] [--server process|thread]
+        [--quick] [--out benchmarks/out]
     benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py --check-env
 
 What is measured: ``await BlackBoxUQ(llm, scorers=["bert_score"]).generate_and_score(prompts,
 num_responses=5)`` of both libraries, each through its own ``langchain_openai.ChatOpenAI`` (same
 settings) to one OpenAI-compatible server on 127.0.0.1 (``tests/openai_server.py``), started and
-stopped here, which answers every call after a fixed latency. Wall time is the whole call,
+stopped here, which answers every call after a fixed latency. The server runs in a process of its
+own (``--server process``, the default: a provider's work is not done in its client's process,
+though here it still shares the machine's cores) or in a thread of the benchmark's process
+(``--server thread``, as the tables of 2026-11-25 and before). Wall time is the whole call,
 generation and scoring; each library's model is loaded, and its client warmed up, before timing.
 
 The server answers with real LLM texts: the 30 WikiBio GPT-3 passages of the shared data folder
@@ -47,7 +51,6 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 import warnings
 from collections import defaultdict
@@ -66,7 +69,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO / "tests"))
 from common import WIKIBIO, machine_summary  # noqa: E402
-from openai_server import FakeOpenAIServer  # noqa: E402
+from loopback import Passage, PassageAnswers, PassageServer  # noqa: E402, F401 (re-exported)
 
 SYSTEM_PROMPT = "You are a helpful assistant."  # uqlm's default for string prompts
 LAYER = 5
@@ -81,32 +84,6 @@ UQLM = "uqlm 0.6.7"
 OURS = "uqlm-bert, BERTScore as uqlm"
 OURS_DEFAULT = "uqlm-bert, default scorer"
 QUICK = {"prompts": 12, "rounds": 1, "latencies": [0.0, 1000.0]}
-
-
-@dataclass(frozen=True)
-class Passage:
-    """One WikiBio passage: the answer text and the sampled texts the server hands out."""
-
-    idx: int
-    response: str
-    samples: tuple[str, ...]
-
-    def rotated(self, k: int) -> Passage:
-        """The passage with each text's sentences rotated ``k`` places: texts of the same length
-        that no other prompt receives (unless a text has no more than ``k`` sentences; 701 of
-        the 720 texts of 120 prompts x 6 are distinct).
-
-        Both libraries embed each unique text once per call, so prompts that share texts would
-        make one large batch cheaper than several small ones, which real prompts never do.
-        """
-        from uqlm_bert.scorers.sentences import split_sentences
-
-        def rotate(text: str) -> str:
-            parts = split_sentences(text)
-            j = k % len(parts) if parts else 0
-            return " ".join(parts[j:] + parts[:j])
-
-        return Passage(self.idx, rotate(self.response), tuple(rotate(t) for t in self.samples))
 
 
 def load_passages(path: Path) -> list[Passage]:
@@ -138,48 +115,6 @@ def make_prompts(passages: Sequence[Passage], n_prompts: int) -> dict[str, Passa
             text += f" (request {variant})"
         prompts[text] = passage
     return prompts
-
-
-class PassageAnswers:
-    """The server's answers: a prompt's passage at temperature 0, its samples in turn otherwise.
-
-    Thread-safe (the server answers from many threads). :meth:`reset` restarts every prompt's
-    samples from the first, so that each run receives the same texts per prompt.
-    """
-
-    UNKNOWN = "No passage is known for this prompt."
-
-    def __init__(self, prompts: dict[str, Passage]) -> None:
-        self.prompts = prompts
-        self._next: dict[str, int] = defaultdict(int)
-        self._lock = threading.Lock()
-
-    def __call__(self, prompt: str, temperature: float | None) -> str:
-        passage = self.prompts.get(prompt)
-        if passage is None:
-            return self.UNKNOWN
-        if not temperature:
-            return passage.response
-        with self._lock:
-            j = self._next[prompt]
-            self._next[prompt] += 1
-        return passage.samples[j % len(passage.samples)]
-
-    def reset(self) -> None:
-        with self._lock:
-            self._next.clear()
-
-    def mismatches(
-        self, prompts: Sequence[str], responses: Sequence[Any], samples: Sequence[Sequence[Any]]
-    ) -> int:
-        """Prompts whose answer or multiset of samples is not what a fresh run must receive."""
-        bad = 0
-        for p, r, s in zip(prompts, responses, samples, strict=True):
-            passage = self.prompts[p]
-            want = sorted(passage.samples[j % len(passage.samples)] for j in range(len(s)))
-            if r != passage.response or sorted(map(str, s)) != want:
-                bad += 1
-        return bad
 
 
 @dataclass
@@ -270,35 +205,29 @@ async def generate(uq: Any, prompts: list[str], m: int) -> tuple[list, list, lis
 
 
 async def timed_run(
-    server: FakeOpenAIServer,
-    answers: PassageAnswers,
+    server: PassageServer,
     uq: Any,
     prompts: list[str],
     m: int,
     timeout_s: float,
 ) -> tuple[float, list[Any], int, dict[str, int]]:
     """Reset the server's counters, time one call; ``(seconds, scores, mismatches, counts)``."""
-    answers.reset()
-    with server.lock:
-        server.log.clear()
-        server.max_in_flight = 0
+    server.reset()
     gc.collect()
     t0 = time.monotonic()  # the server logs arrivals on the same clock
     responses, samples, scores = await asyncio.wait_for(generate(uq, prompts, m), timeout_s)
     wall = time.monotonic() - t0
-    with server.lock:
-        log = list(server.log)
-        peak = server.max_in_flight
+    log = server.log()
     counts = {
-        "calls": len(log),
-        "answer_calls": sum(1 for r in log if not r.temperature),
-        "sample_calls": sum(1 for r in log if r.temperature),
-        "max_in_flight": peak,
+        "calls": len(log.arrivals),
+        "answer_calls": sum(1 for _, temp in log.arrivals if not temp),
+        "sample_calls": sum(1 for _, temp in log.arrivals if temp),
+        "max_in_flight": log.max_in_flight,
         # when the last call was answered (it arrived, then waited the latency): what follows
         # is scoring that did not overlap generation
-        "last_answer_s": max((r.arrived for r in log), default=t0) + server.default_latency - t0,
+        "last_answer_s": max((a for a, _ in log.arrivals), default=t0) + server.latency - t0,
     }
-    return wall, scores, answers.mismatches(prompts, responses, samples), counts
+    return wall, scores, server.answers.mismatches(prompts, responses, samples), counts
 
 
 async def run_benchmark(
@@ -310,14 +239,15 @@ async def run_benchmark(
     only: str = "both",
     timeout_s: float = 600.0,
     log: Callable[[str], None] = print,
+    server_in: str = "process",
 ) -> list[Run]:
-    """Every run, in the order they were made."""
+    """Every run, in the order they were made; the server runs in a child process
+    (``server_in="process"``) or a thread of this one (``"thread"``)."""
     prompt_map = make_prompts(passages, n_prompts)
     prompts = list(prompt_map)
-    answers = PassageAnswers(prompt_map)
     path = embedded_model_path()
     runs: list[Run] = []
-    with FakeOpenAIServer(answer=answers, request_queue_size=4096) as server:
+    with PassageServer(prompt_map, where=server_in) as server:
         variants: dict[str, Any] = {}
         if only in ("both", "uqlm"):
             variants[UQLM] = make_uqlm(make_llm(server.base_url), path)
@@ -325,15 +255,15 @@ async def run_benchmark(
             variants[OURS] = make_ours(make_llm(server.base_url), path)
             variants[OURS_DEFAULT] = make_ours(make_llm(server.base_url), None)
         for name, uq in variants.items():  # load models, open connections: not timed
-            await timed_run(server, answers, uq, prompts[: min(4, len(prompts))], m, timeout_s)
+            await timed_run(server, uq, prompts[: min(4, len(prompts))], m, timeout_s)
             log(f"warmed up: {name}")
         names = list(variants)
         for latency in latencies_ms:
-            server.default_latency = latency / 1000.0
+            server.set_latency(latency / 1000.0)
             for r in range(rounds):
                 for name in names if r % 2 == 0 else names[::-1]:
                     wall, scores, bad, counts = await timed_run(
-                        server, answers, variants[name], prompts, m, timeout_s
+                        server, variants[name], prompts, m, timeout_s
                     )
                     run = Run(latency, r, name, wall, text_mismatches=bad, scores=scores, **counts)
                     runs.append(run)
@@ -433,7 +363,8 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         "",
         f"- {meta['prompts']} prompts x {meta['samples']} samples "
         f"({meta['calls_per_run']} calls per run), WikiBio GPT-3 passages served by a loopback "
-        "OpenAI-compatible server through `ChatOpenAI`",
+        "OpenAI-compatible server through `ChatOpenAI`, the server in "
+        + ("a process of its own" if meta.get("server") == "process" else "this process"),
         f"- {meta['rounds']} round(s) per latency, order alternating; wall time of the whole "
         "`generate_and_score` call, median (min-max); last answer at: when the server answered "
         "the run's last call (median), after which only scoring ran",
@@ -507,6 +438,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="server latencies in ms (default 0 1000)")
     ap.add_argument("--only", choices=["both", "ours", "uqlm"], default="both",
                     help="which library to run (default both)")
+    ap.add_argument("--server", choices=["process", "thread"], default="process",
+                    help="run the loopback server in a child process (default) or a thread of "
+                    "this one")
     ap.add_argument("--quick", action="store_true",
                     help="12 prompts, 1 round, latencies 0 and 1000 ms")
     ap.add_argument("--data", type=Path, default=WIKIBIO, help="WikiBio passages (JSONL)")
@@ -538,7 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     passages = load_passages(args.data)
     load_before = os.getloadavg()[0]
     runs = asyncio.run(run_benchmark(
-        passages, args.prompts, args.samples, args.rounds, args.latencies, args.only, args.timeout
+        passages, args.prompts, args.samples, args.rounds, args.latencies, args.only, args.timeout,
+        server_in=args.server,
     ))
     rows = summarize(runs)
     verdicts = checks(rows, args.prompts, args.samples)
@@ -548,6 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "calls_per_run": args.prompts * (args.samples + 1),
         "rounds": args.rounds,
         "latencies_ms": args.latencies,
+        "server": args.server,
         "machine": machine_summary(),
         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "versions": versions(args.only != "ours"),

@@ -174,6 +174,48 @@ def test_vs_uqlm_uqlm_side_agrees(tmp_path):
     assert {r.variant for r in runs} == {vs.UQLM, vs.OURS, vs.OURS_DEFAULT}
 
 
+@pytest.mark.network
+@pytest.mark.parametrize("where", ["process", "thread"])
+def test_passage_server_answers_resets_and_logs_in_a_process_or_a_thread(where):
+    import time
+
+    import httpx
+    from loopback import PassageServer
+
+    passages = _passages()
+    prompts = vs.make_prompts(passages, 2)
+    first = next(iter(prompts))
+
+    def ask(client: httpx.Client, prompt: str, temperature: float) -> str:
+        body = {"model": "m", "temperature": temperature,
+                "messages": [{"role": "user", "content": prompt}]}
+        got = client.post("/chat/completions", json=body, timeout=10)
+        got.raise_for_status()
+        return got.json()["choices"][0]["message"]["content"]
+
+    with PassageServer(prompts, where=where) as server:
+        assert server.base_url.startswith("http://127.0.0.1:")
+        with httpx.Client(base_url=server.base_url) as client:
+            t0 = time.monotonic()
+            assert ask(client, first, 0.0) == passages[0].response
+            assert [ask(client, first, 1.0) for _ in range(2)] == list(passages[0].samples[:2])
+            log = server.log()
+            # arrivals on this process's monotonic clock, whichever process logged them
+            assert [temp for _, temp in log.arrivals] == [0.0, 1.0, 1.0]
+            assert all(t0 <= arrived <= time.monotonic() for arrived, _ in log.arrivals)
+            assert log.max_in_flight == 1
+            server.reset()  # samples restart from the first, the log empties
+            assert server.log().arrivals == []
+            assert ask(client, first, 1.0) == passages[0].samples[0]
+            server.set_latency(0.3)
+            started = time.monotonic()
+            assert ask(client, first, 0.0) == passages[0].response
+            assert time.monotonic() - started >= 0.3
+            assert server.latency == 0.3
+    with pytest.raises(ValueError, match="'process' or 'thread'"):
+        PassageServer(prompts, where="elsewhere")
+
+
 def test_vs_uqlm_skips_cleanly_without_the_data(tmp_path, capsys):
     assert vs.main(["--data", str(tmp_path / "absent.jsonl"), "--out", str(tmp_path)]) == 0
     assert "not found" in capsys.readouterr().out
