@@ -13,7 +13,6 @@ import threading
 import numpy as np
 import torch
 
-from uqlm_bert._threads import follow_budget
 from uqlm_bert.black_box import _ScoringPipeline
 from uqlm_bert.generation.records import GenerationResult
 from uqlm_bert.scorers.base import Scorer
@@ -44,15 +43,11 @@ def pipeline(
     max_batch: int = 256,
     gather_s: float = FOREVER,
     min_batch: int | None = None,
-    loop_busy: bool = True,
 ) -> _ScoringPipeline:
     p = _ScoringPipeline([scorer], n, max_batch, show=False)
     p.GATHER_S = gather_s
     if min_batch is not None:
         p._min_batch = min_batch
-    # the event loop's load as the test says, not as measured (a test's loop mostly waits)
-    p.loop_load.start = lambda: None
-    p.loop_load.fraction = 1.0 if loop_busy else 0.0
     p.start()
     return p
 
@@ -125,95 +120,27 @@ async def test_prompts_that_queued_during_a_batch_are_scored_next_up_to_max_batc
     assert scores["recording"].tolist() == [float(i) for i in range(10)]
 
 
-async def test_scoring_while_generating_leaves_a_core_to_the_event_loop_and_restores_threads():
+async def test_batches_score_with_the_thread_count_of_the_thread_that_started_the_pipeline():
+    # torch gives a thread that starts using it the count the last set_num_threads anywhere
+    # set: an executor thread made while other code held one thread must not score a whole
+    # batch on one core
     main_threads = torch.get_num_threads()
-    scorer = Recording()
-    p = pipeline(scorer, 3, min_batch=2)
-    submit(p, [0, 1])  # scored while the third prompt is still being generated
-    await until(lambda: p.batch_sizes)
-    submit(p, [2])  # the last one: nothing is generating any more
-    await finish(p, 3)
-    assert scorer.threads == [max(1, main_threads - 1), main_threads]
-    # every thread's count is as it was, and so is the default of threads that start later
-    seen = []
-    worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
-    worker.start()
-    worker.join()
-    assert torch.get_num_threads() == main_threads and seen == [main_threads]
-    assert await asyncio.to_thread(torch.get_num_threads) == main_threads
-
-
-async def test_scoring_while_generating_keeps_every_thread_while_the_event_loop_waits():
-    # replies that take a second leave the loop's core idle: scoring uses it
-    main_threads = torch.get_num_threads()
-    scorer = Recording()
-    p = pipeline(scorer, 3, min_batch=2, loop_busy=False)
-    submit(p, [0, 1])
-    await until(lambda: p.batch_sizes)
-    p.loop_load.fraction = 1.0  # replies now come fast: the loop is busy
-    submit(p, [2])
-    await finish(p, 3)
-    assert scorer.threads == [main_threads, main_threads]
-    assert torch.get_num_threads() == main_threads
-
-
-async def test_the_spare_core_follows_the_event_loop_load_while_generation_runs():
-    main_threads = torch.get_num_threads()
-    scorer = Pausing()
-    p = pipeline(scorer, 3, min_batch=2, loop_busy=False)
-    submit(p, [0, 1])
-    assert await asyncio.to_thread(scorer.first_done.wait, GUARD_S)
-    p.loop_load.fraction = 1.0  # the loop got busy during the batch: its next forward spares a core
-    scorer.go_on.set()
-    await until(lambda: p.batch_sizes)
-    submit(p, [2])
-    await finish(p, 3)
-    assert scorer.threads[:2] == [main_threads, max(1, main_threads - 1)]
-    assert torch.get_num_threads() == main_threads
-
-
-async def test_the_spare_core_can_be_switched_off(monkeypatch):
-    monkeypatch.setattr(_ScoringPipeline, "SPARE_A_CORE", False)
-    scorer = Recording()
-    p = pipeline(scorer, 3, min_batch=2)
-    submit(p, [0, 1])
-    await until(lambda: p.batch_sizes)
-    await finish(p, 3)
-    assert scorer.threads == [torch.get_num_threads()]
-
-
-class Pausing(Scorer):
-    """Like an engine over two forward batches: follows the thread budget before each, and
-    waits between them until the test lets it go on."""
-
-    name = "pausing"
-
-    def __init__(self) -> None:
-        self.threads: list[int] = []
-        self.first_done = threading.Event()
-        self.go_on = threading.Event()
-
-    def score(self, responses, sampled_responses, show_progress_bars=False):
-        follow_budget()
-        self.threads.append(torch.get_num_threads())
-        self.first_done.set()
-        assert self.go_on.wait(GUARD_S)
-        follow_budget()
-        self.threads.append(torch.get_num_threads())
-        return [float(r) for r in responses]
-
-
-async def test_a_batch_running_when_generation_ends_gets_every_thread_back_at_its_next_forward():
-    # the batch that starts just before the last call returns can take tens of seconds: it must
-    # not keep a core idle until it ends
-    main_threads = torch.get_num_threads()
-    scorer = Pausing()
-    p = pipeline(scorer, 3, min_batch=2)
-    submit(p, [0, 1])
-    assert await asyncio.to_thread(scorer.first_done.wait, GUARD_S)
-    submit(p, [2])  # the last prompt: generation is over while the batch is still running
-    scorer.go_on.set()
-    await finish(p, 3)
-    assert scorer.threads[:2] == [max(1, main_threads - 1), main_threads]
-    assert torch.get_num_threads() == main_threads
-    assert await asyncio.to_thread(torch.get_num_threads) == main_threads
+    torch.set_num_threads(2)
+    try:
+        await asyncio.to_thread(torch.set_num_threads, 1)  # an executor thread now holds one
+        seen = []
+        fresh = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        fresh.start()
+        fresh.join()
+        assert seen == [1]  # the premise: a new thread starts from the latest setting
+        scorer = Recording()
+        p = pipeline(scorer, 3, min_batch=2)
+        submit(p, [0, 1])  # scored while the third prompt is still being generated
+        await until(lambda: p.batch_sizes)
+        submit(p, [2])
+        await finish(p, 3)
+        assert scorer.threads == [2, 2]  # every core, while generating and after
+        assert torch.get_num_threads() == 2
+    finally:
+        await asyncio.to_thread(torch.set_num_threads, main_threads)
+        torch.set_num_threads(main_threads)

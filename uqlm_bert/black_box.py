@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uqlm_bert._threads import LoopLoad, thread_budget
 from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
@@ -737,9 +736,6 @@ class _ScoringPipeline:
     GATHER_S = 0.2
     #: A batch this large is scored without waiting.
     MIN_BATCH = 32
-    #: While generation runs and keeps the event loop busy, score with one torch thread fewer
-    #: (see :meth:`_score_batch`).
-    SPARE_A_CORE = True
 
     def __init__(
         self,
@@ -773,16 +769,20 @@ class _ScoringPipeline:
         self._changed: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._bar: Any = None
-        self.loop_load = LoopLoad()
+        self._threads: int | None = None
 
     def start(self) -> None:
         if not self.overlapped:
             return
+        import sys
+
         from tqdm.auto import tqdm
 
+        # the torch thread count of the caller's thread (the event loop's), for the worker
+        # threads that score (see _score_batch)
+        torch = sys.modules.get("torch")
+        self._threads = torch.get_num_threads() if torch is not None else None
         self._changed = asyncio.Event()
-        if self.SPARE_A_CORE:  # nothing else reads the loop's load
-            self.loop_load.start()
         self._bar = tqdm(total=self._n, desc="Scoring", unit="prompt", disable=not self._show)
         self._task = asyncio.ensure_future(self._consume())
 
@@ -799,7 +799,6 @@ class _ScoringPipeline:
     async def finish(self, generation: GenerationResult) -> _Scored:
         if self._task is not None and self._changed is not None:
             self._ended = True
-            await self.loop_load.stop()
             self._changed.set()
             try:
                 await self._task
@@ -816,7 +815,6 @@ class _ScoringPipeline:
         return _Scored(self.scores, self.best)
 
     async def abort(self) -> None:
-        await self.loop_load.stop()
         if self._task is not None and not self._task.done():
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -826,10 +824,6 @@ class _ScoringPipeline:
     def more_coming(self) -> bool:
         """Whether prompts not yet queued may still come."""
         return not self._ended and self._submitted < self._n
-
-    def spare_a_core(self) -> bool:
-        """Whether scoring should leave a core to the event loop now."""
-        return self.more_coming() and self.loop_load.busy
 
     def waited(self) -> float:
         """Seconds since the oldest queued prompt queued (0 with none queued)."""
@@ -870,29 +864,24 @@ class _ScoringPipeline:
             self._bar.update(len(batch))
 
     def _score_batch(self, *args: Any) -> None:
-        """:meth:`_score`, in a worker thread; while generation runs and keeps the event loop
-        busy, with one torch intra-op thread fewer (when torch is in use with more than one).
+        """:meth:`_score`, in a worker thread, with the torch thread count of the thread that
+        started the pipeline.
 
-        With calls that return fast, the client code keeps the event loop's thread busy. torch's
-        intra-op threads meet at a barrier after every operation: when one of them waits for a
-        core that the event loop holds, every small operation of the forward pass waits with it,
-        and the event loop waits for the CPU in turn, so generation slows down too. With one
-        thread fewer, scoring and the event loop each have a core (benchmarks/bench_pipeline.py
-        measures it). With calls that take a second or more the loop mostly waits, and a core
-        kept for it would idle: :class:`~uqlm_bert._threads.LoopLoad` tells the two apart
-        from the loop thread's CPU time. The count is asked again before every layer of every
-        forward batch (:mod:`uqlm_bert._threads`): a batch that starts while the last calls are
-        out gets every thread back as soon as generation is over, not when the batch ends.
+        A thread that starts using torch takes the count that the last ``torch.set_num_threads``
+        anywhere in the process set, not the main thread's: an executor thread created while
+        other code held one thread would otherwise score a whole batch on one core. Every core
+        is used while generation runs too: the event loop mostly waits on slow replies, and on
+        fast ones the operating system shares the cores between it and torch's threads. Sparing
+        a core for the loop while it was busy measured no faster with 2 cores at 0 ms latency and
+        2-3 s slower at 1,000 ms, where the loop is busy in bursts (benchmarks/RESULTS.md).
         """
         import sys
 
-        torch = sys.modules.get("torch") if self.SPARE_A_CORE else None
-        if torch is None:
-            self._score(*args)
-            return
-        threads = torch.get_num_threads()  # the budget never goes below one thread
-        with thread_budget(lambda: threads - 1 if self.spare_a_core() else threads):
-            self._score(*args)
+        torch = sys.modules.get("torch")
+        if torch is not None and self._threads is not None:
+            if torch.get_num_threads() != self._threads:
+                torch.set_num_threads(self._threads)
+        self._score(*args)
 
     def _score(
         self,

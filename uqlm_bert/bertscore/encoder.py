@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from uqlm_bert._threads import follow_budget
-
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.models import LoadedModel
 
@@ -144,7 +142,6 @@ class Encoder:
     @torch.inference_mode()
     def _forward(self, batch: Sequence[Sequence[int]]) -> torch.Tensor | list[torch.Tensor]:
         """Packed ``[tokens, dim]`` states (BERT, RoBERTa), else one tensor per text."""
-        follow_budget()  # the thread count a long scoring call asks for now (see _threads)
         packed = self.loaded.packed
         if packed is not None:
             with _autocast_off(self.device):

@@ -40,8 +40,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from uqlm_bert._threads import follow_budget
-
 __all__ = ["PackedEncoder"]
 
 _WIDTH_MULTIPLE = 16
@@ -210,9 +208,6 @@ class PackedEncoder:
             qkv_pad.view(n, width, 3, heads, head_dim)[:, :, i].transpose(1, 2) for i in range(3)
         )
         for layer in self.layers:
-            # a long batch gets the threads that a scoring call asks for now, layer by layer
-            # (one forward batch takes seconds on one thread: see uqlm_bert._threads)
-            follow_budget()
             # one indexed copy into the attention layout, not one torch call per text (see above)
             torch.addmm(layer.qkv_bias, x, layer.qkv_weight_t, out=qkv)
             qkv_pad.index_put_((rows,), qkv)
