@@ -24,7 +24,9 @@ receives exactly the same texts per prompt (checked), and their confidences must
 
 Runs, for each latency: uqlm, uqlm-bert with BERTScore matched to uqlm's (embedded
 all-MiniLM-L6-v2, layer 5, ``idf=False``, no rescaling) and uqlm-bert with its own default scorer
-settings, in alternating order over rounds (A B C, then C B A, ...). Both libraries keep their
+settings, in an order that turns each round (A B C, then B C A, then C A B, ...), so that every
+run takes every place in a round equally often (alternating A B C and C B A kept B always in the
+middle, and the middle run of a round measured up to 2 s slower). Both libraries keep their
 default generation settings: uqlm sends all of a stage's calls at once (``max_calls_per_min=None``;
 ``use_n_param`` is deprecated and unused in 0.6.7), uqlm-bert its default concurrency (no
 ``max_concurrency`` is passed). Both send the system prompt "You are a helpful assistant." (uqlm's
@@ -261,7 +263,7 @@ async def run_benchmark(
         for latency in latencies_ms:
             server.set_latency(latency / 1000.0)
             for r in range(rounds):
-                for name in names if r % 2 == 0 else names[::-1]:
+                for name in round_order(names, r):
                     wall, scores, bad, counts = await timed_run(
                         server, variants[name], prompts, m, timeout_s
                     )
@@ -271,6 +273,13 @@ async def run_benchmark(
                         f"(last answer at {run.last_answer_s:.2f} s), {run.calls} calls, "
                         f"max {run.max_in_flight} in flight")
     return runs
+
+
+def round_order(names: Sequence[str], r: int) -> list[str]:
+    """The order of round ``r``: ``names`` turned by ``r`` places, so that over as many rounds as
+    there are names each one runs in each place once."""
+    k = r % len(names) if names else 0
+    return [*names[k:], *names[:k]]
 
 
 def max_abs_diff(a: Sequence[float | None], b: Sequence[float | None]) -> float:

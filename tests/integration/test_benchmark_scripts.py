@@ -131,6 +131,15 @@ def test_vs_uqlm_prompts_map_to_passages_and_samples_restart_after_reset():
     assert answers.mismatches([first], [samples[0]], [samples[:2]]) == 1
 
 
+def test_vs_uqlm_rounds_put_every_run_in_every_place():
+    names = ["a", "b", "c"]
+    orders = [vs.round_order(names, r) for r in range(3)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    for place in range(3):  # each name runs once in each place over three rounds
+        assert sorted(o[place] for o in orders) == names
+    assert vs.round_order(names, 3) == names and vs.round_order(["x", "y"], 1) == ["y", "x"]
+
+
 @pytest.mark.network
 def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
     runs = asyncio.run(
