@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -774,8 +775,6 @@ class _ScoringPipeline:
     def start(self) -> None:
         if not self.overlapped:
             return
-        import sys
-
         from tqdm.auto import tqdm
 
         # the torch thread count of the caller's thread (the event loop's), for the worker
@@ -875,12 +874,9 @@ class _ScoringPipeline:
         a core for the loop while it was busy measured no faster with 2 cores at 0 ms latency and
         2-3 s slower at 1,000 ms, where the loop is busy in bursts (benchmarks/RESULTS.md).
         """
-        import sys
-
-        torch = sys.modules.get("torch")
-        if torch is not None and self._threads is not None:
-            if torch.get_num_threads() != self._threads:
-                torch.set_num_threads(self._threads)
+        torch = sys.modules.get("torch")  # loaded when _threads was read, if it is set
+        if self._threads is not None and torch.get_num_threads() != self._threads:
+            torch.set_num_threads(self._threads)
         self._score(*args)
 
     def _score(
