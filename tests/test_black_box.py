@@ -129,6 +129,7 @@ async def test_generate_and_score_aligns_answers_samples_and_scores():
         "generation_s",
         "scoring_s",
         "scoring_after_generation_s",
+        "scoring_held_s",
         "total_s",
     }
     assert llm.temperature == 0.25 and llm.max_retries == 2

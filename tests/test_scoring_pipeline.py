@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import numpy as np
 import torch
@@ -144,3 +145,49 @@ async def test_batches_score_with_the_thread_count_of_the_thread_that_started_th
     finally:
         await asyncio.to_thread(torch.set_num_threads, main_threads)
         torch.set_num_threads(main_threads)
+
+
+def test_the_loop_counts_as_busy_above_a_share_of_a_core_per_torch_thread():
+    p = _ScoringPipeline([Recording()], 4, 256, show=False)
+    p._threads = 2  # LOOP_SHARE of a core per thread: busy above half a core
+    assert p.loop_busy(0.6) and not p.loop_busy(0.4)
+    p._threads = 4  # the loop uses one core at most: never busy enough to hold scoring
+    assert not p.loop_busy(1.0)
+
+
+async def test_a_ready_batch_waits_while_generation_keeps_the_loop_busy():
+    # generation bound by the client's CPU: scoring beside it would only time-share the cores,
+    # so the batch waits for the loop to calm down or for generation to end
+    scorer = Recording()
+    p = pipeline(scorer, 6, min_batch=2)
+    p.LOOP_SHARE = 0.05  # busy above a tenth of a core with 2 threads, however loaded the machine
+    p.HOLD_S = 0.05
+    submit(p, [0, 1, 2])  # a batch is ready while more prompts are coming
+
+    def spin(seconds: float) -> None:  # the loop's thread working, as on many fast replies
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    for _ in range(20):  # a busy loop that still lets the pipeline's task run between chunks
+        spin(0.02)
+        await asyncio.sleep(0)
+    assert p.batch_sizes == []  # held, although 3 >= MIN_BATCH
+    assert p.held_seconds == 0.0  # still holding: the wait is counted when it ends
+    submit(p, [3, 4, 5])  # generation's last prompts: nothing more is coming
+    await until(lambda: p.batch_sizes)
+    scores = await finish(p, 6)
+    assert p.batch_sizes == [6] and p.held_seconds > 0
+    assert scores["recording"].tolist() == [float(i) for i in range(6)]
+
+
+async def test_a_ready_batch_is_scored_beside_generation_while_the_loop_waits_on_replies():
+    scorer = Recording()
+    p = pipeline(scorer, 6, min_batch=2)
+    p.HOLD_S = 0.05
+    submit(p, [0, 1, 2])
+    await until(lambda: p.batch_sizes)  # the loop idles (awaiting), so scoring goes ahead
+    assert p.batch_sizes == [3] and p.more_coming()
+    submit(p, [3, 4, 5])
+    await finish(p, 6)
+    assert p.batch_sizes == [3, 3]

@@ -588,6 +588,7 @@ class BlackBoxUQ:
             "generation_s": generated - started,
             "scoring_s": pipeline.busy_seconds,
             "scoring_after_generation_s": finished - generated,
+            "scoring_held_s": pipeline.held_seconds,
             "total_s": finished - started,
         }
         return self._result(generation, scored, num_responses, timings, checkpoint)
@@ -731,12 +732,25 @@ class _ScoringPipeline:
     (every prompt is queued, or generation is over): a small batch wastes the engine's forward
     passes, and waiting for prompts that will not come wastes time. At most ``max_batch``
     prompts go in one batch. ``busy_seconds`` is the time spent scoring.
+
+    While generation runs, a ready batch also waits while the event loop is busy with the CPU:
+    when its thread used more than ``LOOP_SHARE`` of a core per torch thread over the last
+    window (half a core with 2 threads; never with 4 or more, as the loop uses one core at
+    most). Then generation is bound by the client's CPU, not by the provider's latency, and
+    scoring beside it only time-shares the cores: both go slower, and the run takes as long as
+    generation and scoring one after the other. The batch is scored once the loop calms down or
+    generation ends.
     """
 
     #: Wait at most this long after a prompt queues for more before scoring a small batch.
     GATHER_S = 0.2
     #: A batch this large is scored without waiting.
     MIN_BATCH = 32
+    #: While generation runs, hold a batch while the loop uses more than this share of a core
+    #: per torch thread (0.25: half a core with 2 threads).
+    LOOP_SHARE = 0.25
+    #: How long a held batch waits before the loop's load is measured again.
+    HOLD_S = 0.2
 
     def __init__(
         self,
@@ -771,6 +785,10 @@ class _ScoringPipeline:
         self._task: asyncio.Task[None] | None = None
         self._bar: Any = None
         self._threads: int | None = None
+        # the loop thread's CPU time and the wall clock when its load was last measured
+        self._loop_mark = (time.thread_time(), time.perf_counter())
+        self._all_in: asyncio.Event | None = None
+        self.held_seconds = 0.0
 
     def start(self) -> None:
         if not self.overlapped:
@@ -782,6 +800,8 @@ class _ScoringPipeline:
         torch = sys.modules.get("torch")
         self._threads = torch.get_num_threads() if torch is not None else None
         self._changed = asyncio.Event()
+        self._all_in = asyncio.Event()
+        self._loop_mark = (time.thread_time(), time.perf_counter())
         self._bar = tqdm(total=self._n, desc="Scoring", unit="prompt", disable=not self._show)
         self._task = asyncio.ensure_future(self._consume())
 
@@ -794,11 +814,15 @@ class _ScoringPipeline:
         self._queue.append((time.monotonic(), index, response, samples))
         self._submitted += 1
         self._changed.set()
+        if not self.more_coming() and self._all_in is not None:
+            self._all_in.set()
 
     async def finish(self, generation: GenerationResult) -> _Scored:
         if self._task is not None and self._changed is not None:
             self._ended = True
             self._changed.set()
+            if self._all_in is not None:
+                self._all_in.set()
             try:
                 await self._task
             finally:
@@ -847,9 +871,40 @@ class _ScoringPipeline:
                 await asyncio.wait_for(self._changed.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
+        await self._wait_while_loop_busy()
         batch = self._queue[: self._max_batch]
         del self._queue[: self._max_batch]
         return batch
+
+    def loop_load(self) -> float:
+        """Cores' worth of CPU the event loop's thread used since the last call (this runs on
+        that thread), and start a new window."""
+        cpu, wall = time.thread_time(), time.perf_counter()
+        last_cpu, last_wall = self._loop_mark
+        self._loop_mark = (cpu, wall)
+        return (cpu - last_cpu) / max(wall - last_wall, 1e-9)
+
+    def loop_busy(self, load: float) -> bool:
+        """Whether a loop using ``load`` cores leaves scoring too little CPU to overlap."""
+        threads = self._threads or 1
+        return load > self.LOOP_SHARE * threads
+
+    async def _wait_while_loop_busy(self) -> None:
+        """Hold the ready batch while generation runs and keeps the loop busy (class doc)."""
+        assert self._all_in is not None
+        started = time.perf_counter()
+        while self.more_coming():
+            # a short window mostly sees the loop running this very code: measure over HOLD_S
+            wait = self.HOLD_S - (time.perf_counter() - self._loop_mark[1])
+            if wait <= 0:
+                if not self.loop_busy(self.loop_load()):
+                    break
+                wait = self.HOLD_S
+            try:
+                await asyncio.wait_for(self._all_in.wait(), wait)
+            except asyncio.TimeoutError:
+                pass
+        self.held_seconds += time.perf_counter() - started
 
     async def _consume(self) -> None:
         while batch := await self._next_batch():
@@ -869,10 +924,10 @@ class _ScoringPipeline:
         A thread that starts using torch takes the count that the last ``torch.set_num_threads``
         anywhere in the process set, not the main thread's: an executor thread created while
         other code held one thread would otherwise score a whole batch on one core. Every core
-        is used while generation runs too: the event loop mostly waits on slow replies, and on
-        fast ones the operating system shares the cores between it and torch's threads. Sparing
-        a core for the loop while it was busy measured no faster with 2 cores at 0 ms latency and
-        2-3 s slower at 1,000 ms, where the loop is busy in bursts (benchmarks/RESULTS.md).
+        is used while generation runs too (a batch waits instead while the loop is busy, see the
+        class doc). Sparing a core for the loop while it was busy measured no faster with 2 cores
+        at 0 ms latency and 2-3 s slower at 1,000 ms, where the loop is busy in bursts
+        (benchmarks/RESULTS.md).
         """
         torch = sys.modules.get("torch")  # loaded when _threads was read, if it is set
         if self._threads is not None and torch.get_num_threads() != self._threads:
