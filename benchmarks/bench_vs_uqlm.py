@@ -374,9 +374,10 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         f"({meta['calls_per_run']} calls per run), WikiBio GPT-3 passages served by a loopback "
         "OpenAI-compatible server through `ChatOpenAI`, the server in "
         + ("a process of its own" if meta.get("server") == "process" else "this process"),
-        f"- {meta['rounds']} round(s) per latency, order alternating; wall time of the whole "
-        "`generate_and_score` call, median (min-max); last answer at: when the server answered "
-        "the run's last call (median), after which only scoring ran",
+        f"- {meta['rounds']} round(s) per latency, the order turning each round (A B C, B C A, "
+        "C A B); wall time of the whole `generate_and_score` call, median (min-max); last "
+        "answer at: when the server answered the run's last call (median), after which only "
+        "scoring ran",
         "- BERTScore: embedded all-MiniLM-L6-v2, layer 5, idf off, no rescaling, on both sides "
         "(the default-scorer row: uqlm-bert's own defaults)",
         f"- {meta['machine']}",
@@ -442,7 +443,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--prompts", type=int, default=120, help="prompts per run (default 120)")
     ap.add_argument("--samples", type=int, default=5, help="num_responses (default 5)")
     ap.add_argument("--rounds", type=int, default=2,
-                    help="rounds per latency, order alternating (default 2)")
+                    help="rounds per latency, the order turning each round (default 2)")
     ap.add_argument("--latencies", type=float, nargs="+", default=[0.0, 1000.0],
                     help="server latencies in ms (default 0 1000)")
     ap.add_argument("--only", choices=["both", "ours", "uqlm"], default="both",
