@@ -16,8 +16,9 @@ OpenAI-compatible server on 127.0.0.1 (``tests/openai_server.py``) through
 ``langchain_openai.ChatOpenAI`` at a fixed latency (0 ms by default: generation is as fast as the
 client can go, the hardest case for overlap). The server runs in a process of its own
 (``--server process``, the default; ``benchmarks/loopback.py``) or in a thread of this one
-(``--server thread``, as the tables of 2026-11-25 and before). One ``BlackBoxUQ`` at its defaults, warmed up
-(model loaded, connections opened) before timing; rounds alternate which of the two runs first.
+(``--server thread``, as the tables of 2026-11-25 and before). One ``BlackBoxUQ`` at its
+defaults, warmed up (model loaded, connections opened) before timing; rounds alternate which of
+the two runs first.
 Reported: medians over rounds of both scoring times and their ratio, the pipeline's batch sizes,
 and the load average.
 """
@@ -45,9 +46,10 @@ from bench_vs_uqlm import (  # noqa: E402
     load_passages,
     make_llm,
     make_prompts,
+    round_order,
 )
 from common import WIKIBIO, machine_summary  # noqa: E402
-from loopback import PassageServer  # noqa: E402
+from loopback import PassageServer, add_server_option, describe  # noqa: E402
 
 TARGET = 1.1
 
@@ -142,9 +144,8 @@ async def run_benchmark(
         warm = await pipeline_run(uq, server, prompts, m)  # model, connections, allocator
         direct_run(uq, warm["responses"], warm["samples"])
         for r in range(rounds):
-            order = ("pipeline", "direct") if r % 2 == 0 else ("direct", "pipeline")
             got: dict[str, dict[str, Any]] = {}
-            for which in order:
+            for which in round_order(("pipeline", "direct"), r):
                 if which == "pipeline":
                     got["pipeline"] = await pipeline_run(uq, server, prompts, m)
                 else:  # the same lists the pipeline scores (the server hands out the same texts)
@@ -205,7 +206,7 @@ def markdown(s: dict[str, Any], meta: dict[str, Any]) -> str:
             "",
             f"- {meta['prompts']} prompts x {meta['samples']} samples, WikiBio GPT-3 passages served "
             f"at {meta['latency_ms']:.0f} ms through `ChatOpenAI` (the server in "
-            f"{'a process of its own' if meta.get('server') == 'process' else 'this process'}); "
+            f"{describe(meta.get('server'))}); "
             f"{meta['rounds']} rounds, "
             "order alternating, medians",
             f"- {meta['machine']}",
@@ -230,9 +231,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--samples", type=int, default=5, help="num_responses (default 5)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds, order alternating (default 5)")
     ap.add_argument("--latency-ms", type=float, default=0.0, help="server latency (default 0)")
-    ap.add_argument("--server", choices=["process", "thread"], default="process",
-                    help="run the loopback server in a child process (default) or a thread of "
-                    "this one")
+    add_server_option(ap)
     ap.add_argument("--data", type=Path, default=WIKIBIO, help="WikiBio passages (JSONL)")
     ap.add_argument(
         "--out",

@@ -71,7 +71,13 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO / "tests"))
 from common import WIKIBIO, machine_summary  # noqa: E402
-from loopback import Passage, PassageAnswers, PassageServer  # noqa: E402, F401 (re-exported)
+from loopback import (  # noqa: E402, F401 (Passage, PassageAnswers: re-exported)
+    Passage,
+    PassageAnswers,
+    PassageServer,
+    add_server_option,
+    describe,
+)
 
 SYSTEM_PROMPT = "You are a helpful assistant."  # uqlm's default for string prompts
 LAYER = 5
@@ -373,7 +379,7 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         f"- {meta['prompts']} prompts x {meta['samples']} samples "
         f"({meta['calls_per_run']} calls per run), WikiBio GPT-3 passages served by a loopback "
         "OpenAI-compatible server through `ChatOpenAI`, the server in "
-        + ("a process of its own" if meta.get("server") == "process" else "this process"),
+        + describe(meta.get("server")),
         f"- {meta['rounds']} round(s) per latency, the order turning each round (A B C, B C A, "
         "C A B); wall time of the whole `generate_and_score` call, median (min-max); last "
         "answer at: when the server answered the run's last call (median), after which only "
@@ -448,9 +454,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="server latencies in ms (default 0 1000)")
     ap.add_argument("--only", choices=["both", "ours", "uqlm"], default="both",
                     help="which library to run (default both)")
-    ap.add_argument("--server", choices=["process", "thread"], default="process",
-                    help="run the loopback server in a child process (default) or a thread of "
-                    "this one")
+    add_server_option(ap)
     ap.add_argument("--quick", action="store_true",
                     help="12 prompts, 1 round, latencies 0 and 1000 ms")
     ap.add_argument("--data", type=Path, default=WIKIBIO, help="WikiBio passages (JSONL)")

@@ -15,6 +15,7 @@ the per-prompt sample counters and of the request log, and the log's arrival tim
 
 from __future__ import annotations
 
+import argparse
 import json
 import select
 import subprocess
@@ -142,9 +143,10 @@ def _apply(server: FakeOpenAIServer, answers: PassageAnswers, name: str, arg: An
             server.log.clear()
             server.max_in_flight = 0
         return None
-    if name == "log":
+    if name == "log":  # plain data, so that the child can send it as JSON
         with server.lock:
-            return ServerLog([(r.arrived, r.temperature) for r in server.log], server.max_in_flight)
+            arrivals = [(r.arrived, r.temperature) for r in server.log]
+            return {"arrivals": arrivals, "max_in_flight": server.max_in_flight}
     raise ValueError(f"unknown server command {name!r}")
 
 
@@ -162,10 +164,7 @@ def _serve() -> None:
             if name == "stop":
                 break
             try:
-                value = _apply(server, answers, name, arg)
-                if isinstance(value, ServerLog):
-                    value = {"arrivals": value.arrivals, "max_in_flight": value.max_in_flight}
-                reply = ["ok", value]
+                reply = ["ok", _apply(server, answers, name, arg)]
             except Exception as exc:  # the parent raises it
                 reply = ["error", repr(exc)]
             print(json.dumps(reply), flush=True)
@@ -226,10 +225,22 @@ class _Child:
         status, value = self._exchange([name, arg])
         if status != "ok":
             raise RuntimeError(f"server command {name!r} failed: {value}")
-        if name == "log":
-            arrivals = [(float(a), t) for a, t in value["arrivals"]]
-            return ServerLog(arrivals, int(value["max_in_flight"]))
         return value
+
+
+WHERE = ("process", "thread")
+
+
+def add_server_option(parser: argparse.ArgumentParser) -> None:
+    """The benchmarks' ``--server process|thread`` option."""
+    parser.add_argument("--server", choices=WHERE, default="process",
+                        help="run the loopback server in a child process (default) or a thread "
+                        "of this one")
+
+
+def describe(where: str | None) -> str:
+    """Where the server ran, for a report: "a process of its own" or "this process"."""
+    return "a process of its own" if where == "process" else "this process"
 
 
 class PassageServer:
@@ -247,7 +258,7 @@ class PassageServer:
     """
 
     def __init__(self, prompts: dict[str, Passage], where: str = "process") -> None:
-        if where not in ("process", "thread"):
+        if where not in WHERE:
             raise ValueError(f"where must be 'process' or 'thread', not {where!r}")
         self.where = where
         self.answers = PassageAnswers(prompts)  # this side: judging what a run received
@@ -276,7 +287,8 @@ class PassageServer:
 
     def log(self) -> ServerLog:
         """The requests since the last :meth:`reset`."""
-        return self._impl.command("log")
+        got = self._impl.command("log")
+        return ServerLog([(a, t) for a, t in got["arrivals"]], got["max_in_flight"])
 
 
 if __name__ == "__main__":

@@ -785,8 +785,9 @@ class _ScoringPipeline:
         self._task: asyncio.Task[None] | None = None
         self._bar: Any = None
         self._threads: int | None = None
-        # the loop thread's CPU time and the wall clock when its load was last measured
-        self._loop_mark = (time.thread_time(), time.perf_counter())
+        # the loop thread's CPU time and the wall clock when its load was last measured (start)
+        self._loop_mark = (0.0, 0.0)
+        # set once no more prompts can come, to end a held batch's wait at once
         self._all_in: asyncio.Event | None = None
         self.held_seconds = 0.0
 
@@ -813,16 +814,12 @@ class _ScoringPipeline:
             raise self._task.exception()  # type: ignore[misc]
         self._queue.append((time.monotonic(), index, response, samples))
         self._submitted += 1
-        self._changed.set()
-        if not self.more_coming() and self._all_in is not None:
-            self._all_in.set()
+        self._wake()
 
     async def finish(self, generation: GenerationResult) -> _Scored:
         if self._task is not None and self._changed is not None:
             self._ended = True
-            self._changed.set()
-            if self._all_in is not None:
-                self._all_in.set()
+            self._wake()
             try:
                 await self._task
             finally:
@@ -843,6 +840,13 @@ class _ScoringPipeline:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._bar is not None:
             self._bar.close()
+
+    def _wake(self) -> None:
+        """Tell the consumer the queue or generation changed (after :meth:`start`)."""
+        assert self._changed is not None and self._all_in is not None
+        self._changed.set()
+        if not self.more_coming():
+            self._all_in.set()
 
     def more_coming(self) -> bool:
         """Whether prompts not yet queued may still come."""
