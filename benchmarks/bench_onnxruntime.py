@@ -370,12 +370,13 @@ def main() -> None:
 
     from uqlm_bert import BERTScorer
     from uqlm_bert.bertscore.models import load_encoder
+    from uqlm_bert.bertscore.settings import BERTScoreSettings
 
     responses, samples, source = load_prompts(args.prompts, args.samples)
     pairs = [(r.strip(), s.strip()) for r, ss in zip(responses, samples, strict=True) for s in ss]
     texts = sorted({t for pair in pairs for t in pair})
 
-    exact = load_encoder(None, num_layers=NUM_LAYERS, device="cpu")
+    exact = load_encoder(BERTScoreSettings(num_layers=NUM_LAYERS, device="cpu"))
     token_ids = exact.tokenize(texts)
     order = sorted(range(len(texts)), key=lambda i: len(token_ids[i]))
     texts = [texts[i] for i in order]
@@ -394,7 +395,7 @@ def main() -> None:
     ]
     not_run: list[str] = []
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        fast = load_encoder(None, num_layers=NUM_LAYERS, device="cpu", dtype=torch.bfloat16)
+        fast = load_encoder(BERTScoreSettings(num_layers=NUM_LAYERS, device="cpu", dtype="bfloat16"))
         variants.append(Variant("uqlm-bert fast (bfloat16, packed)", ours_embedder(fast), batches))
     else:
         not_run.append("uqlm-bert fast (bfloat16): this CPU has no bfloat16 support in oneDNN")

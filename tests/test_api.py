@@ -49,7 +49,15 @@ PUBLIC = {
         "rescale",
         "resolve_device",
     ],
-    "uqlm_bert.bertscore.settings": ["BERTScoreSettings", "DTYPE_NAMES", "IDF_MODES"],
+    "uqlm_bert.bertscore.settings": [
+        "BERTScoreSettings",
+        "DTYPE_NAMES",
+        "IDF_MODES",
+        "ModelSettings",
+        "SCORER_DEFAULTS",
+        "check_model_type",
+        "dtype_name",
+    ],
     "uqlm_bert.bertscore.models": [
         "LoadedModel",
         "clear_model_cache",
@@ -60,6 +68,20 @@ PUBLIC = {
         "resolve_device",
         "resolve_dtype",
         "resolve_model",
+    ],
+    "uqlm_bert.bertscore.resolve": [
+        "default_num_layers",
+        "resolve_device",
+        "resolve_dtype",
+        "resolve_model",
+    ],
+    "uqlm_bert.bertscore.cache": ["LRUCache", "MODELS", "TOKENIZERS", "clear_model_cache"],
+    "uqlm_bert.bertscore.layer_stack": [
+        "LayerStack",
+        "config_layers",
+        "count_layers",
+        "layer_stack",
+        "truncate_layers",
     ],
     "uqlm_bert.bertscore.fixed_idf": [
         "DOC_WORDS",
@@ -99,6 +121,8 @@ PUBLIC = {
     ],
     "uqlm_bert.generation.settings": ["GenerationSettings"],
     "uqlm_bert.scorers": [
+        "CosineSettings",
+        "ExactMatchSettings",
         "PairwiseScorer",
         "Scorer",
         "ScorerSpec",
@@ -109,8 +133,10 @@ PUBLIC = {
         "mean_by_group",
         "register_scorer",
         "score_all",
+        "scorer_settings",
         "scorer_spec",
     ],
+    "uqlm_bert.scorers.settings": ["CosineSettings", "ExactMatchSettings", "ScorerSettings"],
     "uqlm_bert.scorers.bert": ["BERTScoreConsistency", "DEFAULT_THRESHOLD", "SCORER_DEFAULTS"],
     "uqlm_bert.scorers.best": ["BestOf", "ORIGINAL", "best_of"],
     "uqlm_bert.evaluation": [

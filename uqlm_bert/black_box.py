@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uqlm_bert._warn import warn_user
+from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy
@@ -48,7 +49,6 @@ from uqlm_bert.scorers.registry import build_scorers, scorer_spec
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.engine import BERTScorer
-    from uqlm_bert.bertscore.settings import BERTScoreSettings
     from uqlm_bert.generation.records import GenerationResult
 
 __all__ = ["BlackBoxUQ"]
@@ -98,7 +98,7 @@ class BlackBoxUQ:
             retried; 401/403 stop the run with :class:`~uqlm_bert.AuthenticationFailedError`.
         request_timeout: seconds one attempt may take before it counts as a timeout.
         show_progress_bars: progress bars for generation and scoring (terminal and notebook).
-        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings of the ``bert_score`` scorers (see :class:`~uqlm_bert.BERTScorer`). Their defaults are the engine's except ``idf="auto"``: fixed token weights from English word frequencies, which rank answers better and keep a prompt's score independent of the other prompts (``idf=False`` is plain BERTScore). ``max_length`` counts tokens.
+        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings of the ``bert_score`` scorers (see :class:`~uqlm_bert.BERTScorer`), built once into one :class:`~uqlm_bert.BERTScoreSettings` on top of the scorers' defaults (:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`). Those are the engine's except ``idf="auto"``: fixed token weights from English word frequencies, which rank answers better and keep a prompt's score independent of the other prompts (``idf=False`` is plain BERTScore). ``max_length`` counts tokens.
         scorer_kwargs: further settings for the scorers (``exact_match_normalize``, ...); a
             setting no chosen scorer accepts is an error.
         retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in
@@ -109,6 +109,11 @@ class BlackBoxUQ:
         generation: all the generation settings as one
             :class:`~uqlm_bert.generation.settings.GenerationSettings`; the arguments above then
             must keep their defaults.
+        bertscore: all the BERTScore settings as one :class:`~uqlm_bert.BERTScoreSettings`,
+            passed whole to the ``bert_score`` scorers; the BERTScore arguments above (and
+            ``device``) then must be left out. Build it with
+            ``BERTScoreSettings.for_scorers(...)`` to start from the scorers' defaults
+            (``BERTScoreSettings(...)`` starts from ``BERTScorer``'s).
         use_best: return as each prompt's answer the candidate (original answer or sample) that
             agrees most with the others, scored against them (see
             :mod:`uqlm_bert.scorers.best`); the result says which was chosen
@@ -171,6 +176,7 @@ class BlackBoxUQ:
         rate_limit_period: float = 60.0,
         score_batch_size: int = 256,
         generation: GenerationSettings | None = None,
+        bertscore: BERTScoreSettings | None = None,
         use_best: bool = False,
         postprocessor: Callable[[str], str] | None = None,
         return_responses: str = "all",
@@ -233,23 +239,15 @@ class BlackBoxUQ:
         self._generation = flat
         self.show_progress_bars = show_progress_bars
         self.score_batch_size = score_batch_size
+        # flat keywords and objects alike go to the registry, which builds each scorer's
+        # settings object once (BlackBoxUQ's defaults: the scorers') and refuses what no
+        # chosen scorer takes, or settings given both whole and flat
         self._scorer_settings: dict[str, Any] = {
-            "device": device,
-            "model_type": model_type,
-            "num_layers": num_layers,
-            "idf": idf,
-            "idf_sents": idf_sents,
-            "rescale_with_baseline": rescale_with_baseline,
-            "baseline_path": baseline_path,
-            "lang": lang,
-            "batch_size": batch_size,
-            "max_length": max_length,
-            "dtype": dtype,
+            **BERTScoreSettings.arguments_of(locals()),  # device, model_type, ..., dtype
+            "bertscore": bertscore,
         }
-        overlap = sorted(
-            set(scorer_kwargs or {})
-            & {k for k, v in self._scorer_settings.items() if v is not None}
-        )
+        given = {k for k, v in self._scorer_settings.items() if v is not None}
+        overlap = sorted(set(scorer_kwargs or {}) & given)
         if overlap:
             raise ConfigurationError(
                 f"{', '.join(overlap)} given both as an argument and in scorer_kwargs; give it once"
@@ -289,11 +287,6 @@ class BlackBoxUQ:
     max_concurrency = _GenerationField("The cap on calls in flight.")
     request_timeout = _GenerationField("Seconds an attempt may take.")
     rate_limit_period = _GenerationField("The window of max_calls_per_min, in seconds.")
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        """Retries of transient failures (a generation setting)."""
-        return self._generation.retry
 
     @property
     def bertscore_settings(self) -> BERTScoreSettings | None:

@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--num-layers",
-        type=_non_negative_int,
+        type=int,  # its range is checked by BERTScoreSettings, as for every other entry
         help="layer whose embeddings are matched (default: the published choice for the model)",
     )
     group.add_argument(
@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _run_score(args: argparse.Namespace) -> int:
     from uqlm_bert.io import check_writable, load_table, validate_rows, write_table
 
-    names = _checked_scorers(args)
+    names, settings = _checked_scorers(args)
     _check_output(args.output)
     _refuse_same_file(args.output, "-o", [(args.input, "INPUT")])
     if args.engine == "local" and (args.address is not None or args.num_workers is not None):
@@ -351,7 +351,7 @@ def _run_score(args: argparse.Namespace) -> int:
     if args.engine == "ray":
         out = _score_with_ray(args, names, table)
     else:
-        out = _score_locally(args, names, table, good, problems)
+        out = _score_locally(args, names, settings, table, good, problems)
         write_table(out, args.output)
     print(_summary(out, names, failed=int((~good).sum()), title=f"{args.input} -> {args.output}"))
     return EXIT_FAILED_ROWS if problems else EXIT_OK
@@ -360,6 +360,7 @@ def _run_score(args: argparse.Namespace) -> int:
 def _score_locally(
     args: argparse.Namespace,
     names: list[str],
+    settings: dict[str, Any],
     table: Table,
     good: np.ndarray,
     problems: list[RowProblem],
@@ -369,7 +370,7 @@ def _score_locally(
     from uqlm_bert.io import scoring_inputs, with_scores
     from uqlm_bert.scorers import build_scorers, score_all
 
-    scorers = build_scorers(names, **_bertscore_kwargs(args))
+    scorers = build_scorers(names, **settings)
     responses, samples = scoring_inputs(table.frame, good)
     scores = {s.name: np.full(len(table.frame), np.nan) for s in scorers}
     if responses:
@@ -414,7 +415,7 @@ def _run_generate_and_score(args: argparse.Namespace) -> int:
     from uqlm_bert.black_box import BlackBoxUQ
     from uqlm_bert.io import check_writable, load_prompts, write_table
 
-    names = _checked_scorers(args)
+    names, settings = _checked_scorers(args)
     _check_output(args.output)
     _refuse_same_file(args.output, "-o", [(args.prompts, "PROMPTS")])
     _refuse_same_file(
@@ -433,7 +434,8 @@ def _run_generate_and_score(args: argparse.Namespace) -> int:
         max_retries=args.max_retries,
         request_timeout=args.request_timeout,
         show_progress_bars=not args.quiet,
-        **_bertscore_kwargs(args),
+        bertscore=settings.pop("bertscore", None),
+        scorer_kwargs=settings,
     )
     with warnings.catch_warnings():
         # failed calls are reported below, one line per kind, with the rows they are in
@@ -705,13 +707,14 @@ def _bertscore_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 _IDF_MODES = {None: None, "fixed": "auto", "run": True, "off": False}
 
 
-def _checked_scorers(args: argparse.Namespace) -> list[str]:
-    """The scorer names, with the BERTScore options, checked before any file is read."""
-    from uqlm_bert.scorers.registry import check_scorer_names, check_scorer_settings
+def _checked_scorers(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    """The scorer names, and their settings objects built once from the options (one
+    BERTScoreSettings for the bert_score scorers, under "bertscore"), before any file is read:
+    pass them whole to build_scorers or BlackBoxUQ."""
+    from uqlm_bert.scorers.registry import check_scorer_names, scorer_settings
 
     names = check_scorer_names(args.scorers)
-    check_scorer_settings(names, _bertscore_kwargs(args))
-    return names
+    return names, scorer_settings(names, **_bertscore_kwargs(args))
 
 
 def _check_output(path: str) -> None:

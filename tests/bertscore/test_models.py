@@ -12,6 +12,7 @@ from tests.tiny_models import build_tiny_bert, build_tiny_roberta
 from uqlm_bert import BERTScorer, ConfigurationError, ModelLoadError
 from uqlm_bert.bertscore import MODEL_LAYERS, compute_baseline, read_baseline
 from uqlm_bert.bertscore.models import resolve_device
+from uqlm_bert.bertscore.settings import BERTScoreSettings
 
 bert_score = pytest.importorskip("bert_score")
 TOL = 1e-5
@@ -187,7 +188,7 @@ def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, emb
 
     texts = SHORT + LONG[:2]
     for location, layers in ((None, 6), (tiny_bert, 2), (tiny_roberta, 3)):
-        enc = load_encoder(location, num_layers=layers, device="cpu")
+        enc = load_encoder(BERTScoreSettings(model_type=location, num_layers=layers, device="cpu"))
         assert enc.loaded.packed is not None
         ids = enc.tokenize(texts)
         packed = enc.embed_batch(ids)
@@ -202,7 +203,7 @@ def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_pa
     and off a multiple of 16) give the same states as batches that each allocate their own."""
     from uqlm_bert.bertscore.models import load_encoder
 
-    enc = load_encoder(None, num_layers=6, device="cpu")
+    enc = load_encoder(BERTScoreSettings(num_layers=6, device="cpu"))
     ids = enc.tokenize(SHORT + LONG[:3])
     same_length = [ids[0], list(ids[0])]  # no padding at all
     batches = [ids[:3], ids[3:], ids[:2], same_length, [ids[-1]], ids]
@@ -339,7 +340,7 @@ def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two():
     generation several times slower than the same work alone."""
     from uqlm_bert.bertscore.models import load_encoder
 
-    enc = load_encoder(None, num_layers=6, device="cpu")
+    enc = load_encoder(BERTScoreSettings(num_layers=6, device="cpu"))
     packed = enc.loaded.packed
     ids = enc.tokenize((SHORT * 10)[:40])
     counts = [_torch_calls(lambda batch=batch: packed(batch))[0] for batch in (ids[:2], ids)]
@@ -363,3 +364,18 @@ def test_matching_makes_as_many_torch_calls_for_forty_pairs_as_for_two():
     assert counts[0] == counts[1], counts
     # the same pairs score the same whichever else is matched with them
     assert torch.equal(scores[0], scores[1][:2])
+
+
+def test_the_older_call_form_still_loads_the_same_model_with_a_deprecation_warning():
+    from uqlm_bert.bertscore.models import load_encoder, load_model
+
+    new = load_encoder(BERTScoreSettings(num_layers=4, device="cpu", max_length=32))
+    with pytest.warns(DeprecationWarning, match=r"load_encoder\(BERTScoreSettings"):
+        old = load_encoder(None, 4, "cpu", max_length=32)
+    assert old.loaded is new.loaded and old.max_length == new.max_length == 32
+    with pytest.warns(DeprecationWarning, match=r"load_model\(BERTScoreSettings"):
+        assert load_model(None, num_layers=4, device="cpu") is new.loaded
+    with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="num_layers"):
+        load_encoder(None, num_layers=-1)  # checked by the settings object, as any entry
+    with pytest.raises(TypeError, match="unexpected arguments"):
+        load_encoder(None, layers=4)

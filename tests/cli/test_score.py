@@ -238,7 +238,7 @@ def test_missing_column_exits_2_naming_file_and_column(tmp_path, capsys):
         (["score", "{src}", "-o", "{d}/out.csv", "--address", "auto"],
          "--address and --num-workers need --engine ray"),
         (["score", "{src}", "-o", "{d}/out.csv", "--num-layers", "-1"],
-         "argument --num-layers: -1 is less than 0"),
+         "num_layers must be an int >= 0 or None, got -1"),
         (["score", "{src}", "-o", "{d}/out.csv", "--dtype", "int8"], "invalid choice: 'int8'"),
         (["score", "{src}"], "the following arguments are required: -o/--output"),
         ([], "the following arguments are required: COMMAND"),

@@ -43,9 +43,9 @@ def test_nli_scorers_say_what_this_package_uses_instead():
 
 
 def test_each_scorer_takes_only_its_settings():
-    assert scorer_spec("exact_match").settings == {"exact_match_normalize"}
-    assert "num_layers" in scorer_spec("bert_score").settings
-    assert "num_layers" not in scorer_spec("cosine_sim").settings
+    assert scorer_spec("exact_match").keywords == {"exact_match_normalize"}
+    assert "num_layers" in scorer_spec("bert_score").keywords
+    assert "num_layers" not in scorer_spec("cosine_sim").keywords
     # a setting one of the chosen scorers takes goes to that one only
     bert, rouge = build_scorers(["bert_score", "rouge_l"], num_layers=4)
     assert bert.engine.num_layers == 4 and rouge.name == "rouge_l"
@@ -86,3 +86,69 @@ def test_p_r_f_variants_compute_bertscore_once_per_call(monkeypatch):
 
 def test_build_scorer_passes_the_settings_it_takes():
     assert build_scorer("exact_match", exact_match_normalize=False).normalize is False
+
+
+def test_each_scorer_family_s_settings_are_built_once_and_shared():
+    from uqlm_bert.scorers import CosineSettings, ExactMatchSettings, scorer_settings
+
+    built = scorer_settings(
+        ["bert_score", "bert_score_recall", "cosine_sim", "exact_match", "rouge_l"],
+        device="cpu", num_layers=4, sentence_transformer=None, exact_match_normalize=False,
+    )  # fmt: skip
+    assert sorted(built) == ["bertscore", "cosine_sim", "exact_match"]
+    # a flat keyword goes to every family that takes it; None keeps the default
+    assert built["bertscore"].device == built["cosine_sim"].device == "cpu"
+    assert built["bertscore"].num_layers == 4 and built["bertscore"].idf == "auto"
+    assert built["cosine_sim"] == CosineSettings(device="cpu")
+    assert built["exact_match"] == ExactMatchSettings(normalize=False)
+    # passed on whole, the objects are used as they are
+    bert, recall, cosine, exact, _ = build_scorers(
+        ["bert_score", "bert_score_recall", "cosine_sim", "exact_match", "rouge_l"], **built
+    )
+    assert bert.engine.settings is recall.engine.settings is built["bertscore"]
+    assert cosine.settings is built["cosine_sim"] and exact.settings is built["exact_match"]
+
+
+def test_settings_given_whole_and_flat_for_one_scorer_are_refused():
+    from uqlm_bert.scorers import CosineSettings, ExactMatchSettings
+
+    message = _message(
+        lambda: build_scorers(["exact_match"], exact_match=ExactMatchSettings(), exact_match_normalize=False)
+    )
+    assert "either as exact_match=ExactMatchSettings(...) or as separate settings" in message
+    message = _message(lambda: build_scorers(["cosine_sim"], cosine_sim={"batch_size": 8}))
+    assert message == "cosine_sim must be a CosineSettings, got dict"
+    cosine = build_scorers(["cosine_sim"], cosine_sim=CosineSettings(batch_size=8))[0]
+    assert cosine.batch_size == 8
+    # the same setting under its two names
+    message = _message(lambda: build_scorers(["cosine_sim"], model_type="a", sentence_transformer="b"))
+    assert "give it once" in message
+
+
+def test_bad_values_are_refused_by_the_settings_objects():
+    from uqlm_bert.scorers import CosineSettings, ExactMatchSettings
+
+    with pytest.raises(ConfigurationError, match="exact_match_normalize.* must be True or False, got 1"):
+        build_scorer("exact_match", exact_match_normalize=1)
+    with pytest.raises(ConfigurationError, match="batch_size must be an int >= 1, got 0"):
+        CosineSettings(batch_size=0)
+    with pytest.raises(ConfigurationError, match="dtype='int8' is not supported"):
+        build_scorer("cosine_sim", dtype="int8")
+    assert CosineSettings(dtype="bf16").dtype == "bfloat16"
+    with pytest.raises(ConfigurationError, match="must be True or False"):
+        ExactMatchSettings(normalize="no")
+
+
+def test_a_custom_scorer_with_keyword_settings_gets_those_it_takes():
+    from uqlm_bert.scorers import register_scorer
+    from uqlm_bert.scorers.registry import _REGISTRY
+    from uqlm_bert.scorers.text import ExactMatchScorer
+
+    register_scorer("loose_match", lambda loose=True: ExactMatchScorer(normalize=loose), ["loose"])
+    try:
+        loose, bert = build_scorers(["loose_match", "bert_score"], loose=False, num_layers=4)
+        assert loose.normalize is False and bert.engine.num_layers == 4
+        spec = scorer_spec("loose_match")
+        assert spec.settings_type is None and spec.keywords == {"loose"}
+    finally:
+        del _REGISTRY["loose_match"]

@@ -5,7 +5,10 @@ module                      what it holds
 ==========================  ========================================================================
 ``settings``                :class:`BERTScoreSettings`, every setting that changes a number
 ``engine``                  :class:`BERTScorer`, the ``bert_score``-compatible engine
-``models``                  loading models and tokenizers, the one model cache
+``models``                  loading a settings object's model and tokenizer: :func:`load_encoder`
+``resolve``                 what a setting names: model name and location, device, dtype, layer
+``cache``                   the one cache of loaded models and tokenizers
+``layer_stack``             where a model keeps its layers: counting them, keeping the first k
 ``encoder``                 tokenizing and embedding with a loaded model
 ``packed``                  the packed BERT/RoBERTa forward pass
 ``matching``                greedy matching: P, R, F1 from token similarities
@@ -53,7 +56,7 @@ __getattr__, __dir__ = lazy_exports(
         "LANG_MODELS": "uqlm_bert.bertscore.layers",
         "MODEL_LAYERS": "uqlm_bert.bertscore.layers",
         "IdfWeights": "uqlm_bert.bertscore.idf",
-        "clear_model_cache": "uqlm_bert.bertscore.models",
+        "clear_model_cache": "uqlm_bert.bertscore.cache",
         "compute_baseline": "uqlm_bert.bertscore.baseline",
         "find_baseline": "uqlm_bert.bertscore.baseline",
         "greedy_match": "uqlm_bert.bertscore.matching",
@@ -63,6 +66,6 @@ __getattr__, __dir__ = lazy_exports(
         "load_tokenizer": "uqlm_bert.bertscore.models",
         "read_baseline": "uqlm_bert.bertscore.baseline",
         "rescale": "uqlm_bert.bertscore.baseline",
-        "resolve_device": "uqlm_bert.bertscore.models",
+        "resolve_device": "uqlm_bert.bertscore.resolve",
     },
 )

@@ -115,6 +115,7 @@ def compute_baseline(
 
     from uqlm_bert.bertscore.matching import greedy_match_padded
     from uqlm_bert.bertscore.models import load_encoder
+    from uqlm_bert.bertscore.settings import BERTScoreSettings
 
     distinct = sorted({s for s in sentences if isinstance(s, str) and s.strip()})
     if len(distinct) < 2:
@@ -125,9 +126,9 @@ def compute_baseline(
         raise InputValidationError(f"num_pairs must be an int >= 1, got {num_pairs!r}")
     rng = random.Random(seed)
     pairs = [rng.sample(range(len(distinct)), 2) for _ in range(num_pairs)]
-    enc = load_encoder(
-        model_type, device=device, lang=lang, trust_remote_code=trust_remote_code, all_layers=True
-    )
+    # model_type, device, batch_size, lang and trust_remote_code
+    settings = BERTScoreSettings(**BERTScoreSettings.arguments_of(locals()))
+    enc = load_encoder(settings, all_layers=True)
     zero = {
         getattr(enc.tokenizer, "cls_token_id", None),
         getattr(enc.tokenizer, "sep_token_id", None),

@@ -24,6 +24,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
+from uqlm_bert._delegate import delegate
 from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.baseline import find_baseline, read_baseline, rescale
 from uqlm_bert.bertscore.encoder import Encoder
@@ -31,7 +32,7 @@ from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping, idf_from_token
 from uqlm_bert.bertscore.matching import greedy_match_padded
 from uqlm_bert.bertscore.models import load_encoder
 from uqlm_bert.bertscore.settings import BERTScoreSettings
-from uqlm_bert.exceptions import InputValidationError
+from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 from uqlm_bert.inputs import text_list
 
 __all__ = ["BERTScorer"]
@@ -116,31 +117,36 @@ class BERTScorer:
         show_progress_bars: bool = True,
         chunk_size: int = 1024,
     ) -> None:
-        settings = BERTScoreSettings(
-            model_type=model_type,
-            num_layers=num_layers,
-            idf=idf,
-            idf_sents=idf_sents,
-            rescale_with_baseline=rescale_with_baseline,
-            baseline_path=baseline_path,
-            lang=lang,
-            device=None if device is None else str(device),
-            batch_size=batch_size,
-            max_length=max_length,
-            dtype=None if dtype is None else str(dtype),
-            trust_remote_code=trust_remote_code,
-            chunk_size=chunk_size,
-        )
+        settings = BERTScoreSettings(**BERTScoreSettings.arguments_of(locals()))
+        self._load(settings, show_progress_bars)
+
+    @classmethod
+    def from_settings(
+        cls, settings: BERTScoreSettings, show_progress_bars: bool = True
+    ) -> BERTScorer:
+        """A scorer for ``settings``, taken as they are (they were checked when built); the
+        model comes from the shared cache when loaded before.
+
+        Example:
+            >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+            >>> settings = BERTScoreSettings(num_layers=3)
+            >>> scorer = BERTScorer.from_settings(settings)
+            >>> scorer.settings is settings, scorer.num_layers
+            (True, 3)
+        """
+        if not isinstance(settings, BERTScoreSettings):
+            raise ConfigurationError(
+                f"settings must be a BERTScoreSettings, got {type(settings).__name__}"
+            )
+        scorer = cls.__new__(cls)
+        scorer._load(settings, show_progress_bars)
+        return scorer
+
+    def _load(self, settings: BERTScoreSettings, show_progress_bars: bool) -> None:
+        """Load the model, baseline and idf weights ``settings`` call for."""
+        self.settings = settings
         self.show_progress_bars = show_progress_bars
-        self._encoder: Encoder = load_encoder(
-            settings.model_type,
-            settings.num_layers,
-            settings.device,
-            settings.dtype,
-            settings.max_length,
-            settings.trust_remote_code,
-            lang=settings.lang,
-        )
+        self._encoder: Encoder = load_encoder(settings)
         tok = self._encoder.tokenizer
         self._uniform_zero = {
             i for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
@@ -152,64 +158,40 @@ class BERTScorer:
             path = settings.baseline_path or find_baseline(self._encoder.name, settings.lang)
             self._baseline = read_baseline(path, self._encoder.num_layers)
             self._baseline_file = os.fspath(path)
-        self._set_idf(settings)
+        self._idf_weights, self._idf_from_refs = self._idf(settings)
 
-    @classmethod
-    def from_settings(
-        cls, settings: BERTScoreSettings, show_progress_bars: bool = True
-    ) -> BERTScorer:
-        """A scorer for ``settings`` (the model comes from the shared cache when loaded before).
-
-        Example:
-            >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
-            >>> BERTScorer.from_settings(BERTScoreSettings(num_layers=3)).num_layers
-            3
-        """
-        return cls(**settings.as_kwargs(), show_progress_bars=show_progress_bars)
-
-    def _set_idf(self, settings: BERTScoreSettings) -> None:
-        """Keep ``settings`` and the idf weights they call for."""
-        self.settings = settings
-        self._idf_weights: IdfWeights | None = None
-        self._idf_from_refs = False
+    def _idf(self, settings: BERTScoreSettings) -> tuple[IdfWeights | None, bool]:
+        """The idf weights ``settings`` call for, and whether they come from each call's
+        references instead."""
         idf = settings.idf
         if isinstance(idf, str):  # "auto": the fixed table for this tokenizer
             from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
 
-            self._idf_weights = idf_for_tokenizer(self._encoder.tokenizer)
-        elif isinstance(idf, Mapping):
-            self._idf_weights = idf_from_mapping(idf)
-        elif idf and settings.idf_sents is not None:
-            self._idf_weights = idf_from_token_ids(self._encoder.tokenize(settings.idf_sents))
-        elif idf:
-            self._idf_from_refs = True
+            return idf_for_tokenizer(self._encoder.tokenizer), False
+        if isinstance(idf, Mapping):
+            return idf_from_mapping(idf), False
+        if idf and settings.idf_sents is not None:
+            return idf_from_token_ids(self._encoder.tokenize(settings.idf_sents)), False
+        return None, bool(idf)
 
     # -- properties -----------------------------------------------------------------------------
 
-    @property
-    def model_type(self) -> str:
-        """The model's name (the embedded model's hub name when ``model_type`` was None)."""
-        return self._encoder.name
-
-    @property
-    def num_layers(self) -> int:
-        """The layer whose embeddings are matched."""
-        return self._encoder.num_layers
-
-    @property
-    def device(self) -> torch.device:
-        """Where the model runs."""
-        return self._encoder.device
-
-    @property
-    def lang(self) -> str:
-        """The language of the texts."""
-        return self.settings.lang
-
-    @property
-    def batch_size(self) -> int:
-        """Texts per forward pass."""
-        return self.settings.batch_size
+    model_type = delegate(
+        "_encoder.name",
+        "The model's name (the embedded model's hub name when ``model_type`` was None).",
+    )
+    num_layers = delegate("_encoder.num_layers", "The layer whose embeddings are matched.")
+    device = delegate("_encoder.device", "Where the model runs.")
+    encoder = delegate("_encoder", "The loaded tokenizer and model.")
+    lang = delegate("settings.lang", "The language of the texts.")
+    batch_size = delegate("settings.batch_size", "Texts per forward pass.")
+    rescale_with_baseline = delegate(
+        "settings.rescale_with_baseline", "Whether scores are rescaled with a baseline."
+    )
+    baseline_path = delegate(
+        "_baseline_file",
+        "The baseline file in use (the packaged one when none was given), or None.",
+    )
 
     @property
     def idf(self) -> bool:
@@ -221,30 +203,6 @@ class BERTScorer:
         """Whether a pair's scores are independent of the other pairs of the call: False only
         for ``idf=True`` without ``idf_sents`` (idf from each call's references)."""
         return not self._idf_from_refs
-
-    @property
-    def rescale_with_baseline(self) -> bool:
-        """Whether scores are rescaled with a baseline."""
-        return self.settings.rescale_with_baseline
-
-    @property
-    def baseline_path(self) -> str | None:
-        """The baseline file in use (the packaged one when none was given), or None."""
-        return self._baseline_file
-
-    @property
-    def baseline_vals(self) -> torch.Tensor | None:
-        """The ``[P, R, F]`` baseline of the layer in use, or None without rescaling."""
-        return None if self._baseline is None else torch.tensor(self._baseline)
-
-    @property
-    def encoder(self) -> Encoder:
-        """The loaded tokenizer and model."""
-        return self._encoder
-
-    def compute_idf(self, sents: Sequence[str]) -> None:
-        """Compute idf weights from ``sents`` (replacing earlier ones) and turn idf on."""
-        self._set_idf(self.settings.replace(idf=True, idf_sents=tuple(text_list(sents, "idf_sents"))))
 
     # -- scoring --------------------------------------------------------------------------------
 

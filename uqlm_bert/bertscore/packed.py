@@ -21,7 +21,8 @@ Example:
     >>> import torch
     >>> from uqlm_bert.bertscore.models import load_encoder
     >>> from uqlm_bert.bertscore.packed import PackedEncoder
-    >>> enc = load_encoder(None, num_layers=6, device="cpu")
+    >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+    >>> enc = load_encoder(BERTScoreSettings(num_layers=6, device="cpu"))
     >>> packed = PackedEncoder.from_model(enc.model)
     >>> ids = enc.tokenize(["A short text.", "A somewhat longer text than that one."])
     >>> out = packed(ids)

@@ -1,14 +1,26 @@
 """``BERTScoreSettings``: every setting that changes a BERTScore number, in one frozen object.
 
-The engine (:class:`~uqlm_bert.BERTScorer`), the ``bert_score`` confidence scorers,
-``BlackBoxUQ``, the command and the Ray workers all take their BERTScore settings as this one
-object, checked once here: a bad value fails where it is given, and an unknown name is an error
-that lists the accepted ones, never silently ignored.
+Each entry point builds one of these from its own arguments (``BERTScorer``'s
+``bert_score``-compatible keywords, ``BlackBoxUQ``'s and the registry's flat keywords, the
+command's options) and passes it whole down to where the model is loaded
+(:func:`~uqlm_bert.bertscore.models.load_encoder`). Every type and value is checked here, once;
+only what needs the model (``num_layers`` against its layer count, ``max_length`` against its
+window, the device against this machine) is checked where the model is loaded.
+
+Two sets of defaults, each in one place:
+
+- the field defaults below are :class:`~uqlm_bert.BERTScorer`'s, which give the reference
+  package's numbers;
+- :data:`SCORER_DEFAULTS` (and :meth:`BERTScoreSettings.for_scorers`, which builds on it) are
+  those of the ``bert_score`` confidence scorers of ``BlackBoxUQ``, the registry and the
+  command: what serves a user best, each choice measured and documented.
 
 Example:
     >>> s = BERTScoreSettings(num_layers=4, idf=True)
     >>> s.num_layers, s.idf
     (4, True)
+    >>> BERTScoreSettings.for_scorers(num_layers=4).idf  # the scorers' default idf
+    'auto'
     >>> BERTScoreSettings.from_kwargs({"num_layer": 2})
     Traceback (most recent call last):
     ...
@@ -21,23 +33,97 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from uqlm_bert._warn import warn_user
 from uqlm_bert.config import check_int, check_names
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 
-__all__ = ["BERTScoreSettings", "DTYPE_NAMES", "IDF_MODES"]
+__all__ = [
+    "BERTScoreSettings",
+    "DTYPE_NAMES",
+    "IDF_MODES",
+    "ModelSettings",
+    "SCORER_DEFAULTS",
+    "check_model_type",
+    "dtype_name",
+]
 
+#: dtype names the engine accepts (``None`` is float32), each with its canonical name.
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+}
 #: dtype names the engine accepts (``None`` is float32).
-DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+DTYPE_NAMES = tuple(_DTYPES)
 #: The string values of ``idf``: ``"auto"`` is the fixed idf table for the model's tokenizer.
 IDF_MODES = ("auto",)
 
 
+def dtype_name(dtype: Any) -> str | None:
+    """The canonical name of a dtype setting (``None`` stays None: float32).
+
+    Takes the names of :data:`DTYPE_NAMES` and torch dtypes (``torch.bfloat16``).
+
+    Raises:
+        ConfigurationError: a dtype the engine does not support.
+
+    Example:
+        >>> dtype_name("bf16"), dtype_name(None)
+        ('bfloat16', None)
+    """
+    if dtype is None:
+        return None
+    name = _DTYPES.get(str(dtype).removeprefix("torch."))
+    if name is None:
+        raise ConfigurationError(
+            f"dtype={dtype!r} is not supported; use None/'float32' (exact), 'bfloat16' or "
+            "'float16' (fast modes)"
+        )
+    return name
+
+
+def check_model_type(model_type: Any) -> str | None:
+    """A model setting as a string: a Hugging Face name or a local path (``None`` stays None).
+
+    Raises:
+        ConfigurationError: neither a string nor a path, or blank.
+
+    Example:
+        >>> from pathlib import Path
+        >>> check_model_type(Path("models") / "tiny")
+        'models/tiny'
+    """
+    if model_type is None:
+        return None
+    if not isinstance(model_type, (str, os.PathLike)) or not str(model_type).strip():
+        raise ConfigurationError(
+            f"model_type must be a Hugging Face model name or a local path, got {model_type!r}"
+        )
+    return os.fspath(model_type)
+
+
+class ModelSettings(Protocol):
+    """What :func:`~uqlm_bert.bertscore.models.load_encoder` reads from a settings object:
+    :class:`BERTScoreSettings` and the ``cosine_sim`` scorer's settings both provide it."""
+
+    model_type: str | None
+    num_layers: int | None
+    lang: str
+    device: str | None
+    dtype: str | None
+    max_length: int | None
+    trust_remote_code: bool
+
+
 @dataclass(frozen=True)
 class BERTScoreSettings:
-    """The BERTScore settings, validated at construction.
+    """The BERTScore settings, validated at construction; the field defaults are
+    :class:`~uqlm_bert.BERTScorer`'s (see :data:`SCORER_DEFAULTS` for the scorers').
 
     Attributes:
         model_type: Hugging Face model name or local path; ``None`` is the model ``lang`` selects
@@ -53,10 +139,14 @@ class BERTScoreSettings:
         device: ``None`` (cuda, then mps, then cpu) or a device string.
         batch_size: texts per forward pass.
         max_length: truncate texts to this many tokens (``None``: the model's maximum).
-        dtype: ``None``/``"float32"`` (exact), ``"bfloat16"`` or ``"float16"`` (fast).
+        dtype: ``None``/``"float32"`` (exact), ``"bfloat16"`` or ``"float16"`` (fast); kept by
+            its canonical name.
         trust_remote_code: allow models whose code lives in their repository.
         chunk_size: pairs scored per chunk (bounds memory; does not change numbers).
     """
+
+    #: The keyword that passes these settings whole (``build_scorers(bertscore=...)``).
+    keyword: ClassVar[str] = "bertscore"
 
     model_type: str | None = None
     num_layers: int | None = None
@@ -74,35 +164,9 @@ class BERTScoreSettings:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        if self.model_type is not None:
-            if (
-                not isinstance(self.model_type, (str, os.PathLike))
-                or not str(self.model_type).strip()
-            ):
-                raise ConfigurationError(
-                    "model_type must be a Hugging Face model name or a local path, got "
-                    f"{self.model_type!r}"
-                )
-            set_(self, "model_type", os.fspath(self.model_type))
-        if self.num_layers is not None:
-            check_int("num_layers", self.num_layers, 0)
-        if isinstance(self.idf, str):
-            if self.idf not in IDF_MODES:
-                raise ConfigurationError(
-                    f"idf must be False, True, 'auto' or a {{token_id: weight}} mapping, got "
-                    f"{self.idf!r}"
-                )
-        elif isinstance(self.idf, Mapping):
-            for k in self.idf:
-                if isinstance(k, bool) or not isinstance(k, int):
-                    raise InputValidationError(
-                        f"idf must map token ids (int) to weights; key {k!r} is a "
-                        f"{type(k).__name__}"
-                    )
-        elif not isinstance(self.idf, bool):
-            raise ConfigurationError(
-                f"idf must be a bool, 'auto' or a mapping, got {type(self.idf).__name__}"
-            )
+        set_(self, "model_type", check_model_type(self.model_type))
+        check_int("num_layers", self.num_layers, 0, none_ok=True)
+        _check_idf(self.idf)
         if self.idf_sents is not None:
             from uqlm_bert.inputs import text_list
 
@@ -128,16 +192,8 @@ class BERTScoreSettings:
             set_(self, "device", str(self.device))
         check_int("batch_size", self.batch_size, 1)
         check_int("chunk_size", self.chunk_size, 1)
-        if self.max_length is not None:
-            check_int("max_length", self.max_length, 2)
-        if self.dtype is not None:
-            name = str(self.dtype).removeprefix("torch.")
-            if name not in DTYPE_NAMES:
-                raise ConfigurationError(
-                    f"dtype={self.dtype!r} is not supported; use None/'float32' (exact), "
-                    "'bfloat16' or 'float16' (fast modes)"
-                )
-            set_(self, "dtype", name)
+        check_int("max_length", self.max_length, 2, none_ok=True)
+        set_(self, "dtype", dtype_name(self.dtype))
 
     @classmethod
     def accepted(cls) -> tuple[str, ...]:
@@ -150,10 +206,31 @@ class BERTScoreSettings:
         return tuple(sorted(f.name for f in dataclasses.fields(cls)))
 
     @classmethod
+    def scorer_keywords(cls) -> tuple[str, ...]:
+        """The flat keywords a scorer entry point (``build_scorers``, ``BlackBoxUQ``) takes for
+        these settings: their names."""
+        return cls.accepted()
+
+    @classmethod
+    def arguments_of(cls, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Those of a call's arguments that are BERTScore settings, by name: how an entry point
+        whose keywords are named after the settings (``BERTScorer``, ``BlackBoxUQ``) hands them
+        on from ``locals()`` without listing them a second time.
+
+        Example:
+            >>> def entry(text, num_layers=None, idf=False):
+            ...     return BERTScoreSettings.arguments_of(locals())
+            >>> entry("a", num_layers=3)
+            {'idf': False, 'num_layers': 3}
+        """
+        return {name: arguments[name] for name in cls.accepted() if name in arguments}
+
+    @classmethod
     def from_kwargs(
         cls, kwargs: Mapping[str, Any], base: BERTScoreSettings | None = None
     ) -> BERTScoreSettings:
-        """Settings from keyword arguments (on top of ``base``); ``None`` values keep the default.
+        """Settings from keyword arguments (on top of ``base``, by default
+        ``BERTScorer``'s defaults); ``None`` values keep the base's value.
 
         Raises:
             ConfigurationError: an unknown name (the message suggests the closest accepted one
@@ -163,11 +240,55 @@ class BERTScoreSettings:
         given = {k: v for k, v in kwargs.items() if v is not None}
         return dataclasses.replace(base or cls(), **given)
 
+    @classmethod
+    def for_scorers(cls, **kwargs: Any) -> BERTScoreSettings:
+        """Settings of the ``bert_score`` confidence scorers: :data:`SCORER_DEFAULTS` with
+        ``kwargs`` on top (``None`` keeps the default).
+
+        Example:
+            >>> s = BERTScoreSettings.for_scorers(num_layers=3, idf=None)
+            >>> s.num_layers, s.idf
+            (3, 'auto')
+        """
+        return cls.from_kwargs(kwargs, base=SCORER_DEFAULTS)
+
     def as_kwargs(self) -> dict[str, Any]:
         """The settings as keyword arguments of :class:`~uqlm_bert.BERTScorer`."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def replace(self, **changes: Any) -> BERTScoreSettings:
-        """A copy with some settings changed (and checked)."""
+        """A copy with some settings changed (and checked).
+
+        Example:
+            >>> SCORER_DEFAULTS.replace(num_layers=2).num_layers
+            2
+        """
         check_names(changes, self.accepted(), "BERTScore setting")
         return dataclasses.replace(self, **changes)
+
+
+def _check_idf(idf: Any) -> None:
+    if isinstance(idf, str):
+        if idf not in IDF_MODES:
+            raise ConfigurationError(
+                f"idf must be False, True, 'auto' or a {{token_id: weight}} mapping, got {idf!r}"
+            )
+    elif isinstance(idf, Mapping):
+        for k in idf:
+            if isinstance(k, bool) or not isinstance(k, int):
+                raise InputValidationError(
+                    f"idf must map token ids (int) to weights; key {k!r} is a {type(k).__name__}"
+                )
+    elif not isinstance(idf, bool):
+        raise ConfigurationError(
+            f"idf must be a bool, 'auto' or a mapping, got {type(idf).__name__}"
+        )
+
+
+#: The settings of the ``bert_score`` confidence scorers where the caller gives none
+#: (``BlackBoxUQ``, ``build_scorers``, the command). They differ from
+#: :class:`~uqlm_bert.BERTScorer`'s (which match the reference package) where another choice
+#: serves the user better, each measured: idf weights come from the fixed table of general
+#: English, which ranks answers better and, unlike idf over the call's own samples, keeps a
+#: prompt's score independent of the other prompts. Change a scorer default here, and only here.
+SCORER_DEFAULTS = BERTScoreSettings(idf="auto")

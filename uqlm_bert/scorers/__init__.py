@@ -5,7 +5,10 @@ module              what it holds
 ==================  ===================================================================
 ``base``            the :class:`Scorer` contract, the :class:`PairwiseScorer` template
                     and :func:`score_all`
-``registry``        names in ``scorers=[...]``: registering and building scorers
+``registry``        names in ``scorers=[...]``: registering and building scorers, and
+                    building their settings objects once
+``settings``        the settings objects of ``cosine_sim`` and ``exact_match``, and the
+                    shape every scorer family's settings class has
 ``bert``            ``bert_score``, ``bert_score_precision``, ``bert_score_recall``
 ``cosine``          ``cosine_sim``: sentence-embedding cosine
 ``text``            ``exact_match``, ``rouge_l``, ``bleu``: no model needed
@@ -29,10 +32,14 @@ from uqlm_bert.scorers.registry import (
     build_scorers,
     check_scorer_names,
     register_scorer,
+    scorer_settings,
     scorer_spec,
 )
+from uqlm_bert.scorers.settings import CosineSettings, ExactMatchSettings
 
 __all__ = [
+    "CosineSettings",
+    "ExactMatchSettings",
     "PairwiseScorer",
     "Scorer",
     "ScorerSpec",
@@ -43,5 +50,6 @@ __all__ = [
     "mean_by_group",
     "register_scorer",
     "score_all",
+    "scorer_settings",
     "scorer_spec",
 ]

@@ -22,18 +22,12 @@ from typing import Any
 import numpy as np
 
 from uqlm_bert.bertscore.engine import BERTScorer
-from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Pairs, PairwiseScorer
 from uqlm_bert.scorers.registry import BERTSCORE_SCORERS
 
 __all__ = ["BERTScoreConsistency", "DEFAULT_THRESHOLD", "SCORER_DEFAULTS"]
-
-#: The BERTScore settings of the ``bert_score`` scorers where the caller gives none. They differ
-#: from :class:`~uqlm_bert.BERTScorer`'s (which match the reference package) in one way: idf
-#: weights come from the fixed table of general English, which ranks answers better and, unlike
-#: idf over the call's own samples, keeps a prompt's score independent of the other prompts.
-SCORER_DEFAULTS = BERTScoreSettings(idf="auto")
 
 #: The default threshold of the ``bert_score`` scorer at its default settings: answers below it
 #: are flagged as likely hallucinations by ``UQResult.flag()`` and ``filter()``.
@@ -57,9 +51,11 @@ class BERTScoreConsistency(PairwiseScorer):
     Args:
         metric: ``"f1"`` (the scorer ``bert_score``), ``"precision"`` or ``"recall"``.
         engine: a loaded :class:`~uqlm_bert.BERTScorer` to use; by default one is made from
-            ``settings``.
-        settings: BERTScore settings (``model_type``, ``num_layers``, ``idf``, ``device``, ...)
-            on top of :data:`SCORER_DEFAULTS`; an unknown name is an error.
+            the settings.
+        bertscore: the BERTScore settings, whole (as built by
+            :meth:`~uqlm_bert.BERTScoreSettings.for_scorers`, say).
+        kwargs: else BERTScore settings (``model_type``, ``num_layers``, ``idf``, ``device``,
+            ...) on top of :data:`SCORER_DEFAULTS`; an unknown name is an error.
 
     Example:
         >>> BERTScoreConsistency("precision", num_layers=4).name
@@ -67,22 +63,31 @@ class BERTScoreConsistency(PairwiseScorer):
     """
 
     def __init__(
-        self, metric: str = "f1", engine: BERTScorer | None = None, **settings: Any
+        self,
+        metric: str = "f1",
+        engine: BERTScorer | None = None,
+        *,
+        bertscore: BERTScoreSettings | None = None,
+        **kwargs: Any,
     ) -> None:
         key = metric.lower() if isinstance(metric, str) else metric
         if key not in _COMPONENT:
             raise ConfigurationError(
                 f"metric must be one of {', '.join(_COMPONENT)}, got {metric!r}"
             )
-        if engine is not None and settings:
-            raise ConfigurationError("give either a BERTScorer as engine or settings, not both")
+        given = [
+            what for what, v in (("engine", engine), ("bertscore", bertscore)) if v is not None
+        ]
+        if len(given) + bool(kwargs) > 1:
+            raise ConfigurationError(
+                "give the BERTScore settings once: a BERTScorer as engine, a BERTScoreSettings "
+                "as bertscore, or separate settings"
+            )
         self.metric = key
         self.name = BERTSCORE_SCORERS[key]
         if engine is None:
-            engine = BERTScorer.from_settings(
-                BERTScoreSettings.from_kwargs(settings, base=SCORER_DEFAULTS),
-                show_progress_bars=True,
-            )
+            settings = bertscore or BERTScoreSettings.for_scorers(**kwargs)
+            engine = BERTScorer.from_settings(settings, show_progress_bars=True)
         self.engine = engine
         # idf taken from each call's references makes a score depend on the whole call
         self.batch_invariant = engine.batch_invariant

@@ -32,13 +32,14 @@ from tqdm.auto import tqdm
 
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.models import load_encoder, resolve_model
-from uqlm_bert.config import check_int
+from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import text_list
 from uqlm_bert.scorers.base import Pairs, PairwiseScorer
+from uqlm_bert.scorers.settings import CosineSettings
 
 __all__ = ["CosineSimScorer", "cosine_to_confidence"]
 
-DEFAULT_BATCH_SIZE = 64
+DEFAULT_BATCH_SIZE = CosineSettings.batch_size
 
 
 class CosineSimScorer(PairwiseScorer):
@@ -46,6 +47,9 @@ class CosineSimScorer(PairwiseScorer):
 
     The model comes from the package's one model cache (see
     :mod:`uqlm_bert.bertscore.models`), shared with the BERTScore engine; it loads on first use.
+
+    Its settings are kept as one frozen :class:`~uqlm_bert.scorers.settings.CosineSettings`
+    (:attr:`settings`).
 
     Args:
         model_type: a Hugging Face name or local directory of a sentence-embedding model;
@@ -73,25 +77,40 @@ class CosineSimScorer(PairwiseScorer):
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_length: int | None = None,
     ) -> None:
-        check_int("batch_size", batch_size, 1)
-        check_int("max_length", max_length, 2, none_ok=True)
-        self.model_type = model_type
-        self.device_arg = device
-        self.dtype_arg = dtype
-        self.batch_size = batch_size
-        self.max_length = max_length
+        self._setup(CosineSettings(model_type, device, dtype, batch_size, max_length))
+
+    @classmethod
+    def from_settings(cls, settings: CosineSettings) -> CosineSimScorer:
+        """The scorer for ``settings``, as given (they were checked when built).
+
+        Example:
+            >>> CosineSimScorer.from_settings(CosineSettings(batch_size=8)).batch_size
+            8
+        """
+        if not isinstance(settings, CosineSettings):
+            raise ConfigurationError(
+                f"settings must be a CosineSettings, got {type(settings).__name__}"
+            )
+        scorer = cls.__new__(cls)
+        scorer._setup(settings)
+        return scorer
+
+    def _setup(self, settings: CosineSettings) -> None:
+        self.settings = settings
         self._encoder: Encoder | None = None
+
+    @property
+    def batch_size(self) -> int:
+        """Texts per forward pass."""
+        return self.settings.batch_size
 
     @property
     def encoder(self) -> Encoder:
         """The model (every layer) and tokenizer; loaded on first use."""
         if self._encoder is None:
-            _, location = resolve_model(self.model_type)
+            _, location = resolve_model(self.settings.model_type)
             self._encoder = load_encoder(
-                self.model_type,
-                device=self.device_arg,
-                dtype=self.dtype_arg,
-                max_length=self.max_length,
+                self.settings,
                 all_layers=True,
                 prefix_space=False,  # tokenized as sentence-transformers does
                 max_length_default=_max_seq_length(location),

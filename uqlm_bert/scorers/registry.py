@@ -1,9 +1,13 @@
 """The scorer registry: the names accepted in ``scorers=[...]``, and the one place they are built.
 
-Each entry is a :class:`ScorerSpec`: a name, a factory, and the settings the factory accepts.
-:func:`build_scorers` is the only place names and settings are checked, for the library, the
-command and the Ray workers alike: an unknown name lists the known ones, and a setting that none
-of the chosen scorers accepts is an error naming it and the accepted ones, never ignored.
+Each entry is a :class:`ScorerSpec`: a name, a factory, and the settings the factory takes. A
+built-in scorer with settings takes them as one frozen object (``bert_score``: a
+:class:`~uqlm_bert.BERTScoreSettings`; ``cosine_sim`` and ``exact_match``: the classes of
+:mod:`uqlm_bert.scorers.settings`), given whole (``build_scorers(bertscore=settings)``) or built
+here, once, from flat keywords (``num_layers=4``) on top of the scorers' defaults.
+:func:`scorer_settings` is that one step, for the library, the command and the Ray workers alike:
+an unknown name lists the known ones, and a setting that none of the chosen scorers accepts is an
+error naming it and the accepted ones, never ignored. Nothing downstream checks again.
 
 The built-in scorers are registered here, when this module is imported; their factories import
 the scorer modules (and torch, for the model-based ones) only when a scorer is built.
@@ -19,13 +23,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.config import check_names
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Scorer
+from uqlm_bert.scorers.settings import CosineSettings, ExactMatchSettings
 
 __all__ = [
     "BERTSCORE_SCORERS",
@@ -36,6 +42,7 @@ __all__ = [
     "check_scorer_names",
     "check_scorer_settings",
     "register_scorer",
+    "scorer_settings",
     "scorer_spec",
 ]
 
@@ -53,30 +60,59 @@ class ScorerSpec:
 
     Attributes:
         name: the key in ``scorers=[...]``.
-        factory: called with the accepted settings the user gave, as keyword arguments.
-        settings: the names of the settings the factory accepts.
+        factory: builds the scorer: called with one settings object when ``settings`` is a
+            settings class, else with the named settings the user gave, as keyword arguments.
+        settings: a settings class (see :class:`~uqlm_bert.scorers.settings.ScorerSettings`),
+            or the names of the keyword arguments the factory accepts.
     """
 
     name: str
     factory: Callable[..., Scorer]
-    settings: frozenset[str] = frozenset()
+    settings: frozenset[str] | type = frozenset()
+
+    @property
+    def settings_type(self) -> type | None:
+        """The settings class, or None for a factory of keyword arguments."""
+        return self.settings if isinstance(self.settings, type) else None
+
+    @property
+    def keywords(self) -> frozenset[str]:
+        """The flat keywords this scorer takes."""
+        kind = self.settings_type
+        return frozenset(kind.scorer_keywords()) if kind is not None else frozenset(self.settings)
 
     def build(self, **settings: Any) -> Scorer:
-        """Build the scorer with those of ``settings`` it accepts."""
+        """Build the scorer from its settings (see :func:`build_scorers`).
+
+        Example:
+            >>> scorer_spec("exact_match").build(exact_match_normalize=False).normalize
+            False
+        """
+        return self.make(_settings_for([self], settings))
+
+    def make(self, settings: Mapping[str, Any]) -> Scorer:
+        """Build the scorer from settings already built by :func:`scorer_settings`."""
+        kind = self.settings_type
+        if kind is not None:
+            return self.factory(settings[kind.keyword])
         return self.factory(**{k: v for k, v in settings.items() if k in self.settings})
 
 
 _REGISTRY: dict[str, ScorerSpec] = {}
 
 
-def register_scorer(name: str, factory: Callable[..., Scorer], settings: Iterable[str] = ()) -> None:
+def register_scorer(
+    name: str, factory: Callable[..., Scorer], settings: Iterable[str] | type = ()
+) -> None:
     """Make a scorer available under ``name`` in ``scorers=[...]``.
 
     Args:
         name: the scorer's name.
-        factory: builds the scorer; called with the settings below, as keyword arguments, for
-            those the user gave.
-        settings: the setting names the factory accepts.
+        factory: builds the scorer. With a settings class as ``settings``, it is called with
+            one instance of it; else with the settings named in ``settings`` that the user gave,
+            as keyword arguments.
+        settings: a settings class (see :class:`~uqlm_bert.scorers.settings.ScorerSettings`),
+            or the setting names the factory accepts.
 
     Example:
         >>> from uqlm_bert.scorers.text import ExactMatchScorer
@@ -86,7 +122,9 @@ def register_scorer(name: str, factory: Callable[..., Scorer], settings: Iterabl
     """
     if not name or not isinstance(name, str):
         raise ConfigurationError(f"a scorer name must be a non-empty string, got {name!r}")
-    _REGISTRY[name] = ScorerSpec(name, factory, frozenset(settings))
+    if not isinstance(settings, type):
+        settings = frozenset(settings)
+    _REGISTRY[name] = ScorerSpec(name, factory, settings)
 
 
 def available_scorers() -> list[str]:
@@ -148,17 +186,24 @@ def build_scorers(
 
     Args:
         scorers: names (default ``["bert_score"]``) or :class:`Scorer` instances.
-        settings: settings for the named scorers (``model_type``, ``num_layers``, ``idf``,
-            ``device``, ...); each goes to the scorers that accept it. ``None`` means "the
-            default" and is passed to none.
+        settings: the named scorers' settings, either whole (``bertscore=BERTScoreSettings(...)``,
+            ``cosine_sim=CosineSettings(...)``, ``exact_match=ExactMatchSettings(...)``) or as
+            flat keywords (``model_type``, ``num_layers``, ``idf``, ``device``,
+            ``exact_match_normalize``, ...) from which each settings object is built once, on
+            top of the scorers' defaults; a flat keyword goes to every named scorer that takes
+            it. ``None`` means "the default". See :func:`scorer_settings`.
 
     Raises:
-        ConfigurationError: an unknown, repeated or missing name, or a setting that none of the
-            named scorers accepts.
+        ConfigurationError: an unknown, repeated or missing name, a setting that none of the
+            named scorers accepts, a bad value, or settings given both whole and flat.
 
     Example:
         >>> [s.name for s in build_scorers(["exact_match", "bleu"], exact_match_normalize=False)]
         ['exact_match', 'bleu']
+        >>> from uqlm_bert import BERTScoreSettings
+        >>> s = BERTScoreSettings.for_scorers(num_layers=3)
+        >>> build_scorers(["bert_score"], bertscore=s)[0].engine.settings is s
+        True
     """
     if scorers is None:
         items: list[Any] = ["bert_score"]
@@ -168,28 +213,49 @@ def build_scorers(
         items = list(scorers)
     if not items:
         raise ConfigurationError("scorers is empty; give at least one, e.g. ['bert_score']")
-    names = [s for s in items if isinstance(s, str)]
-    if names:
-        check_scorer_names(names)
-    given = check_scorer_settings(names, settings)
-    built: list[Scorer] = []
     for item in items:
-        if isinstance(item, Scorer):
-            scorer = item
-        elif isinstance(item, str):
-            scorer = _REGISTRY[item].build(**given)
-        else:
+        if not isinstance(item, (str, Scorer)):
             raise ConfigurationError(
                 f"scorers must hold scorer names or Scorer objects, got {type(item).__name__}"
             )
+    names = [s for s in items if isinstance(s, str)]
+    if names:
+        check_scorer_names(names)
+    specs = [_REGISTRY[name] for name in names]
+    built_settings = _settings_for(specs, settings)
+    built: list[Scorer] = []
+    for item in items:
+        scorer = item if isinstance(item, Scorer) else _REGISTRY[item].make(built_settings)
         if any(s.name == scorer.name for s in built):
             raise ConfigurationError(f"scorer {scorer.name!r} is listed twice")
         built.append(scorer)
     return built
 
 
+def scorer_settings(names: Sequence[str], **settings: Any) -> dict[str, Any]:
+    """The settings of the named scorers, each settings object built once: the ones given whole
+    as they are, the others from the flat keywords on top of the scorers' defaults.
+
+    The returned mapping (settings objects under their keywords, such as ``"bertscore"``, and
+    the flat settings of scorers registered with keyword factories) can be passed whole to
+    :func:`build_scorers` or ``BlackBoxUQ`` and is not checked again.
+
+    Raises:
+        ConfigurationError: an unknown scorer or setting name, a bad value, or settings given
+            both whole and flat.
+
+    Example:
+        >>> out = scorer_settings(["bert_score", "rouge_l"], num_layers=4)
+        >>> sorted(out), out["bertscore"].num_layers
+        (['bertscore'], 4)
+    """
+    names = check_scorer_names(names)
+    return _settings_for([_REGISTRY[name] for name in names], settings)
+
+
 def check_scorer_settings(names: Sequence[str], settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings that are not None, after checking that each is accepted by a scorer named.
+    """The settings that are not None, after checking that each is accepted by a scorer named
+    (the names only; the values are checked when the scorers' settings are built).
 
     Raises:
         ConfigurationError: a setting none of ``names`` accepts (the message lists those
@@ -200,9 +266,7 @@ def check_scorer_settings(names: Sequence[str], settings: dict[str, Any]) -> dic
         {'num_layers': 4}
     """
     given = {k: v for k, v in settings.items() if v is not None}
-    accepted = sorted({k for n in names for k in _REGISTRY[n].settings})
-    where = f" for scorers {', '.join(names)}" if names else " (only Scorer objects were given)"
-    check_names(given, accepted, "setting", where)
+    _check_accepted([_REGISTRY[n] for n in names], given)
     return given
 
 
@@ -216,40 +280,70 @@ def build_scorer(name: str, **settings: Any) -> Scorer:
     return build_scorers([name], **settings)[0]
 
 
+def _check_accepted(specs: Sequence[ScorerSpec], given: Mapping[str, Any]) -> None:
+    """Refuse a setting none of ``specs`` takes, flat or whole."""
+    accepted = {k for spec in specs for k in spec.keywords}
+    accepted |= {spec.settings_type.keyword for spec in specs if spec.settings_type is not None}
+    names = [spec.name for spec in specs]
+    where = f" for scorers {', '.join(names)}" if names else " (only Scorer objects were given)"
+    check_names(given, accepted, "setting", where)
+
+
+def _settings_for(specs: Sequence[ScorerSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """See :func:`scorer_settings` (``specs`` are known)."""
+    given = {k: v for k, v in settings.items() if v is not None}
+    _check_accepted(specs, given)
+    kinds = list(dict.fromkeys(s.settings_type for s in specs if s.settings_type is not None))
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        flat = {k: v for k, v in given.items() if k in kind.scorer_keywords()}
+        whole = given.get(kind.keyword)
+        if whole is None:
+            out[kind.keyword] = kind.for_scorers(**flat)
+            continue
+        if not isinstance(whole, kind):
+            raise ConfigurationError(
+                f"{kind.keyword} must be a {kind.__name__}, got {type(whole).__name__}"
+            )
+        if flat:
+            raise ConfigurationError(
+                f"give the {kind.keyword} settings either as {kind.keyword}={kind.__name__}(...) "
+                f"or as separate settings ({', '.join(sorted(flat))}), not both"
+            )
+        out[kind.keyword] = whole
+    by_keyword = {k for spec in specs if spec.settings_type is None for k in spec.settings}
+    out.update({k: v for k, v in given.items() if k in by_keyword})
+    return out
+
+
 # -- the built-in scorers -------------------------------------------------------------------------
 
 # Names of scorers that need a natural-language-inference model (as in other uncertainty
 # libraries): refused with a message that says so.
-_NLI_NAMES = frozenset({"noncontradiction", "entailment", "semantic_negentropy", "semantic_density"})
+_NLI_NAMES = frozenset(
+    {"noncontradiction", "entailment", "semantic_negentropy", "semantic_density"}
+)
 
 
-def _bertscore_settings() -> frozenset[str]:
-    from uqlm_bert.bertscore.settings import BERTScoreSettings
-
-    return frozenset(BERTScoreSettings.accepted())
-
-
-def _bert(metric: str) -> Callable[..., Scorer]:
-    def make(**settings: Any) -> Scorer:
+def _bert(metric: str) -> Callable[[BERTScoreSettings], Scorer]:
+    def make(settings: BERTScoreSettings) -> Scorer:
         from uqlm_bert.scorers.bert import BERTScoreConsistency
 
-        return BERTScoreConsistency(metric=metric, **settings)
+        return BERTScoreConsistency(metric=metric, bertscore=settings)
 
     return make
 
 
-def _cosine(sentence_transformer: str | None = None, **settings: Any) -> Scorer:
+def _cosine(settings: CosineSettings) -> Scorer:
     from uqlm_bert.scorers.cosine import CosineSimScorer
 
-    if sentence_transformer is not None:  # the name other libraries give this model
-        settings["model_type"] = sentence_transformer
-    return CosineSimScorer(**settings)
+    return CosineSimScorer.from_settings(settings)
 
 
-def _exact_match(exact_match_normalize: bool = True) -> Scorer:
+def _exact_match(settings: ExactMatchSettings) -> Scorer:
     from uqlm_bert.scorers.text import ExactMatchScorer
 
-    return ExactMatchScorer(normalize=exact_match_normalize)
+    return ExactMatchScorer.from_settings(settings)
 
 
 def _text(kind: str) -> Callable[[], Scorer]:
@@ -261,17 +355,13 @@ def _text(kind: str) -> Callable[[], Scorer]:
     return make
 
 
-def _register_builtins(bertscore_settings: Iterable[str]) -> None:
+def _register_builtins() -> None:
     for metric, name in BERTSCORE_SCORERS.items():
-        register_scorer(name, _bert(metric), bertscore_settings)
-    register_scorer(
-        "cosine_sim",
-        _cosine,
-        ("model_type", "sentence_transformer", "device", "dtype", "batch_size", "max_length"),
-    )
-    register_scorer("exact_match", _exact_match, ("exact_match_normalize",))
+        register_scorer(name, _bert(metric), BERTScoreSettings)
+    register_scorer("cosine_sim", _cosine, CosineSettings)
+    register_scorer("exact_match", _exact_match, ExactMatchSettings)
     register_scorer("rouge_l", _text("rouge_l"))
     register_scorer("bleu", _text("bleu"))
 
 
-_register_builtins(_bertscore_settings())
+_register_builtins()

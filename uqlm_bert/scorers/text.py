@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Pairs, PairwiseScorer
+from uqlm_bert.scorers.settings import ExactMatchSettings
 
 __all__ = [
     "BleuScorer",
@@ -94,7 +96,28 @@ class ExactMatchScorer(_PairwiseTextScorer):
     name = "exact_match"
 
     def __init__(self, normalize: bool = True) -> None:
-        self.normalize = bool(normalize)
+        self.settings = ExactMatchSettings(normalize=normalize)
+
+    @classmethod
+    def from_settings(cls, settings: ExactMatchSettings) -> ExactMatchScorer:
+        """The scorer for ``settings``, as given (they were checked when built).
+
+        Example:
+            >>> ExactMatchScorer.from_settings(ExactMatchSettings(normalize=False)).normalize
+            False
+        """
+        if not isinstance(settings, ExactMatchSettings):
+            raise ConfigurationError(
+                f"settings must be an ExactMatchSettings, got {type(settings).__name__}"
+            )
+        scorer = cls.__new__(cls)
+        scorer.settings = settings
+        return scorer
+
+    @property
+    def normalize(self) -> bool:
+        """Whether normalised forms are compared."""
+        return self.settings.normalize
 
     def _prepare(self, text: str) -> str:
         return normalize_text(text) if self.normalize else text
