@@ -127,7 +127,8 @@ def test_histogram_draws_on_a_given_axes():
         ({"confidence": [0.1, 0.2], "labels": [1, 0.5]}, "index 1"),
         ({"confidence": [0.1, float("inf")]}, r"confidence\[1\] is infinite"),
         ({"confidence": "0.5"}, "not a string"),
-        ({"confidence": [0.1], "bins": 0}, "bins must be at least 1"),
+        ({"confidence": [0.1], "bins": 0}, "bins must be an int >= 1"),
+        ({"confidence": [0.1], "bins": True}, "bins must be an int >= 1, got True"),
         ({"confidence": [0.1], "bins": [0.5, 0.2]}, "increasing bin edges"),
     ],
 )

@@ -53,8 +53,8 @@ from typing import Any, Literal
 import numpy as np
 
 from uqlm_bert._warn import warn_user
-from uqlm_bert.evaluation._inputs import check_binary, paired_arrays
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError, NotFittedError
+from uqlm_bert.inputs import check_binary, paired_arrays
 
 __all__ = ["ScoreCalibrator"]
 

@@ -13,6 +13,19 @@ Ray, evaluation and plots) checks its input here, so one rule holds everywhere:
 - a **list** is any sized, non-string sequence (list, tuple, pandas Series, numpy array), read
   by position.
 
+Scores and labels, as the evaluation metrics, the calibrator and the plots take them, are
+checked here too (:func:`paired_arrays`): both become float64 arrays that must pair up, and a
+missing value follows ``nan_policy``:
+
+* ``"omit"`` (the default): an item whose score or label is NaN (or ``None``) is dropped, with a
+  :class:`UserWarning` that says how many were dropped and where. Scorers give NaN where a prompt
+  had no samples to score against, so this keeps an evaluation running.
+* ``"raise"``: a NaN raises :class:`~uqlm_bert.exceptions.InputValidationError` naming its index.
+
+Infinite values are always an error: no metric can rank or average them meaningfully. The
+checks of single parameter values (counts, numbers, setting names) are in
+:mod:`uqlm_bert.checks`.
+
 Example:
     >>> inputs = scoring_lists(["Paris.", float("nan")], [["Paris.", None], None])
     >>> inputs.responses, inputs.samples
@@ -24,22 +37,37 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import InputValidationError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 __all__ = [
+    "NanPolicy",
     "ScoringInputs",
     "as_inputs",
+    "check_binary",
+    "check_not_constant",
     "float_vector",
     "is_missing",
+    "paired_arrays",
     "present_pairs",
+    "reference_lists",
     "repair_text",
     "scoring_lists",
     "text_list",
+    "text_problem",
 ]
+
+#: What to do with an item whose score or label is missing: drop it (with a warning) or fail.
+NanPolicy = Literal["omit", "raise"]
+
+_SHOW_AT_MOST = 5
 
 #: What a lone surrogate is replaced by.
 REPLACEMENT = "\ufffd"
@@ -63,6 +91,20 @@ def is_missing(value: object) -> bool:
     if getattr(dtype, "kind", None) in ("f", "c", "m", "M") and getattr(value, "ndim", 1) == 0:
         return bool(value != value)
     return False
+
+
+def text_problem(value: Any) -> str | None:
+    """Why ``value`` is not a usable text (None when it is one): the rule for a table's cell.
+
+    Example:
+        >>> text_problem("yes"), text_problem(None), text_problem(3)
+        (None, 'missing (empty or null)', 'a int, expected a string')
+    """
+    if is_missing(value):
+        return "missing (empty or null)"
+    if not isinstance(value, str):
+        return f"a {type(value).__name__}, expected a string"
+    return None
 
 
 def repair_text(text: str) -> tuple[str, bool]:
@@ -193,9 +235,7 @@ def scoring_lists(
     return ScoringInputs(out_resp, out_samples)
 
 
-def as_inputs(
-    responses: Any, sampled_responses: Any = None
-) -> ScoringInputs:
+def as_inputs(responses: Any, sampled_responses: Any = None) -> ScoringInputs:
     """``responses`` if it is already :class:`ScoringInputs`, else :func:`scoring_lists` of the
     two lists.
 
@@ -231,9 +271,7 @@ def present_pairs(inputs: ScoringInputs) -> tuple[list[int], list[str], list[str
     return group, cands, refs
 
 
-def text_list(
-    values: Any, name: str, *, allow_empty: bool = False
-) -> list[str]:
+def text_list(values: Any, name: str, *, allow_empty: bool = False) -> list[str]:
     """A list of texts where no item may be missing (the engine's and evaluation's rule).
 
     Raises:
@@ -260,6 +298,46 @@ def text_list(
         out.append(repairs.text(t, f"{name}[{i}]"))
     repairs.warn()
     return out
+
+
+def reference_lists(refs: Any, n: int) -> list[list[str]]:
+    """References as one non-empty list of texts per candidate (``n`` candidates): each item of
+    ``refs`` is one reference or a list of them, as ``bert_score`` takes them.
+
+    Raises:
+        InputValidationError: not a list, not ``n`` items, or an item that is neither a text nor
+            a non-empty list of texts; the message names the index.
+
+    Example:
+        >>> reference_lists(["a", ["b", "c"]], 2)
+        [['a'], ['b', 'c']]
+    """
+    if isinstance(refs, (str, bytes)) or not hasattr(refs, "__len__"):
+        raise InputValidationError(
+            f"refs must be a list of strings or of lists of strings, got {type(refs).__name__}"
+        )
+    refs = list(refs)
+    if len(refs) != n:
+        raise InputValidationError(
+            f"cands has {n} items but refs has {len(refs)}; give one reference (or one list of "
+            "references) per candidate"
+        )
+    if all(isinstance(r, str) for r in refs):
+        return [[r] for r in text_list(refs, "refs")]
+    groups: list[list[str]] = []
+    for i, r in enumerate(refs):
+        if isinstance(r, str):
+            groups.append(text_list([r], f"refs[{i}]"))
+        elif r is None or not hasattr(r, "__len__"):
+            raise InputValidationError(
+                f"refs[{i}] is {'None' if r is None else 'a ' + type(r).__name__}; "
+                "expected a string or a list of strings"
+            )
+        elif len(r) == 0:
+            raise InputValidationError(f"refs[{i}] is an empty list; give at least one reference")
+        else:
+            groups.append(text_list(r, f"refs[{i}]"))
+    return groups
 
 
 def float_vector(values: Any, name: str) -> Any:
@@ -293,3 +371,124 @@ def float_vector(values: Any, name: str) -> Any:
             f"{name}[{bad[0]}] is infinite; give finite numbers (NaN marks a missing one)"
         )
     return arr
+
+
+# -- scores and labels -------------------------------------------------------------------------
+
+
+def paired_arrays(
+    scores: Sequence[float] | np.ndarray,
+    labels: Sequence[float] | np.ndarray,
+    nan_policy: NanPolicy = "omit",
+    *,
+    min_items: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``(scores, labels)`` as 1-D float64 arrays with NaN pairs handled per ``nan_policy``.
+
+    Raises:
+        InputValidationError: not 1-D, lengths differ, an infinite value, a NaN under
+            ``nan_policy="raise"``, or fewer than ``min_items`` items left.
+
+    Example:
+        >>> paired_arrays([0.9, 0.2], [1, 0])
+        (array([0.9, 0.2]), array([1., 0.]))
+    """
+    import numpy as np
+
+    if nan_policy not in ("omit", "raise"):
+        raise InputValidationError(f"nan_policy must be 'omit' or 'raise', got {nan_policy!r}")
+    s = float_vector(scores, "scores")
+    y = float_vector(labels, "labels")
+    if s.shape[0] != y.shape[0]:
+        raise InputValidationError(
+            f"scores has {s.shape[0]} items but labels has {y.shape[0]}; give one label per score"
+        )
+    missing = np.isnan(s) | np.isnan(y)
+    if missing.any():
+        where = np.flatnonzero(missing)
+        shown = ", ".join(str(i) for i in where[:_SHOW_AT_MOST])
+        more = f" and {where.size - _SHOW_AT_MOST} more" if where.size > _SHOW_AT_MOST else ""
+        if nan_policy == "raise":
+            raise InputValidationError(
+                f"scores or labels are NaN at index {shown}{more}; drop those items or pass "
+                "nan_policy='omit'"
+            )
+        warn_user(
+            f"dropped {where.size} of {s.shape[0]} items whose score or label is NaN "
+            f"(index {shown}{more})",
+            UserWarning,
+        )
+        keep = ~missing
+        s, y = s[keep], y[keep]
+    if s.shape[0] < min_items:
+        raise InputValidationError(
+            f"need at least {min_items} scored item(s) with a label, got {s.shape[0]}"
+        )
+    return s, y
+
+
+def check_binary(
+    labels: np.ndarray,
+    *,
+    both_classes: bool = True,
+    purpose: str = "this metric",
+    scores: np.ndarray | None = None,
+) -> np.ndarray:
+    """Return ``labels`` as a bool array; they must be 0/1 (or bool).
+
+    Args:
+        labels: the labels, as :func:`paired_arrays` returns them.
+        both_classes: also require at least one 1 and one 0.
+        purpose: what needs both classes, for the error message.
+        scores: the scores given with them: when those are all 0/1 and the labels are not, the
+            message says the arguments look swapped (scikit-learn takes labels first).
+
+    Raises:
+        InputValidationError: a label other than 0 or 1, or (with ``both_classes``) only one
+            class present.
+
+    Example:
+        >>> import numpy as np
+        >>> check_binary(np.array([1.0, 0.0])).tolist()
+        [True, False]
+    """
+    import numpy as np
+
+    bad = np.flatnonzero((labels != 0) & (labels != 1))
+    if bad.size and scores is not None and np.isin(scores, (0.0, 1.0)).all():
+        raise InputValidationError(
+            f"labels must be 0/1, got {float(labels[bad[0]])!r} at index {bad[0]}, while the "
+            "scores are all 0/1: the arguments look swapped. These functions take (scores, "
+            "labels), the reverse of scikit-learn's (y_true, y_score)"
+        )
+    if bad.size:
+        raise InputValidationError(
+            f"labels must be 0/1 or bool, got {float(labels[bad[0]])!r} at index {bad[0]}; "
+            "binarise graded labels first, e.g. labels >= 0.5"
+        )
+    y = labels == 1
+    n_pos = int(y.sum())
+    if both_classes and (n_pos == 0 or n_pos == y.size):
+        cls = 1 if n_pos else 0
+        raise InputValidationError(
+            f"labels contain only class {cls} ({y.size} items); {purpose} needs both "
+            "positives (1) and negatives (0)"
+        )
+    return y
+
+
+def check_not_constant(values: np.ndarray, name: str) -> None:
+    """Raise if every value is the same (a correlation or ratio would be undefined).
+
+    Example:
+        >>> import numpy as np
+        >>> check_not_constant(np.array([0.5, 0.5]), "scores")
+        Traceback (most recent call last):
+        ...
+        uqlm_bert.exceptions.InputValidationError: scores are all equal (0.5) over 2 items; the metric is undefined for a constant input
+    """
+    if values.size and (values == values[0]).all():
+        raise InputValidationError(
+            f"{name} are all equal ({float(values[0])!r}) over {values.size} items; the metric is "
+            "undefined for a constant input"
+        )

@@ -50,8 +50,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.inputs import float_vector
+from uqlm_bert.inputs import float_vector, paired_arrays
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -188,7 +189,6 @@ def plot_accuracy_vs_fraction_kept(
         ([0.25, 0.5, 0.75, 1.0], [1.0, 1.0, 0.6666666666666666, 0.75])
     """
     from uqlm_bert.evaluation import accuracy_vs_fraction_kept, rejection_curve
-    from uqlm_bert.evaluation._inputs import paired_arrays
 
     scores, quality = paired_arrays(confidence, correct)
     curve = accuracy_vs_fraction_kept(scores, quality)
@@ -486,12 +486,11 @@ def _as_threshold(threshold: Any) -> float:
 
 
 def _bin_edges(bins: int | Sequence[float], scores: np.ndarray) -> np.ndarray:
-    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
-        if bins < 1:
-            raise InputValidationError(f"bins must be at least 1, got {bins}")
+    if isinstance(bins, (int, np.integer)):
+        count = check_int("bins", bins, 1, numpy_ok=True, error=InputValidationError)
         low = min(0.0, float(scores.min())) if scores.size else 0.0
         high = max(1.0, float(scores.max())) if scores.size else 1.0
-        return np.linspace(low, high, int(bins) + 1)
+        return np.linspace(low, high, count + 1)
     edges = float_vector(bins, "bins")
     if edges.size < 2 or np.isnan(edges).any() or np.any(np.diff(edges) <= 0):
         raise InputValidationError(

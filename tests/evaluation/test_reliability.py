@@ -149,7 +149,7 @@ def test_bad_inputs_are_typed_errors(fn):
 @pytest.mark.parametrize("fn", [expected_calibration_error, reliability_curve])
 def test_bad_binning_is_a_configuration_error(fn):
     for n_bins in (0, -3, 2.5, True):
-        with pytest.raises(ConfigurationError, match="n_bins must be a positive integer"):
+        with pytest.raises(ConfigurationError, match="n_bins must be an int >= 1"):
             fn([0.2, 0.5], [0, 1], n_bins=n_bins)
     with pytest.raises(ConfigurationError, match="'uniform' or 'quantile'"):
         fn([0.2, 0.5], [0, 1], strategy="kmeans")

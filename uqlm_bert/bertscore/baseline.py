@@ -23,6 +23,7 @@ from typing import IO, Any
 import pandas as pd
 import torch
 
+from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import BaselineNotFoundError, ConfigurationError, InputValidationError
 
 __all__ = ["BASELINE_DIR", "find_baseline", "read_baseline", "rescale", "compute_baseline"]
@@ -55,6 +56,7 @@ def read_baseline(source: str | os.PathLike[str] | IO[str], num_layers: int) -> 
         BaselineNotFoundError: the file does not exist.
         ConfigurationError: the file is malformed or has no row for that layer.
     """
+    check_int("num_layers", num_layers, 0)
     if isinstance(source, (str, os.PathLike)) and not Path(source).is_file():
         raise BaselineNotFoundError(f"baseline file {str(source)!r} does not exist")
     try:
@@ -122,8 +124,8 @@ def compute_baseline(
         raise InputValidationError(
             "compute_baseline needs at least two different non-empty sentences"
         )
-    if isinstance(num_pairs, bool) or not isinstance(num_pairs, int) or num_pairs < 1:
-        raise InputValidationError(f"num_pairs must be an int >= 1, got {num_pairs!r}")
+    check_int("num_pairs", num_pairs, 1, error=InputValidationError)
+    check_int("seed", seed, None)
     rng = random.Random(seed)
     pairs = [rng.sample(range(len(distinct)), 2) for _ in range(num_pairs)]
     # model_type, device, batch_size, lang and trust_remote_code

@@ -17,7 +17,6 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -32,8 +31,9 @@ from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping, idf_from_token
 from uqlm_bert.bertscore.matching import greedy_match_padded
 from uqlm_bert.bertscore.models import load_encoder
 from uqlm_bert.bertscore.settings import BERTScoreSettings
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.inputs import text_list
+from uqlm_bert.checks import check_int
+from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.inputs import reference_lists, text_list
 
 __all__ = ["BERTScorer"]
 
@@ -230,8 +230,9 @@ class BERTScorer:
                 the message names the index.
         """
         cands = text_list(cands, "cands")
-        groups = _check_refs(refs, len(cands))
+        groups = reference_lists(refs, len(cands))
         show = self.show_progress_bars if show_progress_bars is None else show_progress_bars
+        check_int("batch_size", batch_size, 1, none_ok=True)
         bs = self.settings.batch_size if batch_size is None else batch_size
 
         pair_cand: list[str] = []
@@ -437,33 +438,3 @@ def _pad_weights(weights: list[np.ndarray]) -> torch.Tensor:
     for i, w in enumerate(weights):
         out[i, : len(w)] = w
     return torch.from_numpy(out)
-
-
-def _check_refs(refs: Any, n: int) -> list[list[str]]:
-    """References as one non-empty list of strings per candidate."""
-    if isinstance(refs, (str, bytes)) or not hasattr(refs, "__len__"):
-        raise InputValidationError(
-            f"refs must be a list of strings or of lists of strings, got {type(refs).__name__}"
-        )
-    refs = list(refs)
-    if len(refs) != n:
-        raise InputValidationError(
-            f"cands has {n} items but refs has {len(refs)}; give one reference (or one list of "
-            "references) per candidate"
-        )
-    if all(isinstance(r, str) for r in refs):
-        return [[r] for r in text_list(refs, "refs")]
-    groups: list[list[str]] = []
-    for i, r in enumerate(refs):
-        if isinstance(r, str):
-            groups.append(text_list([r], f"refs[{i}]"))
-        elif r is None or not hasattr(r, "__len__"):
-            raise InputValidationError(
-                f"refs[{i}] is {'None' if r is None else 'a ' + type(r).__name__}; "
-                "expected a string or a list of strings"
-            )
-        elif len(r) == 0:
-            raise InputValidationError(f"refs[{i}] is an empty list; give at least one reference")
-        else:
-            groups.append(text_list(r, f"refs[{i}]"))
-    return groups

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import InputValidationError
 from uqlm_bert.io import ERROR_COLUMN, check_row
 from uqlm_bert.scorers.base import Scorer, score_all
@@ -75,10 +76,10 @@ class ScoreBatch:
         samples_column: str = "sampled_responses",
         num_threads: int | None = None,
     ) -> None:
-        if num_threads is not None:
+        if check_int("num_threads", num_threads, 1, none_ok=True) is not None:
             import torch
 
-            torch.set_num_threads(max(1, int(num_threads)))
+            torch.set_num_threads(num_threads)
         for spec in specs:
             register_scorer(spec.name, spec.factory, spec.settings)
         self.scorers: list[Scorer] = build_scorers(list(scorers), **dict(scorer_kwargs or {}))

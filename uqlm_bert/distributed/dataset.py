@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from uqlm_bert._warn import warn_user
+from uqlm_bert.checks import check_int, check_number
 from uqlm_bert.distributed.batches import ScoreBatch
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 from uqlm_bert.scorers.registry import (
@@ -41,7 +42,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "WorkerPlan",
     "check_batch_invariance",
-    "check_batch_size",
+    "check_worker_counts",
     "plan_workers",
     "require_ray",
     "score_dataset",
@@ -112,17 +113,10 @@ def plan_workers(
     """
     cpus = float(cluster_resources.get("CPU", 0.0))
     gpus = float(cluster_resources.get("GPU", 0.0))
-    per_cpu = (
-        1.0
-        if num_cpus_per_worker is None
-        else _positive("num_cpus_per_worker", num_cpus_per_worker)
-    )
+    check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
+    per_cpu = 1.0 if num_cpus_per_worker is None else float(num_cpus_per_worker)
     if num_gpus_per_worker is None:
         per_gpu = 1.0 if gpus > 0 else 0.0
-    elif isinstance(num_gpus_per_worker, bool) or not num_gpus_per_worker >= 0:
-        raise ConfigurationError(
-            f"num_gpus_per_worker must be 0 or more (a fraction shares a GPU), got {num_gpus_per_worker!r}"
-        )
     else:
         per_gpu = float(num_gpus_per_worker)
     if per_gpu > 0 and gpus == 0:
@@ -139,8 +133,6 @@ def plan_workers(
             workers = int(usable // per_cpu)
         workers = max(1, workers)
     else:
-        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-            raise ConfigurationError(f"num_workers must be a positive int, got {num_workers!r}")
         workers = num_workers
     return WorkerPlan(workers, per_cpu, per_gpu, "cuda" if per_gpu > 0 else None)
 
@@ -195,7 +187,8 @@ def score_dataset(
     names = check_scorer_names(scorers)
     check_scorer_settings(names, dict(scorer_kwargs or {}))
     kwargs = check_batch_invariance(scorer_kwargs)
-    check_batch_size(batch_size)
+    check_int("batch_size", batch_size, 1)
+    check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
     schema = ds.schema(fetch_if_missing=False)
     if schema is not None:
         absent = [c for c in (response_column, samples_column) if c not in schema.names]
@@ -238,6 +231,28 @@ def score_dataset(
     return scored
 
 
+def check_worker_counts(
+    num_workers: int | None,
+    num_gpus_per_worker: float | None,
+    num_cpus_per_worker: float | None,
+) -> None:
+    """Fail before any work unless the counts of :func:`plan_workers` are valid (or None).
+
+    Raises:
+        ConfigurationError: ``num_workers`` is not an int >= 1, ``num_cpus_per_worker`` not a
+            number > 0, or ``num_gpus_per_worker`` not a number >= 0 (a fraction shares a GPU).
+
+    Example:
+        >>> check_worker_counts(True, None, None)
+        Traceback (most recent call last):
+        ...
+        uqlm_bert.exceptions.ConfigurationError: num_workers must be an int >= 1 or None, got True
+    """
+    check_int("num_workers", num_workers, 1, none_ok=True)
+    check_number("num_cpus_per_worker", num_cpus_per_worker, strict=True, none_ok=True)
+    check_number("num_gpus_per_worker", num_gpus_per_worker, none_ok=True)
+
+
 def check_batch_invariance(
     scorer_kwargs: Mapping[str, Any] | None, idf_from_run: bool = False
 ) -> dict[str, Any]:
@@ -258,15 +273,3 @@ def check_batch_invariance(
             "of the whole run, say) or a {token_id: weight} mapping as idf"
         )
     return kwargs
-
-
-def check_batch_size(batch_size: int) -> None:
-    """Raises ConfigurationError unless ``batch_size`` is a positive int."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigurationError(f"batch_size must be a positive int (rows), got {batch_size!r}")
-
-
-def _positive(arg: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigurationError(f"{arg} must be a positive number, got {value!r}")
-    return float(value)

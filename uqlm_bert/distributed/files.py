@@ -35,10 +35,11 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert._warn import warn_user
+from uqlm_bert.checks import check_int
 from uqlm_bert.distributed.dataset import (
     DEFAULT_BATCH_SIZE,
     check_batch_invariance,
-    check_batch_size,
+    check_worker_counts,
     plan_workers,
     score_dataset,
 )
@@ -121,7 +122,8 @@ def score_file(
     """
     names = check_scorer_names(scorers)
     check_scorer_settings(names, dict(scorer_kwargs or {}))
-    check_batch_size(batch_size)
+    check_int("batch_size", batch_size, 1)
+    check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
     table_format(output_path)  # an unknown output format fails before any work
     table = input_path if isinstance(input_path, Table) else load_table(input_path)
     columns = {"response_column": response_column, "samples_column": samples_column}

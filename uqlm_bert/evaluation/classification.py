@@ -5,7 +5,7 @@ a higher score means "more likely positive". To judge a confidence (higher = mor
 as a hallucination detector, either pass correctness labels (1 = correct) with the confidence,
 or hallucination labels (1 = hallucinated) with the negated confidence (for AUROC the two give
 the same number; for AUC-PR they answer different questions). Missing values follow
-``nan_policy`` (see :mod:`uqlm_bert.evaluation._inputs`).
+``nan_policy`` (see :mod:`uqlm_bert.inputs`).
 
 Example:
     >>> from uqlm_bert.evaluation import auroc, auc_pr
@@ -23,9 +23,9 @@ from typing import Literal
 
 import numpy as np
 
-from uqlm_bert.evaluation._inputs import NanPolicy, check_binary, paired_arrays
 from uqlm_bert.evaluation.correlation import rankdata
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert.inputs import NanPolicy, check_binary, paired_arrays
 
 __all__ = ["ThresholdChoice", "auc_pr", "auroc", "choose_threshold"]
 

@@ -2,7 +2,7 @@
 
 Use these when labels are graded rather than binary, for instance the mean hallucination degree
 of a passage's sentences: a good confidence correlates negatively with it, a good hallucination
-score positively. Missing values follow ``nan_policy`` (see :mod:`uqlm_bert.evaluation._inputs`).
+score positively. Missing values follow ``nan_policy`` (see :mod:`uqlm_bert.inputs`).
 
 Example:
     >>> from uqlm_bert.evaluation import pearson, spearman
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from uqlm_bert.evaluation._inputs import NanPolicy, check_not_constant, paired_arrays
+from uqlm_bert.inputs import NanPolicy, check_not_constant, paired_arrays
 
 __all__ = ["pearson", "rankdata", "spearman"]
 

@@ -6,7 +6,7 @@ number between "random filtering" (0) and "perfect filtering" (1).
 
 ``labels`` here are the quality of each answer, higher = better: 1/0 for correct/incorrect, or a
 graded quality such as a ROUGE or judge score. Missing values follow ``nan_policy`` (see
-:mod:`uqlm_bert.evaluation._inputs`).
+:mod:`uqlm_bert.inputs`).
 
 Example:
     >>> from uqlm_bert.evaluation import prr
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from uqlm_bert.evaluation._inputs import NanPolicy, check_not_constant, paired_arrays
+from uqlm_bert.inputs import NanPolicy, check_not_constant, paired_arrays
 
 __all__ = ["accuracy_vs_fraction_kept", "prr", "rejection_curve"]
 

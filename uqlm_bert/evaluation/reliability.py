@@ -12,7 +12,7 @@ given probability 0.8, about 80% should be correct.
 - :func:`expected_calibration_error`: the count-weighted mean gap between the two.
 
 Probabilities must lie in [0, 1]; labels must be 0/1 (a single class is allowed). Missing values
-follow ``nan_policy`` (see :mod:`uqlm_bert.evaluation._inputs`).
+follow ``nan_policy`` (see :mod:`uqlm_bert.inputs`).
 
 Example:
     >>> from uqlm_bert.evaluation import brier_score, expected_calibration_error
@@ -33,8 +33,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from uqlm_bert.evaluation._inputs import NanPolicy, check_binary, paired_arrays
+from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert.inputs import NanPolicy, check_binary, paired_arrays
 
 __all__ = ["brier_score", "expected_calibration_error", "reliability_curve"]
 
@@ -115,7 +116,7 @@ def reliability_curve(
     Raises:
         InputValidationError: lengths differ, a probability is outside [0, 1], a label is not
             0/1, or no item is left.
-        ConfigurationError: ``n_bins`` is not a positive integer or ``strategy`` is unknown.
+        ConfigurationError: ``n_bins`` is not an int >= 1 or ``strategy`` is unknown.
 
     Example:
         >>> reliability_curve([0.1, 0.3, 0.7, 0.9], [0, 1, 1, 1], n_bins=2)
@@ -123,6 +124,7 @@ def reliability_curve(
         0        0.0        0.5             0.2                 0.5      2
         1        0.5        1.0             0.8                 1.0      2
     """
+    n_bins = check_int("n_bins", n_bins, 1, numpy_ok=True)
     p, y = _probabilities_and_labels(probabilities, labels, nan_policy)
     edges = _bin_edges(p, n_bins, strategy)
     # inner edges only: a value equal to an inner edge goes to the bin below (side="left")
@@ -166,7 +168,7 @@ def expected_calibration_error(
     Raises:
         InputValidationError: lengths differ, a probability is outside [0, 1], a label is not
             0/1, or no item is left.
-        ConfigurationError: ``n_bins`` is not a positive integer or ``strategy`` is unknown.
+        ConfigurationError: ``n_bins`` is not an int >= 1 or ``strategy`` is unknown.
 
     Example:
         >>> # bin [0, 0.5]: mean 0.2, 1 of 2 correct; bin (0.5, 1]: mean 0.8, 2 of 2
@@ -202,10 +204,8 @@ def _probabilities_and_labels(
 
 
 def _bin_edges(p: np.ndarray, n_bins: int, strategy: str) -> np.ndarray:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
-        raise ConfigurationError(f"n_bins must be a positive integer, got {n_bins!r}")
     if strategy == "uniform":
-        return np.linspace(0.0, 1.0, int(n_bins) + 1)
+        return np.linspace(0.0, 1.0, n_bins + 1)
     if strategy == "quantile":
-        return np.percentile(p, np.linspace(0.0, 1.0, int(n_bins) + 1) * 100)
+        return np.percentile(p, np.linspace(0.0, 1.0, n_bins + 1) * 100)
     raise ConfigurationError(f"strategy must be 'uniform' or 'quantile', got {strategy!r}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.checks import check_int, check_number
 
 __all__ = ["RetryPolicy", "backoff_cap"]
 
@@ -42,14 +42,9 @@ class RetryPolicy:
     max_retry_after: float = 300.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_retries, int) or self.max_retries < 0:
-            raise ConfigurationError(
-                f"max_retries must be an integer >= 0, got {self.max_retries!r}"
-            )
+        check_int("max_retries", self.max_retries, 0)
         for name in ("base_delay", "max_delay", "max_retry_after"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ConfigurationError(f"{name} must be a number >= 0, got {value!r}")
+            check_number(name, getattr(self, name))
 
     def delay(
         self, retry_index: int, retry_after: float | None = None, rng: random.Random | None = None

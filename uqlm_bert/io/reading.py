@@ -27,12 +27,12 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import InputValidationError
-from uqlm_bert.inputs import is_missing
+from uqlm_bert.inputs import is_missing, text_problem
 from uqlm_bert.io.csv_reading import read_csv
 from uqlm_bert.io.formats import FORMATS, TEXT_SUFFIXES, table_format
 from uqlm_bert.io.json_reading import read_json, read_jsonl
 from uqlm_bert.io.parquet_reading import read_parquet
-from uqlm_bert.io.rows import RowProblem, text_problem
+from uqlm_bert.io.rows import RowProblem
 from uqlm_bert.io.table import Table
 
 __all__ = ["Texts", "load_prompts", "load_table", "load_texts", "read_table"]

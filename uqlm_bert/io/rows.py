@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import InputValidationError
-from uqlm_bert.inputs import is_missing
+from uqlm_bert.inputs import text_problem
 from uqlm_bert.io.samples import parse_samples
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "RowProblem",
     "check_row",
     "scoring_inputs",
-    "text_problem",
     "validate_rows",
     "with_scores",
 ]
@@ -285,20 +284,6 @@ def with_scores(
         reasons[p.row].append(p.reason)
     out[ERROR_COLUMN] = pd.Series([_joined(r) for r in reasons], index=out.index, dtype=object)
     return out
-
-
-def text_problem(value: Any) -> str | None:
-    """Why ``value`` is not a usable text (None when it is one).
-
-    Example:
-        >>> text_problem("yes"), text_problem(None), text_problem(3)
-        (None, 'missing (empty or null)', 'a int, expected a string')
-    """
-    if is_missing(value):
-        return "missing (empty or null)"
-    if not isinstance(value, str):
-        return f"a {type(value).__name__}, expected a string"
-    return None
 
 
 def _reason(field: str | None, message: str) -> str:

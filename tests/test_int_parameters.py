@@ -1,0 +1,418 @@
+"""Every public parameter that takes a count refuses a bool, with a message that names it.
+
+Python says ``True == 1``, so a bool slips through any check that only asks for an int: the
+package checks counts with :func:`uqlm_bert.checks.check_int`, which refuses it. The parameters
+are found, not listed by hand: every parameter of the public API (the modules ``test_api``
+pins) annotated as an int. Each one needs a call below that passes it ``True``; a new int
+parameter without one fails :func:`test_every_public_int_parameter_is_covered`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.scripted_chat import ScriptedChatModel
+from tests.test_api import PUBLIC
+from uqlm_bert.exceptions import UQLMBertError
+
+#: An annotation that says the parameter takes a count.
+INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?$")
+
+#: Int parameters the package passes from its own counters or from a checked settings object,
+#: or fields of records it builds and hands back: not values a user gives.
+NOT_GIVEN_BY_USERS = {
+    "uqlm_bert.bertscore.models.LoadedModel.num_layers",
+    "uqlm_bert.bertscore.cache.LRUCache.size",
+    "uqlm_bert.bertscore.layer_stack.LayerStack.count",
+    "uqlm_bert.bertscore.layer_stack.truncate_layers.num_layers",
+    "uqlm_bert.bertscore.resolve.default_num_layers.config_layers",
+    "uqlm_bert.evaluation.classification.ThresholdChoice.n_flagged",
+    "uqlm_bert.distributed.dataset.WorkerPlan.num_workers",
+    "uqlm_bert.generation.limits.AdaptiveConcurrency.cap.maximum",
+    "uqlm_bert.generation.retry.RetryPolicy.delay.retry_index",
+    "uqlm_bert.generation.checkpoint.Checkpoint.write.index",
+    "uqlm_bert.generation.checkpoint.Checkpoint.write.slot",
+    "uqlm_bert.generation.records.GenerationResult.empty.num_responses",
+    "uqlm_bert.io.table.Table.location.row",
+    "uqlm_bert.io.rows.RowProblem.row",
+    "uqlm_bert.io.rows.RowProblem.line",
+    "uqlm_bert.scorers.base.mean_by_group.n_groups",
+    "uqlm_bert.checks.check_int.minimum",
+    "uqlm_bert.inputs.paired_arrays.min_items",
+    "uqlm_bert.inputs.reference_lists.n",
+    *(
+        f"uqlm_bert.generation.records.CallStats.{name}"
+        for name in (
+            "attempts",
+            "succeeded",
+            "failed",
+            "retries",
+            "from_checkpoint",
+            "rate_limited",
+            "repaired_replies",
+            "max_in_flight",
+            "concurrency_peak",
+            "concurrency_final",
+        )
+    ),
+    "uqlm_bert.generation.records.CallFailure.attempts",
+    "uqlm_bert.generation.records.CallFailure.status_code",
+    "uqlm_bert.generation.classify.ErrorInfo.status_code",
+}
+
+
+def _callables() -> Iterator[tuple[str, Callable[..., Any]]]:
+    seen: set[str] = set()
+    for module_name, names in PUBLIC.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            obj = getattr(module, name)
+            found: list[tuple[str, Any]] = []
+            if inspect.isclass(obj) and issubclass(obj, BaseException):
+                continue
+            if inspect.isclass(obj):
+                found.append((f"{obj.__module__}.{obj.__qualname__}", obj))
+                for attr, value in vars(obj).items():
+                    if isinstance(value, (classmethod, staticmethod)):
+                        value = value.__func__
+                    if inspect.isfunction(value) and not attr.startswith("_"):
+                        found.append((f"{obj.__module__}.{obj.__qualname__}.{attr}", value))
+            elif inspect.isfunction(obj):
+                found.append((f"{obj.__module__}.{obj.__qualname__}", obj))
+            for qualname, fn in found:
+                if qualname not in seen:
+                    seen.add(qualname)
+                    yield qualname, fn
+
+
+def public_int_parameters() -> set[str]:
+    found = set()
+    for qualname, fn in _callables():
+        for parameter in inspect.signature(fn).parameters.values():
+            if INT_ANNOTATION.match(str(parameter.annotation)):
+                found.add(f"{qualname}.{parameter.name}")
+    return found
+
+
+# -- one call per parameter, passing True ----------------------------------------------------------
+
+
+def _black_box(**kwargs: Any) -> Any:
+    from uqlm_bert import BlackBoxUQ
+
+    return BlackBoxUQ(scorers=["exact_match"], show_progress_bars=False, **kwargs)
+
+
+def _black_box_bert(**kwargs: Any) -> Any:
+    from uqlm_bert import BlackBoxUQ
+
+    return BlackBoxUQ(scorers=["bert_score"], show_progress_bars=False, **kwargs)
+
+
+def _run(method: str, value: Any) -> Any:
+    from uqlm_bert import BlackBoxUQ
+
+    uq = BlackBoxUQ(llm=ScriptedChatModel(), scorers=["exact_match"], show_progress_bars=False)
+    call = getattr(uq, method)(["q"], num_responses=value)
+    return asyncio.run(call) if inspect.iscoroutine(call) else call
+
+
+def _generation(**kwargs: Any) -> Any:
+    from uqlm_bert import GenerationSettings
+
+    return GenerationSettings(**kwargs)
+
+
+def _bertscore_settings(**kwargs: Any) -> Any:
+    from uqlm_bert import BERTScoreSettings
+
+    return BERTScoreSettings(**kwargs)
+
+
+def _bert_scorer(**kwargs: Any) -> Any:
+    from uqlm_bert import BERTScorer
+
+    return BERTScorer(**kwargs)
+
+
+def _scorers(name: str, **kwargs: Any) -> Any:
+    from uqlm_bert.scorers import build_scorers
+
+    return build_scorers([name], **kwargs)
+
+
+def _cosine_settings(**kwargs: Any) -> Any:
+    from uqlm_bert.scorers import CosineSettings
+
+    return CosineSettings(**kwargs)
+
+
+def _reliability(fn: str, value: Any) -> Any:
+    from uqlm_bert import evaluation
+
+    return getattr(evaluation, fn)([0.2, 0.8], [0, 1], n_bins=value)
+
+
+def _plot(fn: str, **kwargs: Any) -> Any:
+    pytest.importorskip("matplotlib")
+    from uqlm_bert import plots
+
+    return getattr(plots, fn)([0.2, 0.8], [0, 1], **kwargs)
+
+
+def _plan(**kwargs: Any) -> Any:
+    from uqlm_bert.distributed import plan_workers
+
+    return plan_workers({"CPU": 4.0}, **kwargs)
+
+
+def _score_file(tmp_path: Any, **kwargs: Any) -> Any:
+    from uqlm_bert.distributed import score_file
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"response": "a", "sampled_responses": ["a"]}\n', encoding="utf-8")
+    return score_file(source, tmp_path / "out.jsonl", scorers=["exact_match"], **kwargs)
+
+
+def _score_dataset(**kwargs: Any) -> Any:
+    from uqlm_bert.distributed import score_dataset
+
+    return score_dataset(None, scorers=["exact_match"], **kwargs)
+
+
+def _score_batch(value: Any) -> Any:
+    from uqlm_bert.distributed import ScoreBatch
+
+    return ScoreBatch(scorers=["exact_match"], num_threads=value)
+
+
+def _generator() -> Any:
+    from uqlm_bert.generation import GenerationSettings, ResponseGenerator
+
+    return ResponseGenerator(ScriptedChatModel(), GenerationSettings())
+
+
+def _generate(value: Any) -> Any:
+    return asyncio.run(_generator().generate(["q"], num_responses=value, show_progress_bars=False))
+
+
+def _save_checkpoint(value: Any, tmp_path: Any) -> Any:
+    generator = _generator()
+    result = asyncio.run(generator.generate(["q"], num_responses=1, show_progress_bars=False))
+    return generator.save_checkpoint(result, tmp_path / "answers.jsonl", value)
+
+
+def _limits(kind: str, **kwargs: Any) -> Any:
+    from uqlm_bert import generation
+
+    return getattr(generation, kind)(**kwargs)
+
+
+def _caller(value: Any) -> Any:
+    from uqlm_bert.generation import GenerationSettings, LLMCaller
+
+    return LLMCaller(ScriptedChatModel(), GenerationSettings(), total_calls=value)
+
+
+def _baseline(**kwargs: Any) -> Any:
+    from uqlm_bert.bertscore import compute_baseline
+
+    sentences = ["The sky is blue.", "Stocks fell on Monday."]
+    return compute_baseline(sentences, **{"num_pairs": 2, "show_progress_bars": False, **kwargs})
+
+
+def _read_baseline(value: Any) -> Any:
+    import io
+
+    from uqlm_bert.bertscore import read_baseline
+
+    return read_baseline(io.StringIO("LAYER,P,R,F\n0,0.5,0.4,0.45\n1,0.8,0.7,0.75\n"), value)
+
+
+def _models(fn: str, **kwargs: Any) -> Any:
+    from uqlm_bert.bertscore import models
+
+    return getattr(models, fn)(None, **kwargs)
+
+
+def _score(value: Any) -> Any:
+    from uqlm_bert import BERTScorer
+
+    return BERTScorer(show_progress_bars=False).score(["a"], ["a"], batch_size=value)
+
+
+def _retry(value: Any) -> Any:
+    from uqlm_bert.generation import RetryPolicy
+
+    return RetryPolicy(max_retries=value)
+
+
+#: ``parameter -> call(value, tmp_path)``; the parameter's name must appear in the error.
+CALLS: dict[str, Callable[[Any, Any], Any]] = {
+    **{
+        f"uqlm_bert.black_box.BlackBoxUQ.{name}": (lambda v, _, n=name: _black_box(**{n: v}))
+        for name in (
+            "max_calls_per_min",
+            "max_concurrency",
+            "max_retries",
+            "score_batch_size",
+            "nli_batch_size",
+        )
+    },
+    **{
+        f"uqlm_bert.black_box.BlackBoxUQ.{name}": (lambda v, _, n=name: _black_box_bert(**{n: v}))
+        for name in ("num_layers", "batch_size", "max_length")
+    },
+    **{
+        f"uqlm_bert.black_box.BlackBoxUQ.{method}.num_responses": (
+            lambda v, _, m=method: _run(m, v)
+        )
+        for method in (
+            "generate_and_score",
+            "generate_and_score_sync",
+            "generate_candidate_responses",
+        )
+    },
+    **{
+        f"uqlm_bert.generation.settings.GenerationSettings.{name}": (
+            lambda v, _, n=name: _generation(**{n: v})
+        )
+        for name in ("max_concurrency", "initial_concurrency", "max_calls_per_min")
+    },
+    "uqlm_bert.generation.retry.RetryPolicy.max_retries": lambda v, _: _retry(v),
+    **{
+        f"uqlm_bert.bertscore.settings.BERTScoreSettings.{name}": (
+            lambda v, _, n=name: _bertscore_settings(**{n: v})
+        )
+        for name in ("num_layers", "batch_size", "max_length", "chunk_size")
+    },
+    **{
+        f"uqlm_bert.bertscore.engine.BERTScorer.{name}": (
+            lambda v, _, n=name: _bert_scorer(**{n: v})
+        )
+        for name in ("num_layers", "batch_size", "max_length", "chunk_size")
+    },
+    "uqlm_bert.evaluation.reliability.reliability_curve.n_bins": (
+        lambda v, _: _reliability("reliability_curve", v)
+    ),
+    "uqlm_bert.evaluation.reliability.expected_calibration_error.n_bins": (
+        lambda v, _: _reliability("expected_calibration_error", v)
+    ),
+    "uqlm_bert.plots.plot_confidence_histogram.bins": (
+        lambda v, _: _plot("plot_confidence_histogram", bins=v)
+    ),
+    "uqlm_bert.plots.plot_reliability_diagram.n_bins": (
+        lambda v, _: _plot("plot_reliability_diagram", n_bins=v)
+    ),
+    "uqlm_bert.distributed.dataset.plan_workers.num_workers": lambda v, _: _plan(num_workers=v),
+    "uqlm_bert.distributed.dataset.score_dataset.num_workers": (
+        lambda v, _: _score_dataset(num_workers=v)
+    ),
+    "uqlm_bert.distributed.dataset.score_dataset.batch_size": (
+        lambda v, _: _score_dataset(batch_size=v)
+    ),
+    "uqlm_bert.distributed.files.score_file.num_workers": (
+        lambda v, tmp: _score_file(tmp, num_workers=v)
+    ),
+    "uqlm_bert.distributed.files.score_file.batch_size": (
+        lambda v, tmp: _score_file(tmp, batch_size=v)
+    ),
+    "uqlm_bert.distributed.batches.ScoreBatch.num_threads": lambda v, _: _score_batch(v),
+    "uqlm_bert.generation.generator.ResponseGenerator.generate.num_responses": (
+        lambda v, _: _generate(v)
+    ),
+    "uqlm_bert.generation.generator.ResponseGenerator.save_checkpoint.num_responses": (
+        _save_checkpoint
+    ),
+    "uqlm_bert.generation.limits.AdaptiveConcurrency.initial": (
+        lambda v, _: _limits("AdaptiveConcurrency", initial=v)
+    ),
+    "uqlm_bert.generation.limits.AdaptiveConcurrency.maximum": (
+        lambda v, _: _limits("AdaptiveConcurrency", initial=1, maximum=v)
+    ),
+    "uqlm_bert.generation.limits.RateLimiter.max_calls": (
+        lambda v, _: _limits("RateLimiter", max_calls=v, period=60.0)
+    ),
+    "uqlm_bert.generation.caller.LLMCaller.total_calls": lambda v, _: _caller(v),
+    **{
+        f"uqlm_bert.bertscore.baseline.compute_baseline.{name}": (
+            lambda v, _, n=name: _baseline(**{n: v})
+        )
+        for name in ("num_pairs", "seed", "batch_size")
+    },
+    "uqlm_bert.bertscore.baseline.read_baseline.num_layers": lambda v, _: _read_baseline(v),
+    "uqlm_bert.bertscore.engine.BERTScorer.score.batch_size": lambda v, _: _score(v),
+    "uqlm_bert.bertscore.models.load_encoder.max_length_default": (
+        lambda v, _: _models("load_encoder", max_length_default=v)
+    ),
+    "uqlm_bert.bertscore.models.load_token_limit.max_length": (
+        lambda v, _: _models("load_token_limit", max_length=v)
+    ),
+    **{
+        f"uqlm_bert.scorers.settings.CosineSettings.{name}": (
+            lambda v, _, n=name: _cosine_settings(**{n: v})
+        )
+        for name in ("batch_size", "max_length")
+    },
+}
+
+#: Parameters that still take a bool as a count, in modules where the fix is under way. Each
+#: fails strictly: once its module refuses the bool, the entry must go.
+STILL_TAKE_A_BOOL = {
+    "uqlm_bert.generation.generator.ResponseGenerator.save_checkpoint.num_responses",
+    "uqlm_bert.generation.limits.AdaptiveConcurrency.initial",
+    "uqlm_bert.generation.limits.AdaptiveConcurrency.maximum",
+    "uqlm_bert.generation.limits.RateLimiter.max_calls",
+    "uqlm_bert.generation.caller.LLMCaller.total_calls",
+    "uqlm_bert.bertscore.models.load_encoder.max_length_default",
+    "uqlm_bert.bertscore.models.load_token_limit.max_length",
+}
+
+#: Errors whose message refuses the parameter whatever its value.
+REFUSED_WHATEVER_THE_VALUE = {"uqlm_bert.black_box.BlackBoxUQ.nli_batch_size"}
+
+#: Int settings that reach a scorer through ``build_scorers(**settings)``, where no annotation
+#: shows them.
+SCORER_SETTINGS: dict[str, Callable[[Any, Any], Any]] = {
+    "cosine_sim.batch_size": lambda v, _: _scorers("cosine_sim", batch_size=v),
+    "cosine_sim.max_length": lambda v, _: _scorers("cosine_sim", max_length=v),
+    "bert_score.num_layers": lambda v, _: _scorers("bert_score", num_layers=v),
+    "bert_score.batch_size": lambda v, _: _scorers("bert_score", batch_size=v),
+}
+
+
+def test_every_public_int_parameter_is_covered():
+    found = public_int_parameters()
+    assert len(found) > 40  # the walk really saw the API
+    missing = sorted(found - set(CALLS) - NOT_GIVEN_BY_USERS)
+    assert not missing, f"give these int parameters a call in CALLS: {missing}"
+    stale = sorted((set(CALLS) | NOT_GIVEN_BY_USERS) - found)
+    assert not stale, f"no longer public int parameters: {stale}"
+
+
+@pytest.mark.parametrize(
+    "parameter",
+    [
+        pytest.param(
+            p,
+            marks=pytest.mark.xfail(strict=True, reason="its module still takes a bool")
+            if p in STILL_TAKE_A_BOOL
+            else (),
+        )
+        for p in sorted({**CALLS, **SCORER_SETTINGS})
+    ],
+)
+def test_a_bool_is_refused_where_a_count_is_asked(parameter, tmp_path):
+    call = {**CALLS, **SCORER_SETTINGS}[parameter]
+    name = parameter.rsplit(".", 1)[1]
+    with pytest.raises(UQLMBertError, match=rf"\b{name}\b") as caught:
+        call(True, tmp_path)
+    if parameter not in REFUSED_WHATEVER_THE_VALUE:
+        assert "got True" in str(caught.value)
