@@ -3,8 +3,9 @@
     bash benchmarks/setup-uqlm-env.sh          # once: benchmarks/.venv-uqlm with both libraries
     benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py [--prompts 120] [--samples 5]
         [--rounds 2] [--latencies 0 1000] [--only both|ours|uqlm] [--server process|thread]
-        [--quick] [--out benchmarks/out]
+        [--device cpu|cuda] [--quick] [--out benchmarks/out]
     benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py --check-env
+    python benchmarks/bench_vs_uqlm.py --generation-only --prompts 119 --rounds 3  # no uqlm needed
 
 What is measured: ``await BlackBoxUQ(llm, scorers=["bert_score"]).generate_and_score(prompts,
 num_responses=5)`` of both libraries, each through its own ``langchain_openai.ChatOpenAI`` (same
@@ -27,12 +28,19 @@ all-MiniLM-L6-v2, layer 5, ``idf=False``, no rescaling) and uqlm-bert with its o
 settings, in an order that turns each round (A B C, then B C A, then C A B, ...), so that every
 run takes every place in a round equally often (alternating A B C and C B A kept B always in the
 middle, and the middle run of a round measured up to 2 s slower). Both libraries keep their
-default generation settings: uqlm sends all of a stage's calls at once (``max_calls_per_min=None``;
-``use_n_param`` is deprecated and unused in 0.6.7), uqlm-bert its default concurrency (no
-``max_concurrency`` is passed). Both send the system prompt "You are a helpful assistant." (uqlm's
+default generation settings: uqlm sends all of a stage's calls at once, every answer, then every
+sample (``max_calls_per_min=None``; ``use_n_param`` is deprecated and unused in 0.6.7); uqlm-bert
+sends all its calls at once within its default cap, a prompt's samples in one call with ``n``
+(``use_n_param="auto"``, which ``ChatOpenAI`` sends; the server honours it). ``--device`` runs
+both libraries' BERTScore there. Both send the system prompt "You are a helpful assistant." (uqlm's
 default for string prompts, passed to uqlm-bert as ``system_prompt``) and no postprocessing.
-Reported per run: wall time, the calls the server saw, the most calls in flight at once, the max
-absolute difference of per-prompt confidences against uqlm, and whether the texts were as expected.
+Reported per run: wall time, generation time, the client's CPU time (at 0 ms latency: the floor),
+the calls the server saw, the most calls in flight at once, the max absolute difference of
+per-prompt confidences against uqlm, and whether the texts were as expected.
+
+``--generation-only`` times uqlm-bert's generation alone (a scorer that does no work, no uqlm):
+at its defaults, with ``use_n_param=False``, and at its defaults against a server that ignores
+``n``, each run starting with nothing learned about the server.
 
 How uqlm's BERTScore is pointed at the embedded model: uqlm's ``BertScorer`` builds
 ``bert_score.BERTScorer(device=device, lang="en")`` (roberta-large, layer 17) and exposes no
@@ -138,6 +146,8 @@ class Run:
     sample_calls: int
     max_in_flight: int
     last_answer_s: float
+    generation_s: float
+    client_cpu_s: float
     text_mismatches: int
     scores: list[float | None] = field(repr=False)
 
@@ -153,7 +163,7 @@ def uqlm_available() -> bool:
     return importlib.util.find_spec("uqlm") is not None
 
 
-def make_uqlm(llm: Any, model_path: str) -> Any:
+def make_uqlm(llm: Any, model_path: str, device: str | None = None) -> Any:
     """uqlm's ``BlackBoxUQ(llm, scorers=["bert_score"])`` scoring with the embedded model, layer 5.
 
     uqlm's ``BertScorer`` has no parameter for its model: its ``bert_score.BERTScorer`` constructor
@@ -171,7 +181,7 @@ def make_uqlm(llm: Any, model_path: str) -> Any:
         return reference(*args, **kwargs)
 
     with mock.patch.object(uqlm_bert_module, "BERTScorer", embedded):
-        uq = UqlmBlackBoxUQ(llm=llm, scorers=["bert_score"])
+        uq = UqlmBlackBoxUQ(llm=llm, scorers=["bert_score"], device=device)
     inner = uq.scorer_objects["bert_score"].bert_scorer
     got = (inner.model_type, inner.num_layers, inner.idf, inner.rescale_with_baseline)
     if got != (model_path, LAYER, False, False):
@@ -179,9 +189,10 @@ def make_uqlm(llm: Any, model_path: str) -> Any:
     return uq
 
 
-def make_ours(llm: Any, model_path: str | None) -> Any:
-    """uqlm-bert's ``BlackBoxUQ``: default generation settings; BERTScore matched to uqlm's when
-    ``model_path`` is given, its own defaults otherwise."""
+def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> Any:
+    """uqlm-bert's ``BlackBoxUQ``: default generation settings (samples asked for with ``n``,
+    which ``ChatOpenAI`` sends); BERTScore matched to uqlm's when ``model_path`` is given, its own
+    defaults otherwise; on ``device`` (``None``: its own choice)."""
     from uqlm_bert import BlackBoxUQ
 
     scorer: dict[str, Any] = {}
@@ -192,6 +203,7 @@ def make_ours(llm: Any, model_path: str | None) -> Any:
         scorers=["bert_score"],
         system_prompt=SYSTEM_PROMPT,
         show_progress_bars=False,
+        device=device,
         **scorer,
     )
 
@@ -205,11 +217,19 @@ def make_llm(base_url: str) -> Any:
     )
 
 
-async def generate(uq: Any, prompts: list[str], m: int) -> tuple[list, list, list]:
-    """``(responses, sampled_responses, bert_score)`` of one ``generate_and_score`` call."""
+async def generate(uq: Any, prompts: list[str], m: int) -> tuple[list, list, list, Any]:
+    """``(responses, sampled_responses, bert_score, generation seconds)`` of one
+    ``generate_and_score`` call; the generation time where the library reports it (uqlm-bert's
+    ``metadata["timings"]``), else None."""
     result = await uq.generate_and_score(prompts, num_responses=m, show_progress_bars=False)
     data = result.data
-    return list(data["responses"]), list(data["sampled_responses"]), list(data["bert_score"])
+    timings = (getattr(result, "metadata", None) or {}).get("timings", {})
+    return (
+        list(data["responses"]),
+        list(data["sampled_responses"]),
+        list(data["bert_score"]),
+        timings.get("generation_s"),
+    )
 
 
 async def timed_run(
@@ -223,9 +243,14 @@ async def timed_run(
     server.reset()
     gc.collect()
     t0 = time.monotonic()  # the server logs arrivals on the same clock
-    responses, samples, scores = await asyncio.wait_for(generate(uq, prompts, m), timeout_s)
+    cpu = time.process_time()
+    responses, samples, scores, generation_s = await asyncio.wait_for(
+        generate(uq, prompts, m), timeout_s
+    )
     wall = time.monotonic() - t0
+    cpu = time.process_time() - cpu
     log = server.log()
+    last_answer = max((a for a, _ in log.arrivals), default=t0) + server.latency - t0
     counts = {
         "calls": len(log.arrivals),
         "answer_calls": sum(1 for _, temp in log.arrivals if not temp),
@@ -233,7 +258,10 @@ async def timed_run(
         "max_in_flight": log.max_in_flight,
         # when the last call was answered (it arrived, then waited the latency): what follows
         # is scoring that did not overlap generation
-        "last_answer_s": max((a for a, _ in log.arrivals), default=t0) + server.latency - t0,
+        "last_answer_s": last_answer,
+        # generation as the library reports it; uqlm reports none: its last answer then
+        "generation_s": generation_s if generation_s is not None else last_answer,
+        "client_cpu_s": cpu,
     }
     return wall, scores, server.answers.mismatches(prompts, responses, samples), counts
 
@@ -248,6 +276,7 @@ async def run_benchmark(
     timeout_s: float = 600.0,
     log: Callable[[str], None] = print,
     server_in: str = "process",
+    device: str | None = None,
 ) -> list[Run]:
     """Every run, in the order they were made; the server runs in a child process
     (``server_in="process"``) or a thread of this one (``"thread"``)."""
@@ -258,10 +287,10 @@ async def run_benchmark(
     with PassageServer(prompt_map, where=server_in) as server:
         variants: dict[str, Any] = {}
         if only in ("both", "uqlm"):
-            variants[UQLM] = make_uqlm(make_llm(server.base_url), path)
+            variants[UQLM] = make_uqlm(make_llm(server.base_url), path, device)
         if only in ("both", "ours"):
-            variants[OURS] = make_ours(make_llm(server.base_url), path)
-            variants[OURS_DEFAULT] = make_ours(make_llm(server.base_url), None)
+            variants[OURS] = make_ours(make_llm(server.base_url), path, device)
+            variants[OURS_DEFAULT] = make_ours(make_llm(server.base_url), None, device)
         for name, uq in variants.items():  # load models, open connections: not timed
             await timed_run(server, uq, prompts[: min(4, len(prompts))], m, timeout_s)
             log(f"warmed up: {name}")
@@ -279,6 +308,139 @@ async def run_benchmark(
                         f"(last answer at {run.last_answer_s:.2f} s), {run.calls} calls, "
                         f"max {run.max_in_flight} in flight")
     return runs
+
+
+GEN_AUTO = "uqlm-bert generation, defaults (n auto)"
+GEN_NO_N = "uqlm-bert generation, use_n_param=False"
+GEN_IGNORED = "uqlm-bert generation, server ignores n"
+
+
+def no_score() -> Any:
+    """A scorer that does no work: the generation-only runs time the calls alone."""
+    from uqlm_bert.scorers.base import Scorer
+
+    class NoScore(Scorer):
+        name = "no_score"
+
+        def score(self, responses, sampled_responses, show_progress_bars=False):
+            return [0.0] * len(responses)
+
+    return NoScore()
+
+
+@dataclass
+class GenRun:
+    """One timed ``generate_and_score`` with a scorer that does no work."""
+
+    latency_ms: float
+    round: int
+    variant: str
+    generation_s: float
+    client_cpu_s: float
+    calls: int
+    sample_calls: int
+    max_in_flight: int
+    text_mismatches: int
+
+
+async def run_generation(
+    passages: Sequence[Passage],
+    n_prompts: int,
+    m: int,
+    rounds: int,
+    latencies_ms: Sequence[float],
+    timeout_s: float = 600.0,
+    log: Callable[[str], None] = print,
+    server_in: str = "process",
+) -> list[GenRun]:
+    """Generation alone, uqlm-bert at its defaults (``n`` where ``ChatOpenAI`` sends it), with
+    ``use_n_param=False``, and at its defaults against a server that ignores ``n``; each run
+    starts with nothing learned about the server. The client's CPU time is this process's (the
+    server runs in its own unless ``server_in="thread"``)."""
+    from uqlm_bert import BlackBoxUQ
+    from uqlm_bert.generation import forget_learned_limits
+
+    prompt_map = make_prompts(passages, n_prompts)
+    prompts = list(prompt_map)
+    runs: list[GenRun] = []
+    with PassageServer(prompt_map, where=server_in) as server:
+        llm = make_llm(server.base_url)
+        common = {"scorers": [no_score()], "system_prompt": SYSTEM_PROMPT,
+                  "show_progress_bars": False}
+        variants = {
+            GEN_AUTO: BlackBoxUQ(llm=llm, **common),
+            GEN_NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **common),
+            GEN_IGNORED: BlackBoxUQ(llm=llm, **common),
+        }
+        for uq in variants.values():  # open connections, import what the calls need
+            await uq.generate_and_score(prompts[:4], num_responses=m)
+        names = list(variants)
+        for latency in latencies_ms:
+            server.set_latency(latency / 1000.0)
+            for r in range(rounds):
+                for name in round_order(names, r):
+                    forget_learned_limits()
+                    server.ignore_n(name == GEN_IGNORED)
+                    server.reset()
+                    gc.collect()
+                    cpu = time.process_time()
+                    result = await asyncio.wait_for(
+                        variants[name].generate_and_score(prompts, num_responses=m), timeout_s
+                    )
+                    cpu = time.process_time() - cpu
+                    got = server.log()
+                    bad = server.answers.mismatches(
+                        prompts, result.data["responses"], result.data["sampled_responses"]
+                    )
+                    run = GenRun(
+                        latency, r, name, result.metadata["timings"]["generation_s"], cpu,
+                        len(got.arrivals), sum(1 for _, t in got.arrivals if t),
+                        got.max_in_flight, bad,
+                    )
+                    runs.append(run)
+                    log(f"{latency:6.0f} ms  round {r}  {name:42s} {run.generation_s:6.2f} s  "
+                        f"client CPU {cpu:5.2f} s, {run.calls} calls, "
+                        f"max {run.max_in_flight} in flight, {bad} prompts off")
+    return runs
+
+
+def generation_markdown(runs: Sequence[GenRun], meta: dict[str, Any]) -> str:
+    """The generation-only report: median generation time and client CPU per latency and
+    variant, and the floor (the client's CPU for the calls, from the 0 ms runs)."""
+    by_key: dict[tuple[float, str], list[GenRun]] = defaultdict(list)
+    for run in runs:
+        by_key[(run.latency_ms, run.variant)].append(run)
+    lines = [
+        "## Generation alone: uqlm-bert's calls at its defaults",
+        "",
+        f"- {meta['prompts']} prompts x {meta['samples']} samples of distinct WikiBio texts, "
+        "through `ChatOpenAI` to the loopback server in " + describe(meta.get("server")),
+        f"- {meta['rounds']} round(s) per latency, the order turning each round; medians "
+        "(min-max) of `metadata['timings']['generation_s']`; client CPU: this process's CPU "
+        "time over the run; each run starts with nothing learned about the server",
+        f"- {meta['machine']}",
+        *_load_line(meta),
+        "",
+        "| latency | run | generation s | client CPU s | calls | max in flight | texts |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (latency, variant), group in by_key.items():
+        gen = [g.generation_s for g in group]
+        cpu = statistics.median(g.client_cpu_s for g in group)
+        calls = "/".join(map(str, sorted({g.calls for g in group})))
+        bad = sum(g.text_mismatches for g in group)
+        lines.append(
+            f"| {latency:.0f} ms | {variant} | {statistics.median(gen):.2f} "
+            f"({min(gen):.2f}-{max(gen):.2f}) | {cpu:.2f} | {calls} "
+            f"| {max(g.max_in_flight for g in group)} | {'as expected' if bad == 0 else f'{bad} off'} |"
+        )
+    floors = {v: statistics.median(g.client_cpu_s for g in grp)
+              for (lat, v), grp in by_key.items() if lat == 0}
+    if floors:
+        lines += ["", "Floor at 1,000 ms (one round trip plus the client's CPU for the calls, "
+                  "from the 0 ms runs): " + "; ".join(
+                      f"{v}: {1.0 + c:.2f} s" for v, c in floors.items())]
+    return "\n".join(lines) + "\n"
 
 
 def round_order(names: Sequence[str], r: int) -> list[str]:
@@ -326,6 +488,8 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
             "sample_calls": sorted({g.sample_calls for g in group}),
             "max_in_flight": max(g.max_in_flight for g in group),
             "last_answer_s_median": statistics.median(g.last_answer_s for g in group),
+            "generation_s_median": statistics.median(g.generation_s for g in group),
+            "client_cpu_s_median": statistics.median(g.client_cpu_s for g in group),
             "max_abs_diff_vs_uqlm": diff,
             "max_abs_diff_between_rounds": spread,
             "text_mismatches": sum(g.text_mismatches for g in group),
@@ -334,12 +498,18 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
 
 
 def checks(rows: Sequence[dict[str, Any]], n_prompts: int, m: int) -> dict[str, bool]:
-    """The verdicts: call counts as expected and equal, texts as expected, confidences agree."""
-    expected = n_prompts * (m + 1)
+    """The verdicts: call counts as expected, texts as expected, confidences agree.
+
+    uqlm makes one call per answer and per sample; uqlm-bert at its defaults one per answer and
+    one per prompt for all its samples (``n``, which ``ChatOpenAI`` sends)."""
+    per_call = 128  # OpenAI's most choices per call
+    ours = n_prompts * -(-m // per_call)
     out = {
-        f"call counts match ({n_prompts} answers + {n_prompts * m} samples = {expected} calls "
-        "in every run)": all(
-            r["calls"] == [expected] and r["answer_calls"] == [n_prompts] for r in rows
+        f"call counts as expected ({n_prompts} answer calls in every run; uqlm {n_prompts * m} "
+        f"sample calls, uqlm-bert {ours} with n)": all(
+            r["answer_calls"] == [n_prompts]
+            and r["sample_calls"] == [n_prompts * m if r["variant"] == UQLM else ours]
+            for r in rows
         ),
         "texts as expected": all(r["text_mismatches"] == 0 for r in rows),
         "stable over rounds": all(r["max_abs_diff_between_rounds"] <= TOLERANCE for r in rows),
@@ -377,22 +547,25 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         "generate_and_score end to end",
         "",
         f"- {meta['prompts']} prompts x {meta['samples']} samples "
-        f"({meta['calls_per_run']} calls per run), WikiBio GPT-3 passages served by a loopback "
+        f"({meta['calls_per_run']} answers and samples per run), WikiBio GPT-3 passages served by a loopback "
         "OpenAI-compatible server through `ChatOpenAI`, the server in "
         + describe(meta.get("server")),
         f"- {meta['rounds']} round(s) per latency, the order turning each round (A B C, B C A, "
-        "C A B); wall time of the whole `generate_and_score` call, median (min-max); last "
-        "answer at: when the server answered the run's last call (median), after which only "
-        "scoring ran",
+        "C A B); wall time of the whole `generate_and_score` call, median (min-max); generation: "
+        "uqlm-bert's `metadata['timings']['generation_s']`, for uqlm when the server answered "
+        "its last call (medians); client CPU: the benchmark process's CPU time over the call",
+        f"- BERTScore device: {meta.get('device') or 'each library chooses'}; both libraries "
+        "at their default generation settings (uqlm: every answer, then every sample, one call "
+        "each; uqlm-bert: all calls at once, a prompt's samples in one call with `n`)",
         "- BERTScore: embedded all-MiniLM-L6-v2, layer 5, idf off, no rescaling, on both sides "
         "(the default-scorer row: uqlm-bert's own defaults)",
         f"- {meta['machine']}",
         *_load_line(meta),
         "- " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
-        "| latency | run | wall s | vs uqlm | last answer at s | calls | max in flight "
-        "| max abs diff vs uqlm | texts |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| latency | run | wall s | vs uqlm | generation s | client CPU s | calls "
+        "| max in flight | max abs diff vs uqlm | texts |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = "" if r["vs_uqlm"] is None else f"{r['vs_uqlm']:.2f}x"
@@ -401,9 +574,13 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         lines.append(
             f"| {r['latency_ms']:.0f} ms | {r['variant']} | {r['wall_s_median']:.2f} "
             f"({r['wall_s_min']:.2f}-{r['wall_s_max']:.2f}) | {ratio} "
-            f"| {r['last_answer_s_median']:.2f} | {calls} "
+            f"| {r['generation_s_median']:.2f} | {r['client_cpu_s_median']:.2f} | {calls} "
             f"| {r['max_in_flight']} | {_fmt_diff(r['max_abs_diff_vs_uqlm'])} | {texts} |"
         )
+    floors = {r["variant"]: r["client_cpu_s_median"] for r in rows if r["latency_ms"] == 0}
+    if floors:
+        lines += ["", "Client CPU at 0 ms (the floor of a run's CPU: its calls, and scoring in "
+                  "the same process): " + "; ".join(f"{v} {c:.2f} s" for v, c in floors.items())]
     lines.append("")
     lines += [f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()]
     return "\n".join(lines) + "\n"
@@ -454,7 +631,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="server latencies in ms (default 0 1000)")
     ap.add_argument("--only", choices=["both", "ours", "uqlm"], default="both",
                     help="which library to run (default both)")
+    ap.add_argument("--generation-only", action="store_true",
+                    help="time uqlm-bert's generation alone (no scoring, no uqlm): at its "
+                    "defaults, with use_n_param=False, and against a server that ignores n")
     add_server_option(ap)
+    ap.add_argument("--device", default=None,
+                    help="where both libraries run BERTScore (cpu, cuda; default: each chooses)")
     ap.add_argument("--quick", action="store_true",
                     help="12 prompts, 1 round, latencies 0 and 1000 ms")
     ap.add_argument("--data", type=Path, default=WIKIBIO, help="WikiBio passages (JSONL)")
@@ -485,9 +667,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     passages = load_passages(args.data)
     load_before = os.getloadavg()[0]
+    if args.generation_only:
+        return _generation_only(args, passages, load_before)
     runs = asyncio.run(run_benchmark(
         passages, args.prompts, args.samples, args.rounds, args.latencies, args.only, args.timeout,
-        server_in=args.server,
+        server_in=args.server, device=args.device,
     ))
     rows = summarize(runs)
     verdicts = checks(rows, args.prompts, args.samples)
@@ -498,6 +682,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rounds": args.rounds,
         "latencies_ms": args.latencies,
         "server": args.server,
+        "device": args.device,
         "machine": machine_summary(),
         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "versions": versions(args.only != "ours"),
@@ -510,6 +695,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(report)
     return 0 if all(verdicts.values()) else 1
+
+
+def _generation_only(args: argparse.Namespace, passages: list[Passage], load_before: float) -> int:
+    gen_runs = asyncio.run(run_generation(
+        passages, args.prompts, args.samples, args.rounds, args.latencies, args.timeout,
+        server_in=args.server,
+    ))
+    meta = {
+        "prompts": args.prompts, "samples": args.samples, "rounds": args.rounds,
+        "latencies_ms": args.latencies, "server": args.server, "machine": machine_summary(),
+        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "versions": versions(False),
+    }
+    report = generation_markdown(gen_runs, meta)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "generation.md").write_text(report, encoding="utf-8")
+    payload = {"meta": meta, "runs": [asdict(r) for r in gen_runs]}
+    (args.out / "generation.json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
+    print()
+    print(report)
+    return 0 if all(r.text_mismatches == 0 for r in gen_runs) else 1
 
 
 if __name__ == "__main__":

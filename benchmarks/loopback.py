@@ -9,8 +9,10 @@ shares this machine's cores, so its CPU time still counts against the run, but n
 ``where="thread"`` keeps it in this process, as the earlier tables in benchmarks/RESULTS.md were
 measured.
 
-Both answer with :class:`PassageAnswers` and expose the same controls: the latency, a reset of
-the per-prompt sample counters and of the request log, and the log's arrival times.
+Both answer with :class:`PassageAnswers` and expose the same controls: the latency, whether the
+server honours a request's ``n`` (several choices, each the prompt's next sample) or ignores it
+(one choice, as some OpenAI-compatible servers do), a reset of the per-prompt sample counters and
+of the request log, and the log's arrival times and choices asked.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,8 @@ class ServerLog:
 
     arrivals: list[tuple[float, float | None]]
     max_in_flight: int
+    #: the choices each request asked for (its ``n``; 1 without)
+    asked: list[int] = field(default_factory=list)
 
 
 class _Local:
@@ -137,6 +141,9 @@ def _apply(server: FakeOpenAIServer, answers: PassageAnswers, name: str, arg: An
     if name == "latency":
         server.default_latency = float(arg)
         return None
+    if name == "ignore_n":
+        server.ignore_n = bool(arg)
+        return None
     if name == "reset":
         answers.reset()
         with server.lock:
@@ -146,7 +153,8 @@ def _apply(server: FakeOpenAIServer, answers: PassageAnswers, name: str, arg: An
     if name == "log":  # plain data, so that the child can send it as JSON
         with server.lock:
             arrivals = [(r.arrived, r.temperature) for r in server.log]
-            return {"arrivals": arrivals, "max_in_flight": server.max_in_flight}
+            asked = [r.n for r in server.log]
+            return {"arrivals": arrivals, "asked": asked, "max_in_flight": server.max_in_flight}
     raise ValueError(f"unknown server command {name!r}")
 
 
@@ -281,6 +289,10 @@ class PassageServer:
         self._impl.command("latency", seconds)
         self.latency = seconds
 
+    def ignore_n(self, ignore: bool) -> None:
+        """Answer every request with one choice whatever its ``n`` (``True``), or honour it."""
+        self._impl.command("ignore_n", ignore)
+
     def reset(self) -> None:
         """Restart every prompt's samples from the first, and clear the request log."""
         self._impl.command("reset")
@@ -288,7 +300,7 @@ class PassageServer:
     def log(self) -> ServerLog:
         """The requests since the last :meth:`reset`."""
         got = self._impl.command("log")
-        return ServerLog([(a, t) for a, t in got["arrivals"]], got["max_in_flight"])
+        return ServerLog([(a, t) for a, t in got["arrivals"]], got["max_in_flight"], got["asked"])
 
 
 if __name__ == "__main__":

@@ -29,3 +29,14 @@ def shared_data_dir() -> Path:
     if not (SHARED_DATA / "wikibio_gpt3_dev.jsonl").is_file():
         pytest.skip(f"shared data not found beside the repository ({SHARED_DATA.name}/ is absent)")
     return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _fresh_provider_memory():
+    """Each test starts with nothing learned about any provider (limits, ``n``): what one test's
+    provider taught must not shape another's run."""
+    from uqlm_bert.generation.memory import forget_learned_limits
+
+    forget_learned_limits()
+    yield
+    forget_learned_limits()

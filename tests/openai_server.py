@@ -7,10 +7,17 @@ a hang, a malformed body (``malformed=``: ``"json"``, not JSON; ``"shape"``, no 
 ``"empty_choices"``, ``"choices": []``; ``"null_choices"``, ``"choices": null``), or extra
 latency, for the first ``times`` matching requests or for all.
 Every request is logged with its arrival time, so tests can count calls per time window.
-``answer`` replaces the scripted text with any function of (prompt, temperature), and
+``answer`` replaces the scripted text with any function of (prompt, temperature) (called once per
+choice; an ``answer`` with a ``choices(prompt, temperature, n)`` method is called once per request
+instead), and
 ``request_queue_size`` sets the listen backlog for bursts of hundreds of new connections (the
 standard library's default of 5 makes the kernel drop connection attempts beyond it, which clients
 then retry after a second).
+
+A request's ``n`` (choices, as OpenAI's API has it) is honoured: the reply holds ``n`` choices,
+each answered in turn. ``ignore_n=True`` plays a provider that ignores ``n`` (one choice, as some
+OpenAI-compatible servers do), and ``max_n`` one that refuses larger ``n`` with HTTP 400 (OpenAI
+allows 128).
 
 ``concurrency_limit`` plays a provider with a cap on requests in flight: a request that arrives
 while that many are being served is answered 429 at once (with ``concurrency_retry_after`` as
@@ -70,6 +77,9 @@ class RequestLog:
     temperature: float | None
     status: int
     body: dict[str, Any] = field(default_factory=dict)
+    #: choices asked for (the request's ``n``, 1 without) and returned
+    n: int = 1
+    choices: int = 0
     #: when it stopped counting in flight: its reply started to be written, or it ended without
     #: one (a hung request, when the server stops); None while in flight
     answered: float | None = None
@@ -97,12 +107,16 @@ class FakeOpenAIServer:
         request_queue_size: int | None = None,
         concurrency_limit: int | None = None,
         concurrency_retry_after: str | None = None,
+        ignore_n: bool = False,
+        max_n: int | None = None,
     ) -> None:
         self.default_latency = default_latency
         self.answer = answer
         self.request_queue_size = request_queue_size
         self.concurrency_limit = concurrency_limit
         self.concurrency_retry_after = concurrency_retry_after
+        self.ignore_n = ignore_n
+        self.max_n = max_n
         self.rules: list[Rule] = []
         self.log: list[RequestLog] = []
         self.lock = threading.Lock()
@@ -189,10 +203,12 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             users = [m for m in messages if m.get("role") == "user"]
             prompt = str(users[-1].get("content", "")) if users else ""
             temperature = body.get("temperature")
+            n = int(body.get("n") or 1)
             with server.lock:
                 limit = server.concurrency_limit
                 overloaded = limit is not None and server.in_flight >= limit
-                entry = RequestLog(arrived, prompt, temperature, 429 if overloaded else 200, body)
+                status = 429 if overloaded else 200
+                entry = RequestLog(arrived, prompt, temperature, status, body, n=n)
                 server.log.append(entry)
                 if not overloaded:
                     server.in_flight += 1
@@ -265,7 +281,19 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                      "model": body.get("model", "fake"), "choices": choices},
                 )  # fmt: skip
                 return
-            text = server.answer(prompt, temperature)
+            n = entry.n
+            if server.max_n is not None and n > server.max_n and not server.ignore_n:
+                entry.status = 400
+                error = {"message": f"n must be at most {server.max_n}", "type": "test"}
+                self._send(400, {"error": error})
+                return
+            count = 1 if server.ignore_n else n
+            entry.choices = count
+            per_request = getattr(server.answer, "choices", None)
+            if per_request is not None:  # one hook call per request (a gate counting requests)
+                texts = list(per_request(prompt, temperature, count))
+            else:
+                texts = [server.answer(prompt, temperature) for _ in range(count)]
             self._send(
                 200,
                 {
@@ -275,12 +303,17 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     "model": body.get("model", "fake"),
                     "choices": [
                         {
-                            "index": 0,
+                            "index": k,
                             "message": {"role": "assistant", "content": text},
                             "finish_reason": "stop",
                         }
+                        for k, text in enumerate(texts)
                     ],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    "usage": {
+                        "prompt_tokens": 1,
+                        "completion_tokens": count,
+                        "total_tokens": 1 + count,
+                    },
                 },
             )
 

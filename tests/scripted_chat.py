@@ -1,7 +1,8 @@
 """A LangChain fake chat model with scripted faults and a call log, for unit tests.
 
 ``ScriptedChatModel`` answers ``"Answer to '<prompt>' at temperature <t>."`` (the prompt being the
-last message's text, the temperature the one it was called with), after ``latency`` seconds. A
+last message's text, the temperature the one it was called with), after ``latency`` seconds, with
+as many choices as the call's ``n`` asks (one with ``ignore_n=True``, at most ``max_n``). A
 fault script maps a prompt substring (and optionally a temperature) to exceptions raised by the
 first matching calls. Exceptions that look like provider errors (an HTTP ``status_code`` and
 ``response.headers``) are built by :func:`http_error`.
@@ -70,6 +71,11 @@ class Call:
     kwargs: dict[str, Any]
     messages: list[BaseMessage]
 
+    @property
+    def n(self) -> int:
+        """Choices asked for."""
+        return int(self.kwargs.get("n") or 1)
+
 
 @dataclass
 class Recorder:
@@ -109,6 +115,8 @@ class ScriptedChatModel(BaseChatModel):
     temperature: float | None = 0.0
     max_retries: int = 2
     latency: float = 0.0
+    ignore_n: bool = False
+    max_n: int | None = None
     recorder: Any = Field(default_factory=Recorder, exclude=True)
 
     @property
@@ -122,7 +130,10 @@ class ScriptedChatModel(BaseChatModel):
         try:
             time.sleep(delay)
             return self._reply(
-                prompt, temperature, TimeoutError("hung") if error == "hang" else error
+                prompt,
+                temperature,
+                TimeoutError("hung") if error == "hang" else error,
+                self._choices(kwargs),
             )
         finally:
             self._end()
@@ -136,7 +147,7 @@ class ScriptedChatModel(BaseChatModel):
                 await asyncio.sleep(delay)
             if error == "hang":
                 await asyncio.sleep(3600)
-            return self._reply(prompt, temperature, error)
+            return self._reply(prompt, temperature, error, self._choices(kwargs))
         finally:
             self._end()
 
@@ -157,13 +168,22 @@ class ScriptedChatModel(BaseChatModel):
             extra += sum(v for k, v in rec.slow.items() if k in prompt)
         return prompt, temperature, error, self.latency + extra
 
+    def _choices(self, kwargs: dict[str, Any]) -> int:
+        """How many choices to return; a refusal of too large an ``n`` as a provider's 400."""
+        n = int(kwargs.get("n") or 1)
+        if self.max_n is not None and n > self.max_n and not self.ignore_n:
+            raise http_error(400)
+        return 1 if self.ignore_n else n
+
     def _end(self) -> None:
         with self.recorder.lock:
             self.recorder.in_flight -= 1
 
     @staticmethod
-    def _reply(prompt: str, temperature: float | None, error: Any) -> ChatResult:
+    def _reply(prompt: str, temperature: float | None, error: Any, choices: int = 1) -> ChatResult:
         if isinstance(error, BaseException):
             raise error
         text = answer_text(prompt, temperature)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+        return ChatResult(
+            generations=[ChatGeneration(message=AIMessage(content=text)) for _ in range(choices)]
+        )

@@ -117,6 +117,7 @@ PUBLIC = {
         "RetryPolicy",
         "classify_exception",
         "derive_llm",
+        "forget_learned_limits",
         "parse_retry_after",
     ],
     "uqlm_bert.generation.settings": ["GenerationSettings"],

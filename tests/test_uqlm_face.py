@@ -45,7 +45,6 @@ def scripted(**kwargs) -> ScriptedChatModel:
     [
         ({"nli_model_name": "microsoft/deberta-large-mnli"}, "NLI model"),
         ({"nli_batch_size": 32}, "NLI model"),
-        ({"use_n_param": True}, "use_n_param=True is not supported"),
         ({"structured_response": dict}, "postprocessor"),
         ({"scorers": ["noncontradiction"]}, "needs an NLI model"),
         ({"return_responses": "both"}, "return_responses must be one of all, raw, postprocessed"),
@@ -77,6 +76,19 @@ def test_uqlm_arguments_with_a_meaning_here_are_accepted():
     assert cosine.encoder.name == "sentence-transformers/all-MiniLM-L6-v2"  # the shipped copy
     # the default model named with no cosine_sim among the scorers is harmless
     BlackBoxUQ(scorers=["bert_score"], sentence_transformer="sentence-transformers/all-MiniLM-L6-v2")
+
+
+async def test_use_n_param_asks_for_a_prompts_samples_in_one_call():
+    llm = scripted()
+    uq = BlackBoxUQ(llm, scorers=["exact_match"], use_n_param=True, show_progress_bars=False)
+    result = await uq.generate_and_score(["q0", "q1"], num_responses=4)
+    assert [len(s) for s in result.data["sampled_responses"]] == [4, 4]
+    asked = sorted((c.prompt, c.temperature, c.n) for c in llm.recorder.calls)
+    assert asked == [("q0", 0.25, 1), ("q0", 1.0, 4), ("q1", 0.25, 1), ("q1", 1.0, 4)]
+    assert result.metadata["generation"]["use_n_param"] is True
+    assert result.metadata["calls"]["n_calls"] == 2
+    with pytest.raises(ConfigurationError, match='use_n_param must be "auto", True or False'):
+        BlackBoxUQ(llm, use_n_param="always")
 
 
 def test_use_best_returns_the_candidate_the_samples_agree_with_most():

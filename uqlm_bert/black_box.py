@@ -89,9 +89,11 @@ class BlackBoxUQ:
         system_prompt: a system message put before each prompt that has none (default: none).
         max_calls_per_min: at most this many HTTP calls, retries included, may arrive at the
             provider in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
-        max_concurrency: the most LLM calls in flight at once (a hard cap; ``None`` for none).
-            Within it the number in flight adapts to the provider: it starts at 64, grows while
-            replies keep coming at a flat latency and is cut on 429s, 5xx and timeouts.
+        max_concurrency: the most LLM calls in flight at once (a hard cap, 1,000 by default, the
+            OpenAI client's connection pool; ``None`` for none). A run starts with all its calls
+            in flight within it; on 429s, 5xx and timeouts the number drops to what the provider
+            was serving, and it grows again while replies keep coming at a flat latency. The
+            level reached is kept for the next run against the same provider and model.
         sampling_temperature: the temperature of the samples.
         max_retries: retries of a call after transient failures (429, 5xx, timeouts,
             connection errors, malformed replies). 400s and other permanent failures are not
@@ -128,9 +130,15 @@ class BlackBoxUQ:
             stderr during each call.
         sentence_transformer: the ``cosine_sim`` scorer's model (its name in other libraries);
             the default is the embedded all-MiniLM-L6-v2.
-        nli_model_name, nli_batch_size, use_n_param, structured_response, output_extractor:
-            arguments of uqlm's ``BlackBoxUQ`` that need what this package does not have; giving
-            one raises :class:`~uqlm_bert.ConfigurationError` saying what to use instead.
+        use_n_param: ask for a prompt's samples in one call with the provider's ``n``
+            parameter (the answer stays its own call): ``"auto"`` (default) for clients known to
+            accept it (``ChatOpenAI``, ``AzureChatOpenAI``), ``True`` for any client, ``False``
+            for one call per sample. Providers bill the prompt once per call, so the samples'
+            prompt tokens cost ``1/num_responses`` of one call per sample. A provider that returns
+            fewer choices than asked gets the missing samples asked for again.
+        nli_model_name, nli_batch_size, structured_response, output_extractor: arguments of
+            uqlm's ``BlackBoxUQ`` that need what this package does not have; giving one raises
+            :class:`~uqlm_bert.ConfigurationError` saying what to use instead.
 
     The generation settings are kept as one frozen :attr:`generation` object, read at every
     call: changing one (``uq.sampling_temperature = 0.3``) changes what the next call does and
@@ -155,7 +163,7 @@ class BlackBoxUQ:
         *,
         system_prompt: str | None = None,
         max_calls_per_min: int | None = None,
-        max_concurrency: int | None = 256,
+        max_concurrency: int | None = GenerationSettings.max_concurrency,
         sampling_temperature: float = 1.0,
         max_retries: int = 5,
         request_timeout: float | None = 60.0,
@@ -184,12 +192,12 @@ class BlackBoxUQ:
         sentence_transformer: str | None = None,
         nli_model_name: str | None = None,
         nli_batch_size: int | None = None,
-        use_n_param: bool = False,
+        use_n_param: bool | str = GenerationSettings.use_n_param,
         structured_response: Any = None,
         output_extractor: Callable[[Any], str] | None = None,
     ) -> None:
         _refuse_what_needs_another_model(
-            nli_model_name, nli_batch_size, use_n_param, structured_response, output_extractor
+            nli_model_name, nli_batch_size, structured_response, output_extractor
         )
         if return_responses not in _RETURN_RESPONSES:
             raise ConfigurationError(
@@ -219,6 +227,7 @@ class BlackBoxUQ:
                 max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay
             ),
             request_timeout=request_timeout,
+            use_n_param=use_n_param,
         )
         if generation is not None:
             if not isinstance(generation, GenerationSettings):
@@ -285,6 +294,7 @@ class BlackBoxUQ:
     system_prompt = _GenerationField("The system message put before prompts that have none.")
     max_calls_per_min = _GenerationField("The rate limit: calls arriving per rate_limit_period.")
     max_concurrency = _GenerationField("The cap on calls in flight.")
+    use_n_param = _GenerationField("Whether samples are asked for in one call with n.")
     request_timeout = _GenerationField("Seconds an attempt may take.")
     rate_limit_period = _GenerationField("The window of max_calls_per_min, in seconds.")
 
@@ -1014,7 +1024,6 @@ def _as_floats(values: Any) -> list[float]:
 def _refuse_what_needs_another_model(
     nli_model_name: Any,
     nli_batch_size: Any,
-    use_n_param: Any,
     structured_response: Any,
     output_extractor: Any,
 ) -> None:
@@ -1026,12 +1035,6 @@ def _refuse_what_needs_another_model(
             "not use: its scorers (bert_score, cosine_sim, rouge_l, bleu, exact_match) need no "
             "NLI model. Remove the argument; scorers=['bert_score'] is the closest measure of "
             "agreement between the answer and its samples"
-        )
-    if use_n_param:
-        raise ConfigurationError(
-            "use_n_param=True is not supported: each sample is its own call, so a failed "
-            "sample never costs the others, and calls in flight adapt to the provider, which "
-            "gives the speed the n parameter was for. Remove the argument"
         )
     if structured_response is not None or output_extractor is not None:
         raise ConfigurationError(

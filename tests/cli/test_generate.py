@@ -95,9 +95,10 @@ def test_generate_and_score_from_a_text_file(tmp_path, capsys, server, monkeypat
     # the key went to the server, and nowhere else
     assert auth and set(auth) == {f"Bearer {KEY}"}
     assert KEY not in stdout + stderr + out.read_text(encoding="utf-8")
-    # every prompt: one answer at --temperature, two samples at --sampling-temperature
-    temps = sorted((r.prompt, r.temperature) for r in server.log)
-    assert temps == sorted([(p, t) for p in df["prompt"] for t in (0.25, 0.75, 0.75)])
+    # every prompt: one answer at --temperature, its two samples in one call (n) at
+    # --sampling-temperature
+    asked = sorted((r.prompt, r.temperature, r.n) for r in server.log)
+    assert asked == sorted([(p, t, n) for p in df["prompt"] for t, n in ((0.25, 1), (0.75, 2))])
 
 
 def test_table_prompts_keep_their_columns_in_front(tmp_path, capsys, server, monkeypatch):

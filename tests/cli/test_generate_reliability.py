@@ -142,11 +142,12 @@ def test_unwritable_output_with_a_checkpoint_names_the_checkpoint(
     assert code == 2
     assert f"cannot write {out}: Permission denied" in stderr
     assert f"The answers are kept in the checkpoint {ckpt}" in stderr
-    assert not out.exists() and len(server.log) == 9
+    # per prompt: the answer, and its two samples in one call (n)
+    assert not out.exists() and len(server.log) == 6
     code, _, stderr = run(generate_argv(prompts, out, server.base_url, "--checkpoint", ckpt),
                           capsys)  # fmt: skip
     assert code == 0, stderr
-    assert len(server.log) == 9  # the table came from the checkpoint
+    assert len(server.log) == 6  # the table came from the checkpoint
     assert read_table(str(out))["response"].tolist() == [answer_text(p, 0.25) for p in PROMPTS]
 
 
@@ -181,7 +182,7 @@ def test_unwritable_output_without_a_checkpoint_saves_the_answers(
         generate_argv(prompts, again, server.base_url, "--checkpoint", saved), capsys
     )
     assert code == 0, stderr
-    assert len(server.log) == 9  # no new call: the answers came from the saved checkpoint
+    assert len(server.log) == 6  # no new call: the answers came from the saved checkpoint
     frame = read_table(str(again))
     assert frame["response"].tolist() == [answer_text(p, 0.25) for p in PROMPTS]
     assert [json.loads(s) for s in frame["sampled_responses"]] == [
@@ -231,7 +232,7 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_and_left_alone(
 
 class Gate:
     """An ``answer=`` hook that answers the first ``free`` requests at once and holds the rest
-    until :meth:`open` (or 60 s)."""
+    until :meth:`open` (or 60 s); a request for several choices (``n``) counts once."""
 
     def __init__(self, free: int) -> None:
         self.free = free
@@ -240,13 +241,16 @@ class Gate:
         self.answered: list[tuple[str, float | None]] = []
 
     def __call__(self, prompt: str, temperature: float | None) -> str:
+        return self.choices(prompt, temperature, 1)[0]
+
+    def choices(self, prompt: str, temperature: float | None, n: int) -> list[str]:
         with self.lock:
-            n, self.free = self.free, self.free - 1
-        if n <= 0:
+            free, self.free = self.free, self.free - 1
+        if free <= 0:
             self.released.wait(60)
         with self.lock:
             self.answered.append((prompt, temperature))
-        return answer_text(prompt, temperature)
+        return [answer_text(prompt, temperature)] * n
 
     def open(self) -> None:
         self.released.set()
@@ -289,7 +293,7 @@ def test_a_second_process_on_the_same_checkpoint_is_refused_at_once(tmp_path):
             env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            wait_for(lambda: slot_lines(ckpt) == 2, 120, "the first run's first answers")
+            wait_for(lambda: slot_lines(ckpt) >= 2, 120, "the first run's first answers")
             second = subprocess.run(
                 command(prompts, tmp_path / "second.csv", server.base_url, "--checkpoint", ckpt),
                 env=subprocess_env(), capture_output=True, text=True, timeout=120,
@@ -303,7 +307,8 @@ def test_a_second_process_on_the_same_checkpoint_is_refused_at_once(tmp_path):
             gate.open()
         stdout, stderr = first.communicate(timeout=120)
     assert first.returncode == 0, stderr
-    assert requests_so_far <= 9 and len(server.log) == 9  # the second run made no call
+    # the second run made no call (per prompt: the answer, and its samples in one call)
+    assert requests_so_far <= 6 and len(server.log) == 6
     frame = read_table(str(tmp_path / "first.csv"))
     assert frame["response"].tolist() == [answer_text(p, 0.25) for p in PROMPTS]
     assert [json.loads(s) for s in frame["sampled_responses"]] == [
@@ -321,7 +326,7 @@ def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
     prompts_list = [f"question {i}" for i in range(6)]
     prompts = write_prompts(tmp_path / "prompts.txt", prompts_list)
     ckpt = tmp_path / "run.ckpt.jsonl"
-    gate = Gate(free=7)  # seven answers, then the calls in flight hang until the kill
+    gate = Gate(free=7)  # seven calls answered, then the calls in flight hang until the kill
     with FakeOpenAIServer(answer=gate) as server:
         proc = subprocess.Popen(
             command(prompts, tmp_path / "killed.csv", server.base_url, "--checkpoint", ckpt,
@@ -329,7 +334,13 @@ def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
             env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         try:
-            wait_for(lambda: slot_lines(ckpt) == 7, 120, "seven answers in the checkpoint")
+            # a call's slots: the answer's one, or the samples' two (asked in one call with n)
+            def recorded() -> bool:
+                with gate.lock:
+                    slots = sum(1 if t == 0.25 else 2 for _, t in gate.answered)
+                return len(gate.answered) == 7 and slot_lines(ckpt) == slots
+
+            wait_for(recorded, 120, "seven calls' answers in the checkpoint")
             wait_for(lambda: len(server.log) > 7, 30, "calls in flight")  # killed mid-call
         finally:
             proc.send_signal(signal.SIGKILL)
@@ -348,7 +359,7 @@ def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
         asked_second = [(r.prompt, r.temperature) for r in second.log]
     assert resumed.returncode == 0, resumed.stderr
     answered = sorted(answered_first + asked_second)
-    assert answered == sorted([(p, t) for p in prompts_list for t in (0.25, 0.75, 0.75)])
+    assert answered == sorted([(p, t) for p in prompts_list for t in (0.25, 0.75)])
     frame = read_table(str(out))
     assert frame["response"].tolist() == [answer_text(p, 0.25) for p in prompts_list]
     assert [json.loads(s) for s in frame["sampled_responses"]] == [
@@ -365,7 +376,8 @@ def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
 
 def test_each_failed_call_is_reported_once(tmp_path, capsys, server):
     server.add_rule("France", status=400, temperature=0.25)  # the answer fails for good
-    server.add_rule("water", status=400, temperature=0.75, times=1)  # one sample of two fails
+    # one sample of two fails: the call for both (n) and the first asked alone are refused
+    server.add_rule("water", status=400, temperature=0.75, times=2)
     prompts = write_prompts(tmp_path / "prompts.txt")
     out = tmp_path / "scored.csv"
     with warnings.catch_warnings(record=True) as caught:  # a warning would go to stderr too

@@ -11,12 +11,9 @@ import asyncio
 import math
 from collections import deque
 
-import pytest
-
 from uqlm_bert.generation import limits
 from uqlm_bert.generation.limits import AdaptiveConcurrency, Permit, RateLimiter
 
-DECREASE = limits._DECREASE
 PROBE = limits._PROBE_ROUND_TRIPS
 
 
@@ -37,13 +34,20 @@ class Pipe:
         await self.fill()
         return permit
 
+    def refuse(self, permit: Permit, kind: str = "rate_limit") -> None:
+        """The provider refuses the call holding ``permit``: it reports congestion and gives its
+        place back while it waits to try again."""
+        self.calls.remove(permit)
+        self.limit.congestion(permit, kind)
+        self.limit.release(permit, None)
+
     async def round_trip(self, latency: float = 1.0) -> None:
         for _ in range(len(self.calls)):
             await self.reply(latency)
 
 
-async def pipe(initial: int, maximum: int | None = None, adaptive: bool = True) -> Pipe:
-    p = Pipe(AdaptiveConcurrency(initial, maximum, adaptive))
+async def pipe(initial: int, maximum: int | None = None, adaptive: bool = True, **kw) -> Pipe:
+    p = Pipe(AdaptiveConcurrency(initial, maximum, adaptive, **kw))
     await p.fill()
     return p
 
@@ -58,23 +62,23 @@ async def test_slow_start_doubles_the_limit_each_round_trip_up_to_the_cap():
     assert p.limit.peak == 40 and p.limit.max_in_flight == 40 and p.limit.in_flight == 40
 
 
-async def test_congestion_cuts_once_per_round_trip_and_ends_slow_start():
-    p = await pipe(20)
-    before = list(p.calls)
-    p.limit.congestion(before[0])
-    cut = int(20 * DECREASE)
-    assert p.limit.limit == cut and p.limit.cuts == 1
-    # the other calls of that round trip were started before the cut: their 429s caused it
-    for permit in before[1:]:
-        p.limit.congestion(permit)
-    assert p.limit.limit == cut and p.limit.cuts == 1
-    # their replies neither grow the limit nor start calls beyond it
-    for _ in before:
+async def test_a_burst_of_refusals_drops_the_limit_to_what_the_provider_served():
+    served, window = 12, 40
+    p = await pipe(window)
+    burst = list(p.calls)[served:]  # the provider serves 12 and refuses the rest at once
+    for permit in burst:
+        p.refuse(permit)
+    assert p.limit.limit == served and p.limit.cuts == 1 and p.limit.in_flight == served
+    # a call refused again while it is retried counts once
+    p.limit.congestion(burst[0])
+    assert p.limit.limit == served
+    # the served calls' replies came from before the drop: they do not grow the limit
+    for _ in range(served):
         await p.reply()
-    assert p.limit.limit == cut and p.limit.in_flight == cut
-    # a call started after the cut that meets congestion cuts again
-    p.limit.congestion(p.calls[0])
-    assert p.limit.limit == int(20 * DECREASE * DECREASE) and p.limit.cuts == 2
+    assert p.limit.limit == served and p.limit.in_flight == served
+    # a call started after the drop that is refused drops it again, to the others in flight
+    p.refuse(p.calls[0])
+    assert p.limit.limit == served - 1 and p.limit.cuts == 2
 
 
 def one_place(delta: float, limit: float, rate: float = 1.0) -> bool:
@@ -83,39 +87,55 @@ def one_place(delta: float, limit: float, rate: float = 1.0) -> bool:
     return math.floor(limit) / (limit + rate) * rate - 1e-9 <= delta <= rate + 1e-9
 
 
-async def test_after_a_cut_the_limit_grows_one_place_per_round_trip():
-    p = await pipe(32)
-    p.limit.congestion(p.calls[0])
-    for _ in range(32):  # the calls of the round trip that was cut
+async def test_after_a_drop_growth_is_slow_near_the_level_refused_then_a_place_per_round_trip():
+    refused_at = 13
+    p = await pipe(refused_at)
+    p.refuse(p.calls[-1])  # the 13th call is refused: the provider served 12
+    for _ in range(refused_at - 1):  # the replies of the round trip that was cut
         await p.reply()
-    for _ in range(3):
+    assert p.limit._limit == refused_at - 1
+
+    zones = {"near": [], "past": []}
+    while p.limit._limit < refused_at + 4:
         before = p.limit._limit
         await p.round_trip()
-        assert one_place(p.limit._limit - before, before)
-
-
-async def test_growth_slows_near_the_limit_last_cut_then_resumes_past_it():
-    ceiling = 13.0
-    p = await pipe(int(ceiling))
-    p.limit.congestion(p.calls[0])
-    for _ in range(int(ceiling)):
-        await p.reply()
-    assert p.limit._limit == pytest.approx(ceiling * DECREASE)
-
-    zones = {"below": [], "near": [], "past": []}
-    while p.limit._limit < ceiling + 3:
-        before = p.limit._limit
-        await p.round_trip()
-        zone = "below" if before < ceiling - 1 else "near" if before < ceiling + 1 else "past"
-        zones[zone].append((before, p.limit._limit - before))
-    # far below the point of push-back, a place per round trip
-    assert zones["below"] and all(one_place(d, lim) for lim, d in zones["below"][:-1])
-    # within a place of it (each side), a place per PROBE round trips: it is probed rarely
+        zones["near" if before < refused_at + 1 else "past"].append(
+            (before, p.limit._limit - before)
+        )
+    # within a place of the level refused (each side), a place per PROBE round trips: a provider
+    # with a fixed capacity is probed there rarely
     near = zones["near"]
     assert 2 * PROBE - 1 <= len(near) <= 2 * PROBE + 1
     assert all(one_place(d, lim, 1 / PROBE) for lim, d in near[1:-1])
-    # past it by a whole place with no push-back, a place per round trip again
-    assert all(one_place(d, lim) for lim, d in zones["past"][1:])
+    # past it by a whole place with no push-back, a place per round trip
+    assert zones["past"] and all(one_place(d, lim) for lim, d in zones["past"][1:])
+
+
+async def test_after_passing_faults_the_limit_doubles_back_to_half_of_what_it_was():
+    p = await pipe(64)
+    for permit in list(p.calls)[4:]:  # 5xx for all but 4 calls in flight
+        p.refuse(permit, "server")
+    assert p.limit.limit == 4
+    for _ in range(4):
+        await p.reply()
+    seen = []
+    for _ in range(3):
+        await p.round_trip()
+        seen.append(p.limit.limit)
+    assert seen == [8, 16, 32]  # doubling up to half of 64
+    await p.round_trip()  # then a place per round trip
+    assert one_place(p.limit._limit - 32, 32)
+
+
+async def test_a_429_means_no_fast_regrowth():
+    p = await pipe(64)
+    for permit in list(p.calls)[4:]:
+        p.refuse(permit, "rate_limit")
+    for _ in range(4):
+        await p.reply()
+    for _ in range(3):
+        await p.round_trip()
+    assert p.limit.limit <= 5
 
 
 async def test_growth_holds_while_latency_rises():
@@ -144,15 +164,16 @@ async def test_no_growth_from_failed_calls_or_an_idle_limit():
 async def test_fixed_concurrency_never_adapts():
     p = await pipe(8, maximum=8, adaptive=False)
     await p.round_trip()
-    p.limit.congestion(p.calls[0])
+    p.refuse(p.calls[0])
+    await p.fill()
     await p.round_trip()
-    assert p.limit.limit == 8 and p.limit.cuts == 0
+    assert p.limit.limit == 8 and p.limit.cuts == 0 and p.limit.learned() is None
 
 
 async def test_a_rate_limit_caps_the_limit_and_its_peak_from_the_start():
-    limit = AdaptiveConcurrency(16, 256)
+    limit = AdaptiveConcurrency(256, 256)
     limit.cap(10)
-    assert limit.limit == 10 and limit.peak == 10 and limit.maximum == 10
+    assert limit.limit == 10 and limit.peak == 10 and limit.start == 10 and limit.maximum == 10
     p = Pipe(limit)
     await p.fill()
     for _ in range(3):
@@ -169,6 +190,56 @@ async def test_acquire_waits_for_a_free_place():
     limit.release(first, 1.0)
     await asyncio.wait_for(waiting, 1.0)
     assert limit.in_flight == 1
+
+
+async def test_a_retry_takes_the_next_free_place_before_any_new_call():
+    limit = AdaptiveConcurrency(1, adaptive=False)
+    first = await limit.acquire()
+    new_call = asyncio.ensure_future(limit.acquire())
+    await asyncio.sleep(0)
+    retry = asyncio.ensure_future(limit.acquire(priority=True))
+    await asyncio.sleep(0)
+    limit.release(first, 1.0)
+    await asyncio.sleep(0)
+    assert retry.done() and not new_call.done()
+    limit.release(retry.result(), 1.0)
+    await asyncio.wait_for(new_call, 1.0)
+
+
+async def test_a_cancelled_wait_leaves_no_place_taken():
+    limit = AdaptiveConcurrency(1, adaptive=False)
+    first = await limit.acquire()
+    waiting = [asyncio.ensure_future(limit.acquire()) for _ in range(2)]
+    await asyncio.sleep(0)
+    waiting[0].cancel()
+    limit.release(first, 1.0)  # handed to the second waiter: the first was cancelled
+    await asyncio.wait_for(waiting[1], 1.0)
+    assert limit.in_flight == 1
+    # handed a place, then cancelled before it could run: the place comes back
+    late = asyncio.ensure_future(limit.acquire())
+    await asyncio.sleep(0)
+    limit.release(waiting[1].result(), 1.0)
+    late.cancel()
+    await asyncio.gather(late, return_exceptions=True)
+    assert limit.in_flight == 0
+
+
+async def test_a_run_starts_where_a_learned_limit_ended_within_the_cap():
+    p = await pipe(40)
+    for permit in list(p.calls)[12:]:
+        p.refuse(permit)
+    learned = p.limit.learned()
+    assert learned is not None and learned.limit == 12
+    again = AdaptiveConcurrency(700, 1000, learned=learned)
+    assert again.limit == again.start == 12
+    # growth goes on as it was: slowly near the level refused, no doubling
+    q = Pipe(again)
+    await q.fill()
+    await q.round_trip()
+    assert 12 < again._limit <= 12 + 1 / PROBE + 1e-9
+    assert AdaptiveConcurrency(700, 8, learned=learned).limit == 8  # the cap still holds
+    # a provider that never pushed back teaches nothing
+    assert AdaptiveConcurrency(40).learned() is None
 
 
 class FakeClock:

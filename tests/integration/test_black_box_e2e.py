@@ -86,6 +86,7 @@ async def test_alignment_retries_and_failure_accounting(server):
         max_retries=2,
         request_timeout=0.5,
         max_concurrency=6,
+        use_n_param=False,  # one call per sample: the server's log is counted per sample
         show_progress_bars=False,
         **FAST,
     )
@@ -172,6 +173,7 @@ async def test_rate_limit_holds_in_every_window_retries_included(server):
         max_calls_per_min=limit,
         rate_limit_period=period,
         max_concurrency=8,
+        use_n_param=False,
         show_progress_bars=False,
         **FAST,
     )
@@ -193,7 +195,9 @@ async def test_concurrency_is_bounded(server):
         chat(server), scorers=[LengthRatio()], max_concurrency=3, show_progress_bars=False
     )
     await uq.generate_and_score([f"c{i}" for i in range(8)], num_responses=2)
-    assert server.max_in_flight == 3 and len(server.log) == 24
+    # per prompt the answer, and its two samples in one call with n
+    assert server.max_in_flight == 3 and len(server.log) == 16
+    assert sorted(r.n for r in server.log) == [1] * 8 + [2] * 8
 
 
 async def test_auth_failure_stops_the_run(server):
@@ -260,11 +264,13 @@ async def test_resume_from_a_checkpoint_gives_the_same_result(tmp_path):
     with FakeOpenAIServer() as second_server:
         uq = BlackBoxUQ(chat(second_server), scorers=[LengthRatio()], show_progress_bars=False)
         resumed = await uq.generate_and_score(prompts, 2, checkpoint=path)
-        assert len(second_server.log) == 24 - len(done)
-        asked = {(r.prompt, r.temperature) for r in second_server.log}
-        for i, slot in done:
-            if slot == -1:  # every sample of a prompt is the same request, originals are not
-                assert (prompts[i], 0.0) not in asked
+        # per prompt one call for its answer if missing, one for its missing samples with n
+        asked = {(r.prompt, r.temperature): r.n for r in second_server.log}
+        assert len(asked) == len(second_server.log)
+        for i, p in enumerate(prompts):
+            missing = [s for s in (0, 1) if (i, s) not in done]
+            assert ((p, 0.0) in asked) == ((i, -1) not in done)
+            assert asked.get((p, 1.0), 0) == len(missing)
     assert columns(resumed) == columns(clean)
     assert resumed.metadata["calls"]["from_checkpoint"] == len(done)
     assert resumed.metadata["checkpoint"] == str(path)
@@ -274,7 +280,7 @@ async def test_sync_face_inside_a_running_loop(server):
     uq = BlackBoxUQ(chat(server), scorers=[LengthRatio()], show_progress_bars=False)
     result = uq.generate_and_score_sync(["nb0", "nb1"], num_responses=2)
     assert result.data["responses"] == [answer_text("nb0", 0.0), answer_text("nb1", 0.0)]
-    assert len(server.log) == 6
+    assert len(server.log) == 4  # per prompt the answer, and its samples in one call
 
 
 async def test_bert_score_through_chatopenai(server):
@@ -290,3 +296,77 @@ async def test_bert_score_through_chatopenai(server):
         [direct.data["bert_score"][0], direct.data["bert_score"][2]], abs=1e-6
     )
     assert 0.5 < got[0] < 1.0 and 0.5 < got[2] < 1.0
+
+
+# -- the provider's n parameter ---------------------------------------------------------------
+
+
+async def test_samples_come_in_one_call_with_n_and_faults_stay_in_their_slots(server):
+    server.add_rule("n-429", status=429, times=1, temperature=1.0, retry_after_ms="20")
+    server.add_rule("n-hang", hang=True, temperature=1.0)
+    server.add_rule("n-400", status=400, temperature=1.0)
+    prompts = ["n-ok-0", "n-429", "n-hang", "n-400", "n-ok-1"]
+    uq = BlackBoxUQ(
+        chat(server), scorers=[LengthRatio()], max_retries=1, request_timeout=0.5,
+        show_progress_bars=False, **FAST,
+    )  # fmt: skip
+    with pytest.warns(RuntimeWarning):
+        result = await uq.generate_and_score(prompts, num_responses=3)
+    samples = dict(zip(prompts, result.data["sampled_responses"], strict=True))
+    errors = dict(zip(prompts, result.data["sample_errors"], strict=True))
+    for p in ("n-ok-0", "n-429", "n-ok-1"):
+        assert samples[p] == [answer_text(p, 1.0)] * 3 and errors[p] == [None] * 3
+    assert samples["n-hang"] == [None] * 3
+    assert [e.kind for e in errors["n-hang"]] == ["timeout"] * 3
+    assert [e.kind for e in errors["n-400"]] == ["bad_request"] * 3
+    # the answers are their own calls at the model's temperature, the samples one call with n
+    # (retried whole); the refused one asked once more one sample per call, refused the same way
+    asked = sorted((r.prompt, r.temperature, r.n, r.status) for r in server.log)
+    assert [a for a in asked if a[1] == 0.0] == [(p, 0.0, 1, 200) for p in sorted(prompts)]
+    assert [a for a in asked if a[0] == "n-429"][1:] == [
+        ("n-429", 1.0, 3, 200),
+        ("n-429", 1.0, 3, 429),
+    ]
+    assert [a[2:] for a in asked if a[0] == "n-400" and a[1] == 1.0] == [(1, 400)] * 3 + [(3, 400)]
+    calls = result.metadata["calls"]
+    assert calls["samples_per_call"] == 3 and calls["max_choices"] == 128
+    assert calls["succeeded"] == 5 + 3 * 3 and calls["failed"] == 6
+
+
+async def test_a_server_that_ignores_n_still_gives_every_prompt_all_its_samples():
+    with FakeOpenAIServer(default_latency=0.02, ignore_n=True) as server:
+        llm = chat(server)
+        uq = BlackBoxUQ(llm, scorers=[LengthRatio()], show_progress_bars=False)
+        prompts = [f"i{i}" for i in range(6)]
+        result = await uq.generate_and_score(prompts, num_responses=5)
+        assert result.data["sampled_responses"] == [[answer_text(p, 1.0)] * 5 for p in prompts]
+        calls = result.metadata["calls"]
+        # the first window asked with n and got one choice each: the rest one call per sample,
+        # and n is dropped for this server
+        assert calls["n_calls"] == 6 and calls["choices_missing"] == 6 * 4
+        assert calls["max_choices"] == 1 and calls["failed"] == 0
+        assert len(server.log) == 6 + 6 + 6 * 4
+        # the next call (a new BlackBoxUQ on the same client) knows: no n at all
+        with server.lock:
+            server.log.clear()
+        again = await BlackBoxUQ(
+            llm, scorers=[LengthRatio()], show_progress_bars=False
+        ).generate_and_score(prompts, num_responses=5)
+        assert again.metadata["calls"]["n_calls"] == 0 and len(server.log) == 6 * 6
+        assert all(r.n == 1 for r in server.log)
+
+
+async def test_more_samples_than_the_server_allows_per_call_are_split():
+    from uqlm_bert.generation.settings import GenerationSettings
+
+    with FakeOpenAIServer(max_n=4) as server:
+        uq = BlackBoxUQ(
+            chat(server),
+            scorers=[LengthRatio()],
+            generation=GenerationSettings(max_samples_per_call=4),
+            show_progress_bars=False,
+        )
+        result = await uq.generate_and_score(["s0", "s1"], num_responses=9)
+        assert result.data["sampled_responses"] == [[answer_text(p, 1.0)] * 9 for p in ("s0", "s1")]
+        sizes = sorted(r.n for r in server.log if r.temperature == 1.0)
+        assert sizes == [1, 1, 4, 4, 4, 4] and all(r.status == 200 for r in server.log)

@@ -103,7 +103,7 @@ def test_repeated_sync_calls_in_one_process(server):
 
     for result, prompts in asyncio.run(notebook_cells()):
         assert_complete(result, prompts, 2)
-    assert len(server.log) == 9 * 3 * 3
+    assert len(server.log) == 9 * 3 * 2  # per prompt: the answer, and its samples with n
     uq.close()
     other.close()
 
@@ -117,7 +117,7 @@ def test_repeated_asyncio_run_with_one_chatopenai(server):
     # a second BlackBoxUQ on the same client, on yet another loop
     prompts = ["run-2-0"]
     assert_complete(asyncio.run(uq_for(llm).generate_and_score(prompts, 2)), prompts, 2)
-    assert len(server.log) == 9 * 3
+    assert len(server.log) == 9 * 2  # per prompt: the answer, and its samples with n
 
 
 def test_a_client_bound_to_a_closed_loop_stops_the_run_and_fills_no_slot(server, tmp_path):
@@ -250,6 +250,7 @@ def test_rate_limit_holds_where_calls_arrive_while_the_cpu_is_busy():
             max_calls_per_min=limit,
             rate_limit_period=period,
             max_concurrency=64,  # adaptive (the default) within this cap
+            use_n_param=False,  # one call per sample: six rounds of the limit
         )
         started = time.monotonic()
         result = asyncio.run(uq.generate_and_score(prompts, num_responses=2))
@@ -297,7 +298,8 @@ def test_an_unreachable_server_stops_the_run_early_with_one_warning(closed_port,
     assert len(caught) == 1, [str(w.message) for w in caught]
     assert str(caught[0].message).startswith(f"cannot connect to {url}: ")
     attempts = int(str(raised.value).split(": ")[1].split(" attempts")[0])
-    assert attempts < 240  # the first rounds, not every slot
+    # the first rounds (40 answers and 40 calls for samples with n), not every attempt of every call
+    assert attempts <= 3 * 80
     # The checkpoint holds nothing a resume would keep: no text and only transient failures,
     # and its lock is free. A resume against a live server makes every call.
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -308,7 +310,8 @@ def test_an_unreachable_server_stops_the_run_early_with_one_warning(closed_port,
             uq_for(chat(server.base_url)).generate_and_score(prompts, 5, checkpoint=path)
         )
     assert_complete(resumed, prompts, 5)
-    assert len(server.log) == 240 and resumed.metadata["calls"]["from_checkpoint"] == 0
+    # every slot asked for again: per prompt the answer, and its samples with n
+    assert len(server.log) == 80 and resumed.metadata["calls"]["from_checkpoint"] == 0
 
 
 # -- 12. one warning per kind of failure, at the caller's line ------------------------------------

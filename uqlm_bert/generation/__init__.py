@@ -6,9 +6,13 @@ module              what it holds
 ``settings``        :class:`GenerationSettings`: temperatures, concurrency, rate limit,
                     retries, timeout, system prompt
 ``generator``       :class:`ResponseGenerator`: every slot of every prompt, in place
-``caller``          :class:`LLMCaller`: one run's calls, limits and retry loop; copies of
-                    the caller's model
+``caller``          :class:`LLMCaller`: one run's calls, limits and retry loop, samples
+                    asked for with the provider's ``n``
+``clients``         what a LangChain model is: the copies called, its endpoint, whether it
+                    accepts ``n``, the text of a reply
 ``limits``          the rate limit counted at the provider, and adaptive concurrency
+``memory``          what runs learned about a provider (its limit, ``n``), kept for the
+                    next run in the process; :func:`forget_learned_limits`
 ``retry``           :class:`RetryPolicy`: exponential backoff with full jitter
 ``classify``        what a provider's exception means: retry, give up, or stop the run
 ``checkpoint``      the JSONL record of a run, for resuming; locked while in use
@@ -46,6 +50,7 @@ __all__ = [
     "RetryPolicy",
     "classify_exception",
     "derive_llm",
+    "forget_learned_limits",
     "parse_retry_after",
 ]
 
@@ -65,7 +70,8 @@ __getattr__, __dir__ = lazy_exports(
         "ResponseGenerator": "uqlm_bert.generation.generator",
         "RetryPolicy": "uqlm_bert.generation.retry",
         "classify_exception": "uqlm_bert.generation.classify",
-        "derive_llm": "uqlm_bert.generation.caller",
+        "derive_llm": "uqlm_bert.generation.clients",
+        "forget_learned_limits": "uqlm_bert.generation.memory",
         "parse_retry_after": "uqlm_bert.generation.classify",
     },
 )

@@ -1,11 +1,15 @@
 """Generating the original response and the sampled responses for every prompt.
 
 Each prompt has one original-response slot (at the model's own temperature) and
-``num_responses`` sample slots (at the sampling temperature). The slots are queued prompt by
-prompt and started as places in flight come free (their number adapts to the provider, see
-:mod:`uqlm_bert.generation.limits`), so prompts finish roughly in input order and can be scored
-while later ones are still being generated. A failed call fills only its own slot, with the
-failure beside it.
+``num_responses`` sample slots (at the sampling temperature). The answer is one call; the samples
+are one call each, or, where the provider's ``n`` parameter is used, one call for all of them
+(several where there are more than ``max_samples_per_call``). The calls are queued prompt by
+prompt and started as places in flight come free (a run starts with all of them in flight, up to
+the cap; their number then adapts to the provider, see :mod:`uqlm_bert.generation.limits`), so
+prompts finish roughly in input order and can be scored while later ones are still being
+generated. A failed call fills only its own slots, with the failure beside each. Samples a
+provider did not return (it ignores or caps ``n``) are asked for again, so every prompt gets all
+its samples.
 
 Example:
     >>> import asyncio
@@ -22,14 +26,16 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from uqlm_bert.exceptions import CheckpointError, ConfigurationError, InputValidationError
-from uqlm_bert.generation.caller import LLMCaller, llm_description, llm_temperature
+from uqlm_bert.generation.caller import LLMCaller
 from uqlm_bert.generation.checkpoint import ORIGINAL_SLOT, Checkpoint
+from uqlm_bert.generation.clients import accepts_n, llm_description, llm_temperature
 from uqlm_bert.generation.prompts import fingerprint_prompt, to_messages, validate_prompts
 from uqlm_bert.generation.records import CallFailure, GenerationResult
 from uqlm_bert.generation.settings import GenerationSettings
@@ -105,7 +111,7 @@ class ResponseGenerator:
             on_prompt_done: called with ``(index, response, samples)`` as soon as all of a
                 prompt's slots are filled (at once for prompts the checkpoint completes). An
                 exception it raises stops the run.
-            show_progress_bars: show a progress bar over prompts.
+            show_progress_bars: show a progress bar over the answers and samples.
 
         Raises:
             InputValidationError: bad prompts or ``num_responses``.
@@ -135,14 +141,20 @@ class ResponseGenerator:
         try:
             jobs, remaining, from_checkpoint = _plan(len(items), slots, done, result)
             async with LLMCaller(
-                self.llm, settings, total_calls=len(jobs), rng=self._rng, sleep=self._sleep
+                self.llm,
+                settings,
+                total_calls=sum(remaining),
+                first_round=_first_round(jobs, settings.use_n_param, self.llm),
+                rng=self._rng,
+                sleep=self._sleep,
             ) as caller:
                 result.stats = caller.stats
                 caller.stats.from_checkpoint = from_checkpoint
                 with tqdm(
-                    total=len(items),
+                    total=len(items) * len(slots),
+                    initial=from_checkpoint,
                     desc="Generating",
-                    unit="prompt",
+                    unit="response",
                     disable=not show_progress_bars,
                 ) as bar:
                     run = _Run(caller, messages, remaining, result, ckpt, bar, on_prompt_done)
@@ -205,8 +217,14 @@ class ResponseGenerator:
         }
 
 
+#: One call to make: a prompt's index, the slots it fills (``(ORIGINAL_SLOT,)`` for the answer;
+#: sample slots, one or several with ``n``), and whether it asks one by one for samples that a
+#: call with ``n`` was refused (a success then shows that the provider refuses ``n``).
+_Job = tuple[int, tuple[int, ...], bool]
+
+
 class _Run:
-    """The slots of one run: starts them as places in flight free up, and records them."""
+    """The calls of one run: starts them as places in flight free up, and records every slot."""
 
     def __init__(
         self,
@@ -226,47 +244,107 @@ class _Run:
         self.bar = bar
         self.on_prompt_done = on_prompt_done
         self.errors: list[BaseException] = []
+        self.queue: deque[_Job] = deque()
+        self._changed = asyncio.Event()
 
     def prompt_done(self, i: int) -> None:
-        self.bar.update(1)
         if self.on_prompt_done is not None:
             self.on_prompt_done(i, self.result.responses[i], list(self.result.sampled_responses[i]))
 
-    async def dispatch(self, jobs: list[tuple[int, int]]) -> None:
+    async def dispatch(self, jobs: list[_Job]) -> None:
+        """Make every call, and the calls for samples a reply fell short of, until none is left."""
+        self.queue.extend(jobs)
         tasks: set[asyncio.Task[None]] = set()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            tasks.discard(task)
+            self._changed.set()
+
         try:
-            for i, slot in jobs:
+            while not self.errors:
+                if not self.queue:
+                    if not tasks:
+                        break
+                    self._changed.clear()
+                    await self._changed.wait()
+                    continue
+                job = self._next_job()
                 permit = await self.caller.concurrency.acquire()
-                if self.errors:  # a slot stopped the run: start nothing more
+                if self.errors:  # a call stopped the run: start nothing more
                     self.caller.concurrency.release(permit, None)
                     break
-                task = asyncio.ensure_future(self._slot(i, slot, permit))
+                task = asyncio.ensure_future(self._call(job, permit))
                 tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            while tasks:
-                await asyncio.gather(*list(tasks))
+                task.add_done_callback(finished)
+            if self.errors:
+                raise self.errors[0]
         except BaseException:
-            # A fatal error in one slot (or cancellation of the run) stops all of them, and none
+            # A fatal error in one call (or cancellation of the run) stops all of them, and none
             # is left running when this returns.
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*list(tasks), return_exceptions=True)
             raise
 
-    async def _slot(self, i: int, slot: int, permit: Any) -> None:
+    def _next_job(self) -> _Job:
+        """The next call: a group of samples is cut to what one call may ask for now."""
+        i, slots, fallback = self.queue.popleft()
+        most = self.caller.samples_per_call()
+        if slots[0] != ORIGINAL_SLOT and len(slots) > most:
+            self.queue.appendleft((i, slots[most:], fallback))
+            slots = slots[:most]
+        return i, slots, fallback
+
+    async def _call(self, job: _Job, permit: Any) -> None:
+        i, slots, fallback = job
+        n = len(slots)
         try:
-            text, failure = await self.caller.call(
-                self.messages[i], sample=slot != ORIGINAL_SLOT, permit=permit
+            texts, failure = await self.caller.call(
+                self.messages[i], sample=slots[0] != ORIGINAL_SLOT, permit=permit, n=n
             )
-            _fill(self.result, i, slot, text, failure)
-            if self.ckpt is not None:
-                self.ckpt.write(i, slot, text, failure)
-            self.remaining[i] -= 1
-            if self.remaining[i] == 0:
-                self.prompt_done(i)
+            if texts is None:
+                assert failure is not None
+                if n > 1 and not failure.transient:
+                    # a provider may refuse n itself: ask for these samples one by one
+                    self.queue.extendleft((i, (s,), True) for s in reversed(slots))
+                    return
+                for slot in slots:
+                    self._record(i, slot, None, failure)
+                return
+            if fallback:
+                self.caller.n_refused()
+            for slot, text in zip(slots, texts, strict=False):  # texts may be fewer
+                self._record(i, slot, text, None)
+            if len(texts) < n:  # the provider caps or ignores n: ask for the rest again
+                self.caller.choices_returned(n, len(texts))
+                self.queue.appendleft((i, slots[len(texts) :], False))
+        except asyncio.CancelledError:
+            raise
         except BaseException as exc:
             self.errors.append(exc)
-            raise
+
+    def _record(self, i: int, slot: int, text: str | None, failure: CallFailure | None) -> None:
+        stats = self.caller.stats
+        if failure is None:
+            stats.succeeded += 1
+        else:
+            stats.failed += 1
+            stats.failures_by_kind[failure.kind] += 1
+        _fill(self.result, i, slot, text, failure)
+        if self.ckpt is not None:
+            self.ckpt.write(i, slot, text, failure)
+        self.bar.update(1)
+        self.remaining[i] -= 1
+        if self.remaining[i] == 0:
+            self.prompt_done(i)
+
+
+def _first_round(jobs: list[_Job], use_n: Any, llm: Any) -> int:
+    """How many calls the run starts with: one per slot, or where samples are asked for with
+    ``n``, one per job (a job's samples rarely exceed what one call may ask for)."""
+    if use_n is True or (use_n == "auto" and accepts_n(llm)):
+        return len(jobs)
+    return sum(len(slots) for _, slots, _ in jobs)
 
 
 def _as_checkpoint(checkpoint: Any) -> Checkpoint | None:
@@ -284,18 +362,20 @@ def _plan(
     slots: list[int],
     done: dict[tuple[int, int], tuple[str | None, CallFailure | None]],
     result: GenerationResult,
-) -> tuple[list[tuple[int, int]], list[int], int]:
-    """Fill slots the checkpoint completes; queue the rest, prompt by prompt."""
+) -> tuple[list[_Job], list[int], int]:
+    """Fill slots the checkpoint completes; queue a call for the rest of each prompt's answer
+    and one for the rest of its samples, prompt by prompt."""
     valid = set(slots)
     for index, slot in done:
         if slot not in valid:
             raise CheckpointError(
                 f"the checkpoint holds slot {slot} of prompt {index}, which this run does not have"
             )
-    jobs: list[tuple[int, int]] = []
+    jobs: list[_Job] = []
     remaining = [0] * n
     from_checkpoint = 0
     for i in range(n):
+        missing = []
         for slot in slots:
             got = done.get((i, slot))
             if got is not None and (
@@ -304,8 +384,13 @@ def _plan(
                 _fill(result, i, slot, got[0], got[1])
                 from_checkpoint += 1
             else:
-                jobs.append((i, slot))
-                remaining[i] += 1
+                missing.append(slot)
+        remaining[i] = len(missing)
+        if missing and missing[0] == ORIGINAL_SLOT:
+            jobs.append((i, (ORIGINAL_SLOT,), False))
+            missing = missing[1:]
+        if missing:
+            jobs.append((i, tuple(missing), False))
     return jobs, remaining, from_checkpoint
 
 

@@ -10,47 +10,52 @@ Two limits work together, both on the event loop of one run:
   calls take to reach the provider (a busy machine delays them), which a limit on issue times
   alone does not. Throughput stays close to the limit: each token serves one call every
   ``period`` plus the call's latency.
-- :class:`AdaptiveConcurrency` is congestion control for the calls in flight: it starts at
-  ``initial`` calls and doubles them each round trip (one more place per reply) while the
-  provider keeps up: no 429, 5xx or timeout, and latency flat. The first 429, 5xx or timeout
-  ends this slow start and cuts the limit to 0.7 of itself; each later one cuts it again, but
-  only once per round trip (calls started before a cut report the congestion that caused it).
-  After a cut the limit grows by one place per round trip, and by one per four round trips
-  within one place of the limit that was last cut, where the provider pushed back: a provider
-  with a fixed capacity is probed there rarely, so its 429s stay few, and once the limit passes
-  that point by a whole place with no push-back it grows by one per round trip again. Growth
-  holds while latency is more than twice (and 0.25 s above) the lowest seen. The limit never
-  exceeds ``maximum`` (a hard cap) or the rate limit's ``max_calls``.
+- :class:`AdaptiveConcurrency` is congestion control for the calls in flight. A run starts with
+  as many places as it has calls, up to the hard cap (``maximum``), so a provider that can take
+  the whole run gets it in one round trip. The first 429, 5xx or timeout shows that the provider
+  was given more than it could serve: the limit drops at once to the calls in flight that it was
+  still serving, one place less for each further refusal of the calls sent before the drop, so
+  after a burst of refusals the limit is what the provider actually served. From there the limit
+  grows by one place per round trip (one place per four round trips within one place of where
+  the provider last pushed back, so a provider with a fixed capacity is probed there rarely);
+  after a drop on 5xx or timeouts, which may be passing faults rather than a capacity, it first
+  doubles each round trip back to half the limit it had. Growth holds while latency is more than
+  twice (and 0.25 s above) the lowest seen. A call that must wait to try again gives its place
+  back while it waits, and takes the next free one before any new call: retries never exceed the
+  limit. What a run learned (:class:`LearnedLimit`) can start the next run where it ended.
 
 Example:
     >>> import asyncio
     >>> async def demo():
-    ...     limit = AdaptiveConcurrency(initial=2, maximum=8)
-    ...     permit = await limit.acquire()
-    ...     limit.release(permit, latency=0.1)
+    ...     limit = AdaptiveConcurrency(initial=8, maximum=8)
+    ...     permits = [await limit.acquire() for _ in range(8)]
+    ...     limit.congestion(permits[0], "rate_limit")  # 7 others in flight still served
+    ...     limit.congestion(permits[1], "rate_limit")  # refused in the same burst
     ...     return limit.limit
     >>> asyncio.run(demo())
-    3
+    6
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["AdaptiveConcurrency", "Permit", "RateLimiter"]
+__all__ = ["AdaptiveConcurrency", "LearnedLimit", "Permit", "RateLimiter"]
 
 #: A latency this much above the lowest seen (and this many seconds above it) counts as the
 #: provider slowing down: growth stops.
 _LATENCY_FACTOR = 2.0
 _LATENCY_SLACK = 0.25
-#: The multiplicative cut on a congestion signal.
-_DECREASE = 0.7
-#: Within one place of the limit last cut, growth is one place per this many round trips.
+#: Within one place of the level last refused, growth is one place per this many round trips.
 _PROBE_ROUND_TRIPS = 4
+#: Failure kinds after which the limit first grows back fast to half of what it was: a 5xx or a
+#: timeout may be a passing fault, a 429 is the provider stating its capacity.
+_PASSING = frozenset({"server", "timeout"})
 
 
 class RateLimiter:
@@ -115,76 +120,168 @@ class RateLimiter:
             self._expiries.popleft()
 
 
-@dataclass(frozen=True)
 class Permit:
-    """A place in flight; ``epoch`` tells whether the limit was cut since it was taken."""
+    """A place in flight, taken by :meth:`AdaptiveConcurrency.acquire`.
 
-    epoch: int
+    Attributes:
+        epoch: the number of drops of the limit before the place was taken: a refusal of a call
+            taken before the last drop belongs to the burst that caused it.
+        refused: whether this call's refusal was already counted.
+    """
+
+    __slots__ = ("epoch", "refused")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.refused = False
+
+    def __repr__(self) -> str:
+        return f"Permit(epoch={self.epoch})"
+
+
+@dataclass(frozen=True)
+class LearnedLimit:
+    """What congestion control learned about a provider, to start a later run from.
+
+    Attributes:
+        limit: the calls allowed in flight at the end.
+        threshold: below it, the limit doubles each round trip (after a drop on passing faults).
+        ceiling: the level the provider last refused, while it stands (probed slowly).
+    """
+
+    limit: float
+    threshold: float
+    ceiling: float | None
 
 
 class AdaptiveConcurrency:
     """The number of calls allowed in flight, adapted to how the provider copes.
 
     Args:
-        initial: calls in flight at the start.
+        initial: calls in flight at the start (the run's calls, up to the cap).
         maximum: the hard cap (``None`` for none).
         adaptive: ``False`` keeps the limit at ``initial`` (pass the cap as ``initial``).
+        learned: where an earlier run against the same provider ended; the run starts there
+            (within ``maximum``) instead of at ``initial``.
 
     Attributes:
         peak: the highest limit reached.
+        start: the limit at the start.
         in_flight: calls in flight now; ``max_in_flight`` the most at once.
-        cuts: how many times the limit was cut.
+        cuts: how many times the limit dropped.
     """
 
-    def __init__(self, initial: int, maximum: int | None = None, adaptive: bool = True) -> None:
+    def __init__(
+        self,
+        initial: int,
+        maximum: int | None = None,
+        adaptive: bool = True,
+        learned: LearnedLimit | None = None,
+    ) -> None:
         self.maximum = maximum
         self.adaptive = adaptive
         self._limit = float(initial if maximum is None else min(initial, maximum))
-        self.peak = int(self._limit)
+        self._threshold = math.inf  # below it the limit doubles each round trip
+        self._ceiling: float | None = None  # the level last refused, while it stands
+        self._regrow_to = 0.0  # after the last drop, the limit doubles back up to this
+        if learned is not None and adaptive:
+            self._limit = min(learned.limit, self._hard_cap())
+            self._threshold = learned.threshold
+            self._ceiling = learned.ceiling
+        self.start = self.limit
+        self.peak = self.limit
         self.in_flight = 0
         self.max_in_flight = 0
         self.cuts = 0
         self._epoch = 0
-        self._slow_start = True
-        self._ceiling: float | None = None  # the limit last cut, while it stands
         self._best_latency: float | None = None
-        self._changed = asyncio.Event()
+        self._waiting: deque[asyncio.Future[Permit]] = deque()
+        self._retrying: deque[asyncio.Future[Permit]] = deque()
 
     @property
     def limit(self) -> int:
         """The calls allowed in flight now (at least 1)."""
         return max(1, int(self._limit))
 
-    async def acquire(self) -> Permit:
-        """Wait until a call may start, and count it in flight."""
-        while self.in_flight >= self.limit:
-            self._changed.clear()
-            await self._changed.wait()
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        return Permit(self._epoch)
+    def learned(self) -> LearnedLimit | None:
+        """Where the limit stands, for a later run; ``None`` while the provider never pushed back
+        (a later run then starts at its own calls, up to the cap, as this one did)."""
+        if not self.adaptive or (self.cuts == 0 and self._threshold == math.inf):
+            return None
+        return LearnedLimit(self._limit, self._threshold, self._ceiling)
+
+    async def acquire(self, priority: bool = False) -> Permit:
+        """Wait until a call may start, and count it in flight.
+
+        ``priority``: a call trying again after a failure; it takes the next free place before
+        any new call.
+        """
+        if self.in_flight < self.limit and not self._retrying and (priority or not self._waiting):
+            return self._take()
+        future: asyncio.Future[Permit] = asyncio.get_running_loop().create_future()
+        (self._retrying if priority else self._waiting).append(future)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # handed a place while cancelled
+                self.release(future.result(), None)
+            else:
+                for line in (self._retrying, self._waiting):
+                    if future in line:
+                        line.remove(future)
+            raise
 
     def release(self, permit: Permit, latency: float | None) -> None:
-        """The call is done: ``latency`` of its successful attempt (None when it failed, or
-        was never sent). Congestion is reported as it happens, with :meth:`congestion`."""
+        """The call is done, or waits to try again: ``latency`` of its successful attempt (None
+        when it failed, or was never sent). Refusals are reported as they happen, with
+        :meth:`congestion`."""
         # grow only when the limit was being used: a run with few calls left must not raise it
         # untested
         busy = self.in_flight * 2 >= self.limit
         self.in_flight -= 1
         if latency is not None and busy and permit.epoch == self._epoch:
             self._grow(latency)
-        self._changed.set()
+        self._hand_over()
 
-    def congestion(self, permit: Permit) -> None:
-        """A congestion signal from a call that holds ``permit``: cut the limit, once per epoch
-        (calls started before the last cut report the congestion that caused it)."""
-        if not self.adaptive or permit.epoch != self._epoch:
+    def congestion(self, permit: Permit, kind: str = "rate_limit") -> None:
+        """A refusal (429, 5xx or timeout, ``kind`` as classified) of the call holding
+        ``permit``: drop the limit to the other calls in flight, the ones the provider was still
+        serving; a refusal of a call started before the last drop belongs to a burst already
+        answered by a drop, and takes one place more."""
+        if not self.adaptive or permit.refused:
             return
-        self._epoch += 1
-        self._slow_start = False
-        self._ceiling = self._limit
-        self._limit = max(1.0, self._limit * _DECREASE)
-        self.cuts += 1
+        permit.refused = True
+        others = float(self.in_flight - 1)
+        if permit.epoch == self._epoch:  # the first refusal since this call started: a drop
+            before = self._limit
+            self._epoch += 1
+            self.cuts += 1
+            self._limit = max(1.0, min(before, others))
+            self._regrow_to = before / 2 if kind in _PASSING else 0.0
+        else:  # refused in a burst that caused an earlier drop
+            self._limit = max(1.0, min(self._limit - 1.0, others))
+        self._threshold = max(self._limit, self._regrow_to)
+        self._ceiling = self._limit + 1.0
+
+    def cap(self, maximum: int) -> None:
+        """Lower the hard cap (the rate limit's ``max_calls``, say)."""
+        self.maximum = maximum if self.maximum is None else min(self.maximum, maximum)
+        self._limit = min(self._limit, float(self.maximum))
+        if self.max_in_flight == 0:  # before the first call: the start is capped too
+            self.peak = self.start = self.limit
+
+    def _take(self) -> Permit:
+        self.in_flight += 1
+        if self.in_flight > self.max_in_flight:
+            self.max_in_flight = self.in_flight
+        return Permit(self._epoch)
+
+    def _hand_over(self) -> None:
+        """Give free places to waiting calls, retries first."""
+        while self.in_flight < self.limit and (self._retrying or self._waiting):
+            future = (self._retrying or self._waiting).popleft()
+            if not future.done():
+                future.set_result(self._take())
 
     def _grow(self, latency: float) -> None:
         if not self.adaptive:
@@ -194,12 +291,13 @@ class AdaptiveConcurrency:
         if best is not None and latency > max(best * _LATENCY_FACTOR, best + _LATENCY_SLACK):
             return  # the provider slows down: hold
         self._limit = min(self._hard_cap(), self._limit + self._step())
-        self.peak = max(self.peak, self.limit)
+        if self.limit > self.peak:
+            self.peak = self.limit
 
     def _step(self) -> float:
-        """Growth per reply: 1 in slow start (the limit doubles each round trip), else
-        1/limit (one place per round trip), slower near the limit last cut."""
-        if self._slow_start:
+        """Growth per reply: 1 below the threshold (the limit doubles each round trip), else
+        1/limit (one place per round trip), slower near the level last refused."""
+        if self._limit < self._threshold:
             return 1.0
         step = 1.0 / max(self._limit, 1.0)
         ceiling = self._ceiling
@@ -210,11 +308,4 @@ class AdaptiveConcurrency:
         return step
 
     def _hard_cap(self) -> float:
-        return float(self.maximum) if self.maximum is not None else float("inf")
-
-    def cap(self, maximum: int) -> None:
-        """Lower the hard cap (the rate limit's ``max_calls``, say)."""
-        self.maximum = maximum if self.maximum is None else min(self.maximum, maximum)
-        self._limit = min(self._limit, float(self.maximum))
-        if self.max_in_flight == 0:  # before the first call: the start is capped too
-            self.peak = self.limit
+        return float(self.maximum) if self.maximum is not None else math.inf

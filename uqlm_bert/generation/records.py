@@ -84,6 +84,7 @@ class CallStats:
 
     Attributes:
         attempts: HTTP calls sent (retries included): what a provider bills and rate-limits.
+            A call that asks for several samples with ``n`` is one.
         succeeded: slots filled with text.
         failed: slots left empty after all attempts.
         retries: attempts beyond the first for a slot.
@@ -92,8 +93,19 @@ class CallStats:
         rate_limited: attempts answered with HTTP 429.
         repaired_replies: replies whose text held invalid Unicode (lone surrogates), repaired.
         max_in_flight: the most calls in flight at once.
+        concurrency_start: the limit on calls in flight at the start of the run.
+        learned_start: whether that start is where an earlier run against the same provider
+            ended (it had pushed back), rather than the run's calls up to the cap.
         concurrency_peak: the highest limit on calls in flight that adaptive concurrency reached.
-        concurrency_final: that limit at the end of the run.
+        concurrency_final: that limit at the end of the run (where the next run against the
+            same provider starts, once it has pushed back).
+        n_calls: calls that asked for several samples with ``n``.
+        choices_missing: samples asked for with ``n`` that the provider did not return (asked
+            for again).
+        samples_per_call: the most samples one call asked for (1: ``n`` not used).
+        max_choices: the most samples a call asks for at the end of the run: 1 where ``n`` is
+            off, or the provider showed that it ignores or refuses it (kept for later runs
+            against it), less than ``max_samples_per_call`` where it returned fewer choices.
 
     Example:
         >>> stats = CallStats(attempts=7, succeeded=5, failed=1, retries=1)
@@ -110,8 +122,14 @@ class CallStats:
     rate_limited: int = 0
     repaired_replies: int = 0
     max_in_flight: int = 0
+    concurrency_start: int = 0
+    learned_start: bool = False
     concurrency_peak: int = 0
     concurrency_final: int = 0
+    n_calls: int = 0
+    choices_missing: int = 0
+    samples_per_call: int = 1
+    max_choices: int = 1
 
     def as_dict(self) -> dict[str, Any]:
         """A plain dict for result metadata."""
@@ -125,8 +143,14 @@ class CallStats:
             "rate_limited": self.rate_limited,
             "repaired_replies": self.repaired_replies,
             "max_in_flight": self.max_in_flight,
+            "concurrency_start": self.concurrency_start,
+            "learned_start": self.learned_start,
             "concurrency_peak": self.concurrency_peak,
             "concurrency_final": self.concurrency_final,
+            "n_calls": self.n_calls,
+            "choices_missing": self.choices_missing,
+            "samples_per_call": self.samples_per_call,
+            "max_choices": self.max_choices,
         }
 
 

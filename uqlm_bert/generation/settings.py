@@ -7,8 +7,8 @@ longer-lived objects that could go stale.
 
 Example:
     >>> s = GenerationSettings(max_calls_per_min=600)
-    >>> s.sampling_temperature, s.max_concurrency, s.retry.max_retries
-    (1.0, 256, 5)
+    >>> s.sampling_temperature, s.max_concurrency, s.use_n_param, s.retry.max_retries
+    (1.0, 1000, 'auto', 5)
     >>> s.replace(sampling_temperature=0.3).sampling_temperature
     0.3
     >>> GenerationSettings(max_concurrency=0)
@@ -40,10 +40,19 @@ class GenerationSettings:
             none.
         max_concurrency: the most LLM calls in flight at once (a hard cap; ``None`` for none).
             Within it the number in flight adapts to the provider (see ``adaptive``).
-        initial_concurrency: calls in flight at the start, when ``adaptive``.
-        adaptive: grow the calls in flight while the provider keeps up (no 429, 5xx or timeout
-            and latency flat), and cut them on a 429 or a timeout, as congestion control does;
+        initial_concurrency: calls in flight at the start, when ``adaptive``; ``None`` (the
+            default) starts with every call of the run, up to ``max_concurrency``.
+        adaptive: drop the calls in flight to what the provider was serving on a 429, 5xx or
+            timeout, and grow them while it keeps up (no refusals, latency flat), as congestion
+            control does; the level reached is kept for the next run against the same provider.
             ``False`` keeps ``max_concurrency`` calls in flight from the start.
+        use_n_param: ask for a prompt's samples in one call with the provider's ``n``
+            parameter: ``"auto"`` for clients known to accept it (langchain-openai's
+            ``ChatOpenAI`` and ``AzureChatOpenAI``), ``True`` for any client, ``False`` for one
+            call per sample. A provider that returns fewer choices than asked gets the missing
+            samples asked for again, and ``n`` is not used with it from then on.
+        max_samples_per_call: the most samples asked for in one call with ``n`` (OpenAI allows
+            128); more are split over several calls.
         max_calls_per_min: at most this many calls, retries included, may arrive at the provider
             in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
         rate_limit_period: the window of ``max_calls_per_min``, in seconds.
@@ -59,9 +68,11 @@ class GenerationSettings:
 
     sampling_temperature: float = 1.0
     system_prompt: str | None = None
-    max_concurrency: int | None = 256
-    initial_concurrency: int = 64
+    max_concurrency: int | None = 1000
+    initial_concurrency: int | None = None
     adaptive: bool = True
+    use_n_param: bool | str = "auto"
+    max_samples_per_call: int = 128
     max_calls_per_min: int | None = None
     rate_limit_period: float = 60.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -76,7 +87,14 @@ class GenerationSettings:
                 f"system_prompt must be a string or None, got {type(self.system_prompt).__name__}"
             )
         check_int("max_concurrency", self.max_concurrency, 1, none_ok=True)
-        check_int("initial_concurrency", self.initial_concurrency, 1)
+        check_int("initial_concurrency", self.initial_concurrency, 1, none_ok=True)
+        check_int("max_samples_per_call", self.max_samples_per_call, 1)
+        if self.use_n_param not in (True, False, "auto") or (
+            self.use_n_param in (0, 1) and not isinstance(self.use_n_param, bool)
+        ):
+            raise ConfigurationError(
+                f'use_n_param must be "auto", True or False, got {self.use_n_param!r}'
+            )
         check_int("max_calls_per_min", self.max_calls_per_min, 1, none_ok=True)
         check_number("rate_limit_period", self.rate_limit_period, strict=True)
         check_number("request_timeout", self.request_timeout, strict=True, none_ok=True)
@@ -90,13 +108,22 @@ class GenerationSettings:
                 f"retry must be a RetryPolicy, got {type(self.retry).__name__}"
             )
 
-    @property
-    def starting_concurrency(self) -> int:
-        """Calls in flight at the start of a run."""
+    def starting_concurrency(self, calls: int) -> int:
+        """Calls allowed in flight at the start of a run that has ``calls`` calls to make.
+
+        Example:
+            >>> GenerationSettings(max_concurrency=100).starting_concurrency(714)
+            100
+            >>> GenerationSettings(initial_concurrency=16).starting_concurrency(714)
+            16
+        """
         cap = self.max_concurrency
-        if not self.adaptive:
-            return cap if cap is not None else self.initial_concurrency
-        return self.initial_concurrency if cap is None else min(cap, self.initial_concurrency)
+        start = max(1, calls)
+        if self.adaptive and self.initial_concurrency is not None:
+            start = self.initial_concurrency
+        elif not self.adaptive and cap is not None:
+            return cap
+        return start if cap is None else min(cap, start)
 
     @classmethod
     def accepted(cls) -> tuple[str, ...]:
