@@ -60,8 +60,18 @@ NOT_GIVEN_BY_USERS = {
             "max_in_flight",
             "concurrency_peak",
             "concurrency_final",
+            "concurrency_start",
+            "n_calls",
+            "choices_missing",
+            "samples_per_call",
+            "max_choices",
         )
     ),
+    # passed by the generator from its own counts
+    "uqlm_bert.generation.caller.LLMCaller.call.n",
+    "uqlm_bert.generation.caller.LLMCaller.choices_returned.asked",
+    "uqlm_bert.generation.caller.LLMCaller.choices_returned.got",
+    "uqlm_bert.generation.settings.GenerationSettings.starting_concurrency.calls",
     "uqlm_bert.generation.records.CallFailure.attempts",
     "uqlm_bert.generation.records.CallFailure.status_code",
     "uqlm_bert.generation.classify.ErrorInfo.status_code",
@@ -215,10 +225,10 @@ def _limits(kind: str, **kwargs: Any) -> Any:
     return getattr(generation, kind)(**kwargs)
 
 
-def _caller(value: Any) -> Any:
+def _caller(value: Any, **kwargs: Any) -> Any:
     from uqlm_bert.generation import GenerationSettings, LLMCaller
 
-    return LLMCaller(ScriptedChatModel(), GenerationSettings(), total_calls=value)
+    return LLMCaller(ScriptedChatModel(), GenerationSettings(), total_calls=value, **kwargs)
 
 
 def _baseline(**kwargs: Any) -> Any:
@@ -284,7 +294,12 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         f"uqlm_bert.generation.settings.GenerationSettings.{name}": (
             lambda v, _, n=name: _generation(**{n: v})
         )
-        for name in ("max_concurrency", "initial_concurrency", "max_calls_per_min")
+        for name in (
+            "max_concurrency",
+            "initial_concurrency",
+            "max_calls_per_min",
+            "max_samples_per_call",
+        )
     },
     "uqlm_bert.generation.retry.RetryPolicy.max_retries": lambda v, _: _retry(v),
     **{
@@ -341,6 +356,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         lambda v, _: _limits("RateLimiter", max_calls=v, period=60.0)
     ),
     "uqlm_bert.generation.caller.LLMCaller.total_calls": lambda v, _: _caller(v),
+    "uqlm_bert.generation.caller.LLMCaller.first_round": lambda v, _: _caller(1, first_round=v),
     **{
         f"uqlm_bert.bertscore.baseline.compute_baseline.{name}": (
             lambda v, _, n=name: _baseline(**{n: v})
@@ -366,11 +382,6 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
 #: Parameters that still take a bool as a count, in modules where the fix is under way. Each
 #: fails strictly: once its module refuses the bool, the entry must go.
 STILL_TAKE_A_BOOL = {
-    "uqlm_bert.generation.generator.ResponseGenerator.save_checkpoint.num_responses",
-    "uqlm_bert.generation.limits.AdaptiveConcurrency.initial",
-    "uqlm_bert.generation.limits.AdaptiveConcurrency.maximum",
-    "uqlm_bert.generation.limits.RateLimiter.max_calls",
-    "uqlm_bert.generation.caller.LLMCaller.total_calls",
     "uqlm_bert.bertscore.models.load_encoder.max_length_default",
     "uqlm_bert.bertscore.models.load_token_limit.max_length",
 }

@@ -41,6 +41,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
+from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import (
     AuthenticationFailedError,
     GenerationError,
@@ -132,6 +133,8 @@ class LLMCaller:
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
     ) -> None:
+        check_int("total_calls", total_calls, 0, none_ok=True)
+        check_int("first_round", first_round, 0, none_ok=True)
         self.settings = settings
         self.stats = CallStats()
         self.endpoint = llm_endpoint(llm)

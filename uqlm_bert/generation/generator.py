@@ -32,6 +32,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import CheckpointError, ConfigurationError, InputValidationError
 from uqlm_bert.generation.caller import LLMCaller
 from uqlm_bert.generation.checkpoint import ORIGINAL_SLOT, Checkpoint
@@ -182,8 +183,10 @@ class ResponseGenerator:
         be written. The file must not exist yet, or be empty.
 
         Raises:
+            ConfigurationError: ``num_responses`` is not a count (a bool, say).
             CheckpointError: the file holds something already, or cannot be written.
         """
+        check_int("num_responses", num_responses, 0)
         ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else None
         if ckpt is None:  # one fsync at the end, not one per record
             ckpt = Checkpoint(checkpoint, fsync=False)

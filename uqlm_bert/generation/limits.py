@@ -45,6 +45,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from uqlm_bert.checks import check_int, check_number
+
 __all__ = ["AdaptiveConcurrency", "LearnedLimit", "Permit", "RateLimiter"]
 
 #: A latency this much above the lowest seen (and this many seconds above it) counts as the
@@ -83,6 +85,8 @@ class RateLimiter:
     def __init__(
         self, max_calls: int, period: float, clock: Callable[[], float] = time.monotonic
     ) -> None:
+        check_int("max_calls", max_calls, 1)
+        check_number("period", period, strict=True)
         self.max_calls = max_calls
         self.period = period
         self._clock = clock
@@ -178,6 +182,8 @@ class AdaptiveConcurrency:
         adaptive: bool = True,
         learned: LearnedLimit | None = None,
     ) -> None:
+        check_int("initial", initial, 1)
+        check_int("maximum", maximum, 1, none_ok=True)
         self.maximum = maximum
         self.adaptive = adaptive
         self._limit = float(initial if maximum is None else min(initial, maximum))

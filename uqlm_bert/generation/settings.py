@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from uqlm_bert.config import check_int, check_names, check_number
+from uqlm_bert.checks import check_int, check_names, check_number
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.retry import RetryPolicy
 
