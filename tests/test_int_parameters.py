@@ -197,6 +197,13 @@ def _score_dataset(**kwargs: Any) -> Any:
     return score_dataset(None, scorers=["exact_match"], **kwargs)
 
 
+def _ray_rows_scorer(**kwargs: Any) -> Any:
+    from uqlm_bert.distributed import ray_rows_scorer
+    from uqlm_bert.scorers import scorer_settings
+
+    return ray_rows_scorer(["exact_match"], scorer_settings(["exact_match"]), **kwargs)
+
+
 def _score_batch(value: Any) -> Any:
     from uqlm_bert.distributed import ScoreBatch
 
@@ -340,6 +347,12 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         lambda v, tmp: _score_file(tmp, batch_size=v)
     ),
     "uqlm_bert.distributed.batches.ScoreBatch.num_threads": lambda v, _: _score_batch(v),
+    **{
+        f"uqlm_bert.distributed.files.ray_rows_scorer.{name}": (
+            lambda v, _, n=name: _ray_rows_scorer(**{n: v})
+        )
+        for name in ("num_workers", "batch_size")
+    },
     "uqlm_bert.generation.generator.ResponseGenerator.generate.num_responses": (
         lambda v, _: _generate(v)
     ),

@@ -335,77 +335,54 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from uqlm_bert.io import check_writable, load_table, validate_rows, write_table
+    from uqlm_bert.io.scoring import score_table_file
 
     names, settings = _checked_scorers(args)
     _check_output(args.output)
     _refuse_same_file(args.output, "-o", [(args.input, "INPUT")])
     if args.engine == "local" and (args.address is not None or args.num_workers is not None):
         raise ConfigurationError("--address and --num-workers need --engine ray")
-    table = load_table(args.input)
-    check_writable(table.frame, args.output, source=table.path, lines=table.lines)
-    good, problems = validate_rows(
-        table.frame, table.path, lines=table.lines, unreadable=table.unreadable
-    )
-    _report_problems(problems, args.output)
     if args.engine == "ray":
-        out = _score_with_ray(args, names, table)
+        score = _ray_scorer(args, names, settings)
     else:
-        out = _score_locally(args, names, settings, table, good, problems)
-        write_table(out, args.output)
-    print(_summary(out, names, failed=int((~good).sum()), title=f"{args.input} -> {args.output}"))
-    return EXIT_FAILED_ROWS if problems else EXIT_OK
+        score = _local_scorer(names, settings, show_progress_bars=not args.quiet)
+    scored = score_table_file(
+        args.input,
+        args.output,
+        names,
+        score,
+        on_checked=lambda _table, _good, problems: _report_problems(problems, args.output),
+    )
+    failed = int((~scored.good).sum())
+    print(_summary(scored.frame, names, failed=failed, title=f"{args.input} -> {args.output}"))
+    return EXIT_FAILED_ROWS if scored.problems else EXIT_OK
 
 
-def _score_locally(
-    args: argparse.Namespace,
-    names: list[str],
-    settings: dict[str, Any],
-    table: Table,
-    good: np.ndarray,
-    problems: list[RowProblem],
-) -> pd.DataFrame:
-    import numpy as np
+def _local_scorer(names: list[str], settings: dict[str, Any], show_progress_bars: bool) -> Any:
+    """Scores rows in this process; the models load on the first call, so a file with no row
+    to score loads none."""
 
-    from uqlm_bert.io import scoring_inputs, with_scores
-    from uqlm_bert.scorers import build_scorers, score_all
+    def score(responses: list[str], samples: list[list[str | None]]) -> dict[str, Any]:
+        from uqlm_bert.scorers import build_scorers, score_all
 
-    scorers = build_scorers(names, **settings)
-    responses, samples = scoring_inputs(table.frame, good)
-    scores = {s.name: np.full(len(table.frame), np.nan) for s in scorers}
-    if responses:
-        for name, values in score_all(scorers, responses, samples, not args.quiet).items():
-            scores[name][good] = values
-    return with_scores(table.frame, scores, problems)
+        scorers = build_scorers(names, **settings)
+        return score_all(scorers, responses, samples, show_progress_bars)
+
+    return score
 
 
-def _score_with_ray(args: argparse.Namespace, names: list[str], table: Table) -> pd.DataFrame:
-    """Score ``table`` on Ray: ``score_file`` checks its rows as the local engine does, scores
-    the good ones on the cluster and writes the output itself, in the output's format."""
+def _ray_scorer(args: argparse.Namespace, names: list[str], settings: dict[str, Any]) -> Any:
+    """Scores rows on Ray (see :func:`uqlm_bert.distributed.ray_rows_scorer`); refuses now,
+    before the file is read, when Ray is missing or a count is invalid."""
+    from uqlm_bert.distributed import ray_rows_scorer
 
-    def needs_ray(exc: ImportError) -> ConfigurationError:
-        return ConfigurationError(
-            f"--engine ray needs Ray ({exc}); install it with: pip install 'uqlm-bert[ray]'"
-        )
-
-    try:
-        from uqlm_bert.distributed import score_file
-    except ImportError as exc:
-        raise needs_ray(exc) from exc
-    try:
-        return score_file(
-            table,
-            args.output,
-            scorers=names,
-            scorer_kwargs=_bertscore_kwargs(args),
-            address=args.address,
-            num_workers=args.num_workers,
-            show_progress_bars=not args.quiet,
-        )
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != "ray":
-            raise
-        raise needs_ray(exc) from exc
+    return ray_rows_scorer(
+        names,
+        settings,
+        address=args.address,
+        num_workers=args.num_workers,
+        show_progress_bars=not args.quiet,
+    )
 
 
 # -- generate-and-score ----------------------------------------------------------------------------

@@ -306,13 +306,15 @@ def test_compute_baseline_loads_the_model_once_for_every_layer(tmp_path, tiny_be
 def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):
     from uqlm_bert.bertscore import models
     from uqlm_bert.distributed.files import _run_wide_idf
+    from uqlm_bert.scorers import scorer_settings
 
     def no_weights(*args, **kwargs):
         raise AssertionError("the model's weights were loaded")
 
     monkeypatch.setattr(models, "_load_model", no_weights)
-    kwargs = _run_wide_idf({"idf": True}, ["a cat", "a dog"], [["a cat sat", None], ["the dog"]])
-    assert isinstance(kwargs["idf"], dict) and len(kwargs["idf"]) > 3
+    settings = scorer_settings(["bert_score"], idf=True)
+    run = _run_wide_idf(settings, ["a cat", "a dog"], [["a cat sat", None], ["the dog"]])
+    assert isinstance(run["bertscore"].idf, dict) and len(run["bertscore"].idf) > 3
 
 
 def _torch_calls(fn):

@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
-from uqlm_bert.io import read_table, write_table
+from uqlm_bert.io import read_table
 from uqlm_bert.scorers.bert import SCORER_DEFAULTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -289,55 +288,6 @@ def test_ray_engine_without_ray_installed_exits_2_with_the_install_hint(
     assert code == 2
     assert "pip install 'uqlm-bert[ray]'" in stderr
     assert not out.exists()
-
-
-def test_ray_engine_gets_the_table_read_once_and_writes_the_output_itself(
-    tmp_path, capsys, monkeypatch
-):
-    from uqlm_bert.io import ERROR_COLUMN, Table
-
-    calls = []
-
-    def score_file(table, output_path, **kwargs):
-        calls.append((table, output_path, kwargs))
-        out = table.frame.copy()
-        out["bert_score"] = [0.1, 0.2, 0.9, math.nan]
-        out[ERROR_COLUMN] = [None, None, None, "field 'response': missing (empty or null)"]
-        write_table(out, output_path)  # in the output's own format
-        return out
-
-    fake = types.ModuleType("uqlm_bert.distributed")
-    fake.score_file = score_file
-    monkeypatch.setitem(sys.modules, "uqlm_bert.distributed", fake)
-    rows = [*ROWS[:2], ROWS[3], {"response": None, "sampled_responses": []}]
-    src = write_jsonl(tmp_path / "answers.jsonl", rows)
-    out = str(tmp_path / "out.jsonl")
-    argv = ["score", src, "-o", out, "--engine", "ray", "--address", "ray://head:10001",
-            "--num-workers", "3", "--num-layers", "4", "--device", "cpu", "-q"]  # fmt: skip
-    code, stdout, stderr = run(argv, capsys)
-    assert code == 1  # the fourth row has no response
-    assert f"{src}:4: field 'response': missing" in stderr
-    # the engine got the table the command read and checked, and wrote the output asked for
-    assert len(calls) == 1
-    table, engine_output, kwargs = calls[0]
-    assert isinstance(table, Table) and table.path == src and table.lines == [1, 2, 3, 4]
-    assert table.frame["response"].tolist() == [r["response"] for r in rows]
-    assert engine_output == out
-    assert kwargs == {
-        "scorers": ["bert_score"],
-        "scorer_kwargs": {"num_layers": 4, "device": "cpu"},
-        "address": "ray://head:10001",
-        "num_workers": 3,
-        "show_progress_bars": False,
-    }
-    assert sorted(os.listdir(tmp_path)) == ["answers.jsonl", "out.jsonl"]  # no temporary file
-    records = [json.loads(line) for line in open(out, encoding="utf-8")]
-    assert [r["response"] for r in records] == [r["response"] for r in rows]
-    assert [r["bert_score"] for r in records] == [0.1, 0.2, 0.9, None]
-    assert "rows: 4  failed: 1" in stdout
-    line = next(ln for ln in stdout.splitlines() if ln.startswith("bert_score"))
-    # mean (0.1 + 0.2 + 0.9) / 3 = 0.4, median 0.2, min 0.1, max 0.9
-    assert line.split()[1:] == ["3", "0.4000", "0.2000", "0.1000", "0.9000"]
 
 
 # -- python -m uqlm_bert ---------------------------------------------------------------------------

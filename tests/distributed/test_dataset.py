@@ -32,7 +32,7 @@ from uqlm_bert.distributed import (
 )
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError, UQLMBertError
 from uqlm_bert.io import read_table, scoring_inputs, validate_rows
-from uqlm_bert.scorers import Scorer, build_scorer, build_scorers
+from uqlm_bert.scorers import Scorer, build_scorer, build_scorers, scorer_settings
 from uqlm_bert.scorers import registry as scorer_registry
 from uqlm_bert.scorers.registry import ScorerSpec
 
@@ -127,9 +127,11 @@ def test_run_wide_idf_makes_batches_agree_with_one_call_over_all_rows():
     rows = _rows(16, seed=5)
     frame = pd.DataFrame(rows)
     good, _ = validate_rows(frame, "rows")
-    kwargs = _run_wide_idf({"idf": True}, *scoring_inputs(frame, good))
-    assert kwargs["idf"] is not True
-    score = ScoreBatch(scorers=["bert_score"], scorer_kwargs=kwargs)
+    settings = _run_wide_idf(
+        scorer_settings(["bert_score"], idf=True), *scoring_inputs(frame, good)
+    )
+    assert settings["bertscore"].idf is not True
+    score = ScoreBatch(scorers=["bert_score"], scorer_kwargs=settings)
     halves = pd.concat([score(frame.iloc[:6]), score(frame.iloc[6:])])
     _assert_scores(halves["bert_score"], _expected(rows, idf=True))
     # and idf matters here: without it the scores differ

@@ -5,10 +5,11 @@ Needs the ``ray`` extra: ``pip install 'uqlm-bert[ray]'``.
 - :func:`score_dataset` scores a Ray Dataset with ``map_batches`` over a pool of actors that each
   load the model once (on a GPU when the cluster has them, else on CPUs), keeping the input's
   rows, order and columns and adding one column per scorer plus ``score_error``.
-- :func:`score_file` does the same for a JSONL, CSV or Parquet file and writes the scored table
-  in the format of the output's suffix; it is what ``uqlm-bert score INPUT -o OUTPUT --engine
-  ray`` runs, and it reads, checks and writes rows with :mod:`uqlm_bert.io`, as the local
-  engine does, so both write the same file.
+- :func:`score_file` does the same for a JSONL, JSON, CSV or Parquet file and writes the scored
+  table in the format of the output's suffix. Like ``uqlm-bert score INPUT -o OUTPUT`` with
+  either engine, it goes through :func:`uqlm_bert.io.score_table_file`, which reads, checks and
+  writes the rows; :func:`ray_rows_scorer` is the part that scores them on Ray, so both engines
+  write the same file.
 - :class:`ScoreBatch` is the per-actor work, usable on its own on a pandas frame.
 
 A row's scores do not depend on which rows share its batch or block, so any partitioning gives
@@ -30,7 +31,7 @@ from uqlm_bert.distributed.dataset import (
     plan_workers,
     score_dataset,
 )
-from uqlm_bert.distributed.files import score_file
+from uqlm_bert.distributed.files import ray_rows_scorer, score_file
 from uqlm_bert.distributed.session import ray_session, start_local_ray
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "ScoreBatch",
     "WorkerPlan",
     "plan_workers",
+    "ray_rows_scorer",
     "ray_session",
     "score_dataset",
     "score_file",

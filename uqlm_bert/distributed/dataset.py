@@ -19,21 +19,18 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from uqlm_bert._warn import warn_user
+from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.checks import check_int, check_number
 from uqlm_bert.distributed.batches import ScoreBatch
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.scorers.registry import (
-    check_scorer_names,
-    check_scorer_settings,
-    scorer_spec,
-)
+from uqlm_bert.scorers.registry import check_scorer_names, scorer_settings, scorer_spec
 
 if TYPE_CHECKING:
     import ray.data
@@ -43,6 +40,7 @@ __all__ = [
     "WorkerPlan",
     "check_batch_invariance",
     "check_worker_counts",
+    "map_scorers",
     "plan_workers",
     "require_ray",
     "score_dataset",
@@ -74,7 +72,7 @@ def require_ray() -> ModuleType:
     return ray
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class WorkerPlan:
     """How many actors to start and what each one asks Ray for."""
 
@@ -185,8 +183,8 @@ def score_dataset(
     """
     ray = require_ray()
     names = check_scorer_names(scorers)
-    check_scorer_settings(names, dict(scorer_kwargs or {}))
-    kwargs = check_batch_invariance(scorer_kwargs)
+    settings = scorer_settings(names, **dict(scorer_kwargs or {}))
+    check_batch_invariance(settings)
     check_int("batch_size", batch_size, 1)
     check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
     schema = ds.schema(fetch_if_missing=False)
@@ -200,8 +198,37 @@ def score_dataset(
     plan = plan_workers(
         ray.cluster_resources(), num_workers, num_gpus_per_worker, num_cpus_per_worker
     )
-    if plan.device is not None:
-        kwargs.setdefault("device", plan.device)
+    return map_scorers(
+        ray,
+        ds,
+        names,
+        settings,
+        plan,
+        batch_size,
+        response_column=response_column,
+        samples_column=samples_column,
+    )
+
+
+def map_scorers(
+    ray: ModuleType,
+    ds: ray.data.Dataset,
+    names: Sequence[str],
+    settings: Mapping[str, Any],
+    plan: WorkerPlan,
+    batch_size: int,
+    *,
+    response_column: str = "response",
+    samples_column: str = "sampled_responses",
+) -> ray.data.Dataset:
+    """``ds`` scored in order by a pool of actors as ``plan`` sizes it: the step
+    :func:`score_dataset` and :func:`~uqlm_bert.distributed.score_file` share, given scorer
+    names and settings objects (:func:`~uqlm_bert.scorers.scorer_settings`) already checked.
+
+    Example:
+        >>> scored = map_scorers(ray, ds, ["bert_score"], settings, plan, 64)  # doctest: +SKIP
+    """
+    settings = _on_device(settings, plan.device)
     logger.info(
         "scoring on %d Ray actor(s), %g CPU and %g GPU each, %d rows per batch",
         plan.num_workers,
@@ -212,8 +239,8 @@ def score_dataset(
     scored = ds.map_batches(
         ScoreBatch,
         fn_constructor_kwargs={
-            "scorers": names,
-            "scorer_kwargs": kwargs,
+            "scorers": list(names),
+            "scorer_kwargs": settings,
             "specs": [scorer_spec(name) for name in names],
             "response_column": response_column,
             "samples_column": samples_column,
@@ -229,6 +256,19 @@ def score_dataset(
     scored = ray.data.Dataset.copy(scored, _deep_copy=True)
     scored.context.execution_options.preserve_order = True
     return scored
+
+
+def _on_device(settings: Mapping[str, Any], device: str | None) -> dict[str, Any]:
+    """The settings with ``device`` where a settings object leaves the device to the default:
+    an actor given a GPU runs its models on it."""
+    if device is None:
+        return dict(settings)
+    return {
+        key: dataclasses.replace(value, device=device)
+        if dataclasses.is_dataclass(value) and getattr(value, "device", "") is None
+        else value
+        for key, value in settings.items()
+    }
 
 
 def check_worker_counts(
@@ -253,23 +293,29 @@ def check_worker_counts(
     check_number("num_gpus_per_worker", num_gpus_per_worker, none_ok=True)
 
 
-def check_batch_invariance(
-    scorer_kwargs: Mapping[str, Any] | None, idf_from_run: bool = False
-) -> dict[str, Any]:
-    """A copy of the scorer arguments, refusing settings that make scores batch-dependent.
+def check_batch_invariance(settings: Mapping[str, Any], idf_from_run: bool = False) -> None:
+    """Refuse scorer settings that make a row's score depend on the rows batched with it.
 
     Args:
-        scorer_kwargs: the scorer arguments.
+        settings: the scorers' settings objects, as :func:`~uqlm_bert.scorers.scorer_settings`
+            builds them.
         idf_from_run: the caller fixes ``idf=True`` to the whole run's references itself.
 
     Raises:
-        ConfigurationError: ``idf=True`` without ``idf_sents`` (unless ``idf_from_run``).
+        ConfigurationError: BERTScore's ``idf=True`` without ``idf_sents`` (unless
+            ``idf_from_run``).
+
+    Example:
+        >>> from uqlm_bert.scorers import scorer_settings
+        >>> check_batch_invariance(scorer_settings(["bert_score"], idf=True))
+        Traceback (most recent call last):
+        ...
+        uqlm_bert.exceptions.ConfigurationError: idf=True without idf_sents computes idf from each batch's references, so a row's score would depend on how rows are batched; pass idf_sents=[...] (the references of the whole run, say) or a {token_id: weight} mapping as idf
     """
-    kwargs = dict(scorer_kwargs or {})
-    if kwargs.get("idf") is True and kwargs.get("idf_sents") is None and not idf_from_run:
+    bert = settings.get(BERTScoreSettings.keyword)
+    if bert is not None and bert.idf is True and bert.idf_sents is None and not idf_from_run:
         raise ConfigurationError(
             "idf=True without idf_sents computes idf from each batch's references, so a row's "
             "score would depend on how rows are batched; pass idf_sents=[...] (the references "
             "of the whole run, say) or a {token_id: weight} mapping as idf"
         )
-    return kwargs

@@ -1,12 +1,12 @@
-"""Scoring a file on Ray: read it, score on a pool of actors, write the scored table.
+"""Scoring a file on Ray: read it here, score its rows on a pool of actors, write the table.
 
-The input is read, and its rows checked, exactly as the command's local engine does it
-(:func:`uqlm_bert.io.load_table` and :func:`uqlm_bert.io.validate_rows`), on the machine that
-calls :func:`score_file`; the rows that can be scored are handed to Ray in blocks, so a local
-file works with a remote cluster too. Only the row index, the response and the parsed samples
-travel. The output is the input frame, untouched, plus the scorer columns and ``score_error``
-(:func:`uqlm_bert.io.with_scores`), written by :func:`uqlm_bert.io.write_table`: atomically, in
-the format the output's suffix names. For the same input both engines write the same file.
+A file is scored by :func:`uqlm_bert.io.score_table_file`, the sequence the command's local
+engine follows too: the input is read and its rows checked on the machine that calls
+:func:`score_file`, the rows that can be scored are scored by :func:`ray_rows_scorer` on Ray,
+and the output (the input frame, untouched, plus the scorer columns and ``score_error``) is
+written atomically in the format the output's suffix names. The rows travel to Ray in blocks,
+so a local file works with a remote cluster too; only the row index, the response and the
+parsed samples travel. For the same input both engines write the same file.
 
 Rows that cannot be scored are kept, with NaN scores and the reason in ``score_error``: a JSON
 Lines line that is not a JSON object (a row whose fields are all missing), a missing or
@@ -27,7 +27,6 @@ import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from functools import partial
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -35,35 +34,29 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert._warn import warn_user
+from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.checks import check_int
 from uqlm_bert.distributed.dataset import (
     DEFAULT_BATCH_SIZE,
     check_batch_invariance,
     check_worker_counts,
+    map_scorers,
     plan_workers,
-    score_dataset,
+    require_ray,
 )
 from uqlm_bert.distributed.session import ray_session
 from uqlm_bert.exceptions import UQLMBertError
 from uqlm_bert.inputs import ScoringInputs, present_pairs
-from uqlm_bert.io import (
-    ERROR_COLUMN,
-    Table,
-    load_table,
-    scoring_inputs,
-    table_format,
-    validate_rows,
-    with_scores,
-    write_table,
-)
-from uqlm_bert.scorers.registry import check_scorer_names, check_scorer_settings
+from uqlm_bert.io import ERROR_COLUMN, RowScorer, Table, scoring
+from uqlm_bert.scorers.registry import check_scorer_names, scorer_settings
 
-__all__ = ["score_file"]
+__all__ = ["ray_rows_scorer", "score_file"]
 
 logger = logging.getLogger("uqlm_bert")
 
 #: The hidden column that carries each row's position through Ray.
 ROW_COLUMN = "__uqlm_bert_row__"
+RESPONSE, SAMPLES = "response", "sampled_responses"
 
 
 def score_file(
@@ -81,7 +74,7 @@ def score_file(
     response_column: str = "response",
     samples_column: str = "sampled_responses",
 ) -> pd.DataFrame:
-    """Score the rows of a JSON Lines, CSV or Parquet file on Ray and write the scored table.
+    """Score the rows of a JSON Lines, JSON, CSV or Parquet file on Ray and write the scored table.
 
     Args:
         input_path: a ``.jsonl``/``.ndjson``/``.json``, ``.csv`` or ``.parquet``/``.pq`` file
@@ -90,9 +83,10 @@ def score_file(
         output_path: where to write the scored rows; its suffix sets the format, as for the
             input. Replaced atomically; a missing directory is created.
         scorers: scorer names, e.g. ``("bert_score",)``.
-        scorer_kwargs: keyword arguments for the scorers (``model_type``, ``dtype``, ...).
-            ``idf=True`` (without ``idf_sents``) computes idf once, here, from the references
-            of all well-formed rows, as one process scoring the whole file would.
+        scorer_kwargs: the scorers' settings, flat (``model_type``, ``dtype``, ...) or whole
+            (``bertscore=BERTScoreSettings(...)``), as :func:`uqlm_bert.scorers.build_scorers`
+            takes them. ``idf=True`` (without ``idf_sents``) computes idf once, here, from the
+            references of all well-formed rows, as one process scoring the whole file would.
         address: the Ray cluster: ``"auto"``, ``"ray://host:10001"``, ``"host:6379"``. None:
             the one ``RAY_ADDRESS`` names, else a new local Ray on this machine, shut down at
             the end. When Ray is already initialized in this process, that session is used.
@@ -121,29 +115,78 @@ def score_file(
         ...                    address="auto", num_workers=8, batch_size=256)
     """
     names = check_scorer_names(scorers)
-    check_scorer_settings(names, dict(scorer_kwargs or {}))
-    check_int("batch_size", batch_size, 1)
-    check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
-    table_format(output_path)  # an unknown output format fails before any work
-    table = input_path if isinstance(input_path, Table) else load_table(input_path)
-    columns = {"response_column": response_column, "samples_column": samples_column}
-    good, problems = validate_rows(
-        table.frame, table.path, lines=table.lines, unreadable=table.unreadable, **columns
+    score = ray_rows_scorer(
+        names,
+        scorer_settings(names, **dict(scorer_kwargs or {})),
+        address=address,
+        num_workers=num_workers,
+        batch_size=batch_size,
+        show_progress_bars=show_progress_bars,
+        num_gpus_per_worker=num_gpus_per_worker,
+        num_cpus_per_worker=num_cpus_per_worker,
     )
-    responses, samples = scoring_inputs(table.frame, good, **columns)
-    scorer_kwargs = _run_wide_idf(
-        check_batch_invariance(scorer_kwargs, idf_from_run=True), responses, samples
+    scored = scoring.score_table_file(
+        input_path,
+        output_path,
+        names,
+        score,
+        response_column=response_column,
+        samples_column=samples_column,
+        make_directory=True,
     )
-    replaced = [c for c in (*names, ERROR_COLUMN) if c in table.frame.columns]
-    if replaced:
+    n, failed = len(scored.frame), int((~scored.good).sum())
+    if scored.problems:
         warn_user(
-            f"the input already has column(s) {replaced}; the output replaces them with new scores",
+            f"{failed} of {n} rows could not be scored (NaN, with the reason in "
+            f"{ERROR_COLUMN!r}); first: {scored.problems[0]}",
             UserWarning,
         )
-    n = len(table.frame)
-    rows = np.flatnonzero(good)
-    scores = {name: np.full(n, np.nan) for name in names}
-    if len(rows):
+    logger.info("scored %d rows of %s into %s", n, scored.table.path, os.fspath(output_path))
+    return scored.frame
+
+
+def ray_rows_scorer(
+    names: Sequence[str],
+    settings: Mapping[str, Any],
+    *,
+    address: str | None = None,
+    num_workers: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    show_progress_bars: bool = True,
+    num_gpus_per_worker: float | None = None,
+    num_cpus_per_worker: float | None = None,
+) -> RowScorer:
+    """What scores a file's good rows on Ray: the ``score`` of :func:`uqlm_bert.io.score_table_file`.
+
+    Everything that can be checked without the rows is checked now, before the file is read:
+    that Ray is installed, the counts, and that the settings give every row the score it would
+    get in one process. Ray is started (or joined, see :func:`score_file`) only when there are
+    rows to score.
+
+    Args:
+        names: the scorer names, checked.
+        settings: their settings objects, as :func:`uqlm_bert.scorers.scorer_settings` builds
+            them.
+        address: as for :func:`score_file`; so are ``num_workers``, ``batch_size``,
+            ``show_progress_bars``, ``num_gpus_per_worker`` and ``num_cpus_per_worker``.
+
+    Raises:
+        ConfigurationError: Ray is missing, or a count is invalid.
+
+    Example:
+        >>> from uqlm_bert.scorers import scorer_settings
+        >>> score = ray_rows_scorer(["bert_score"], scorer_settings(["bert_score"]),
+        ...                         num_workers=1)  # doctest: +SKIP
+        >>> score(["Paris."], [["Paris.", "Lyon."]])  # doctest: +SKIP
+        {'bert_score': array([0.8...])}
+    """
+    require_ray()
+    check_batch_invariance(settings, idf_from_run=True)
+    check_int("batch_size", batch_size, 1)
+    check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
+
+    def score(responses: list[str], samples: list[list[str | None]]) -> dict[str, np.ndarray]:
+        run_settings = _run_wide_idf(settings, responses, samples)
         with ray_session(address) as ray:
             plan = plan_workers(
                 ray.cluster_resources(),
@@ -154,61 +197,47 @@ def score_file(
             )
             sent = pd.DataFrame(
                 {
-                    response_column: pd.Series(responses, dtype=object),
-                    samples_column: pd.Series(samples, dtype=object),
+                    RESPONSE: pd.Series(responses, dtype=object),
+                    SAMPLES: pd.Series(samples, dtype=object),
                 }
             )
-            scored = score_dataset(
-                _blocks(ray, sent, batch_size, plan.num_workers),
-                names,
-                scorer_kwargs,
-                plan.num_workers,
-                batch_size,
-                num_gpus_per_worker,
-                num_cpus_per_worker=num_cpus_per_worker,
-                response_column=response_column,
-                samples_column=samples_column,
-            ).select_columns([ROW_COLUMN, *names])
+            blocks = _blocks(ray, sent, batch_size, plan.num_workers)
+            scored = map_scorers(ray, blocks, names, run_settings, plan, batch_size)
+            scored = scored.select_columns([ROW_COLUMN, *names])
             scored.context.enable_progress_bars = show_progress_bars
-            back = _in_row_order(scored.to_pandas(), len(rows))
-        for name in names:
-            scores[name][rows] = back[name].to_numpy(dtype=np.float64)
-    out = with_scores(table.frame, scores, problems)
-    if problems:
-        warn_user(
-            f"{n - len(rows)} of {n} rows could not be scored (NaN, with the reason in "
-            f"{ERROR_COLUMN!r}); first: {problems[0]}",
-            UserWarning,
-        )
-    Path(output_path).parent.mkdir(parents=True, exist_ok=True)
-    write_table(out, output_path)
-    logger.info("scored %d rows of %s into %s", n, table.path, os.fspath(output_path))
-    return out
+            back = _in_row_order(scored.to_pandas(), len(responses))
+        return {name: back[name].to_numpy(dtype=np.float64) for name in names}
+
+    return score
 
 
 def _run_wide_idf(
-    kwargs: dict[str, Any], responses: Sequence[str | None], samples: Sequence[Sequence[Any]]
-) -> dict[str, Any]:
-    """With ``idf=True`` and no ``idf_sents``: the same kwargs with ``idf`` fixed to the weights
-    over the references of the rows to score (their present samples, as the engine takes them
-    in one call), the weights one process scoring every row in one call computes, so that every
-    batch on every actor weighs tokens alike."""
-    if kwargs.get("idf") is not True or kwargs.get("idf_sents") is not None:
-        return kwargs
+    settings: Mapping[str, Any],
+    responses: Sequence[str | None],
+    samples: Sequence[Sequence[Any]],
+) -> Mapping[str, Any]:
+    """With BERTScore's ``idf=True`` and no ``idf_sents``: the same settings with ``idf`` fixed
+    to the weights over the references of the rows to score (their present samples, as the
+    engine takes them in one call), the weights one process scoring every row in one call
+    computes, so that every batch on every actor weighs tokens alike."""
+    bert = settings.get(BERTScoreSettings.keyword)
+    if bert is None or bert.idf is not True or bert.idf_sents is not None:
+        return settings
     from uqlm_bert.bertscore.encoder import tokenize_texts
     from uqlm_bert.bertscore.idf import idf_from_token_ids
     from uqlm_bert.bertscore.models import load_token_limit
 
     _, _, refs = present_pairs(ScoringInputs(list(responses), [list(s) for s in samples]))
     tokenizer, limit = load_token_limit(  # only the tokenizer is needed here
-        kwargs.get("model_type"),
-        kwargs.get("max_length"),
-        lang=kwargs.get("lang") or "en",
-        trust_remote_code=bool(kwargs.get("trust_remote_code", False)),
+        bert.model_type,
+        bert.max_length,
+        lang=bert.lang or "en",
+        trust_remote_code=bert.trust_remote_code,
     )
     weights = idf_from_token_ids(tokenize_texts(tokenizer, refs, limit)[0])
     logger.info("idf weights computed from the %d references of the run", len(refs))
-    return {**kwargs, "idf": defaultdict(partial(float, weights.default), weights.weights)}
+    fixed = defaultdict(partial(float, weights.default), weights.weights)
+    return {**settings, BERTScoreSettings.keyword: bert.replace(idf=fixed)}
 
 
 def _blocks(ray: ModuleType, rows: pd.DataFrame, batch_size: int, num_workers: int) -> Any:

@@ -45,8 +45,10 @@ The package's modules, one job each: :mod:`~uqlm_bert.io.formats` (which format 
 :mod:`~uqlm_bert.io.table` (a table as read), :mod:`~uqlm_bert.io.reading` (the readers' entry
 points) over :mod:`~uqlm_bert.io.json_reading`, :mod:`~uqlm_bert.io.csv_reading` and
 :mod:`~uqlm_bert.io.parquet_reading`, :mod:`~uqlm_bert.io.samples` (a samples cell as a list),
-:mod:`~uqlm_bert.io.rows` (row checks and the scored table), :mod:`~uqlm_bert.io.writing` and
-:mod:`~uqlm_bert.io.paths` (where a table can be written, atomically).
+:mod:`~uqlm_bert.io.rows` (row checks and the scored table), :mod:`~uqlm_bert.io.writing`,
+:mod:`~uqlm_bert.io.paths` (where a table can be written, atomically) and
+:mod:`~uqlm_bert.io.scoring` (:func:`score_table_file`: load, check, score, attach, write, the
+one sequence of every engine).
 
 Example:
     >>> import os, tempfile
@@ -77,6 +79,7 @@ from uqlm_bert.io.rows import (
     with_scores,
 )
 from uqlm_bert.io.samples import parse_samples
+from uqlm_bert.io.scoring import RowScorer, ScoredTable, score_table_file
 from uqlm_bert.io.table import Table
 from uqlm_bert.io.writing import check_writable, write_table
 
@@ -87,6 +90,8 @@ __all__ = [
     "TEXT_SUFFIXES",
     "RowCheck",
     "RowProblem",
+    "RowScorer",
+    "ScoredTable",
     "Table",
     "Texts",
     "table_format",
@@ -98,6 +103,7 @@ __all__ = [
     "validate_rows",
     "scoring_inputs",
     "with_scores",
+    "score_table_file",
     "parse_samples",
     "write_table",
     "check_writable",
