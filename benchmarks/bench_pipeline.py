@@ -63,10 +63,10 @@ class BatchRecorder:
         self.spans: list[tuple[float, float]] = []
 
     def __enter__(self) -> BatchRecorder:
-        from uqlm_bert.black_box import _ScoringPipeline
+        from uqlm_bert.pipeline import ScoringPipeline
 
-        self._cls = _ScoringPipeline
-        self._orig = _ScoringPipeline._score
+        self._cls = ScoringPipeline
+        self._orig = ScoringPipeline._score
         recorder = self
 
         def recording(pipeline: Any, scorers: Any, indices: list[int], *args: Any) -> None:
@@ -77,7 +77,7 @@ class BatchRecorder:
                 recorder.sizes.append(len(indices))
                 recorder.spans.append((started, time.perf_counter()))
 
-        _ScoringPipeline._score = recording  # type: ignore[method-assign]
+        ScoringPipeline._score = recording  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,4 +1,4 @@
-"""The scoring pipeline of generate_and_score: which prompts are scored together, and when.
+"""The scoring pipeline (uqlm_bert.pipeline): which prompts are scored together, and when.
 
 The pipeline is driven by hand here, as the generator drives it: ``submit`` for each finished
 prompt, ``finish`` when generation is over. Nothing is timed: the gathering window is made so
@@ -14,8 +14,8 @@ import time
 import numpy as np
 import torch
 
-from uqlm_bert.black_box import _ScoringPipeline
 from uqlm_bert.generation.records import GenerationResult
+from uqlm_bert.pipeline import ScoringPipeline
 from uqlm_bert.scorers.base import Scorer
 
 GUARD_S = 30.0  # a bound on each wait, so that a broken pipeline fails instead of hanging
@@ -44,8 +44,8 @@ def pipeline(
     max_batch: int = 256,
     gather_s: float = FOREVER,
     min_batch: int | None = None,
-) -> _ScoringPipeline:
-    p = _ScoringPipeline([scorer], n, max_batch, show=False)
+) -> ScoringPipeline:
+    p = ScoringPipeline([scorer], n, max_batch, show=False)
     p.GATHER_S = gather_s
     if min_batch is not None:
         p._min_batch = min_batch
@@ -53,12 +53,12 @@ def pipeline(
     return p
 
 
-def submit(p: _ScoringPipeline, indices) -> None:
+def submit(p: ScoringPipeline, indices) -> None:
     for i in indices:
         p.submit(i, str(i), [str(i)])
 
 
-async def finish(p: _ScoringPipeline, n: int) -> dict[str, np.ndarray]:
+async def finish(p: ScoringPipeline, n: int) -> dict[str, np.ndarray]:
     scored = await asyncio.wait_for(p.finish(GenerationResult.empty(list(range(n)), 1)), GUARD_S)
     return scored.scores
 
@@ -148,7 +148,7 @@ async def test_batches_score_with_the_thread_count_of_the_thread_that_started_th
 
 
 def test_the_loop_counts_as_busy_above_a_share_of_a_core_per_torch_thread():
-    p = _ScoringPipeline([Recording()], 4, 256, show=False)
+    p = ScoringPipeline([Recording()], 4, 256, show=False)
     p._threads = 2  # LOOP_SHARE of a core per thread: busy above half a core
     assert p.loop_busy(0.6) and not p.loop_busy(0.4)
     p._threads = 4  # the loop uses one core at most: never busy enough to hold scoring
