@@ -19,28 +19,29 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert._verbose import verbose_logging
 from uqlm_bert._warn import warn_user
+from uqlm_bert.assembly import Assembly
 from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.config import check_int
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy
 from uqlm_bert.generation.settings import GenerationSettings
 from uqlm_bert.inputs import ScoringInputs, scoring_lists
-from uqlm_bert.pipeline import Scored, ScoringPipeline, score_rows
+from uqlm_bert.pipeline import Scored, generate_and_score, score_rows
 from uqlm_bert.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
-from uqlm_bert.scorers.best import ORIGINAL
 from uqlm_bert.scorers.registry import build_scorers, scorer_spec
+from uqlm_bert.scorers.settings import sentence_transformer_setting
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.engine import BERTScorer
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["BlackBoxUQ"]
 
 CheckpointArg = "str | os.PathLike[str] | Checkpoint | None"
-_RETURN_RESPONSES = ("all", "raw", "postprocessed")
 
 
 class _GenerationField:
@@ -194,24 +194,7 @@ class BlackBoxUQ:
         _refuse_what_needs_another_model(
             nli_model_name, nli_batch_size, structured_response, output_extractor
         )
-        if return_responses not in _RETURN_RESPONSES:
-            raise ConfigurationError(
-                f"return_responses must be one of {', '.join(_RETURN_RESPONSES)}, got "
-                f"{return_responses!r}"
-            )
-        if postprocessor is not None and not callable(postprocessor):
-            raise ConfigurationError(
-                f"postprocessor must be a function from text to text, got "
-                f"{type(postprocessor).__name__}"
-            )
-        if (
-            isinstance(score_batch_size, bool)
-            or not isinstance(score_batch_size, int)
-            or (score_batch_size < 1)
-        ):
-            raise ConfigurationError(
-                f"score_batch_size must be a positive integer, got {score_batch_size!r}"
-            )
+        check_int("score_batch_size", score_batch_size, 1)
         flat = GenerationSettings(
             sampling_temperature=sampling_temperature,
             system_prompt=system_prompt,
@@ -257,12 +240,12 @@ class BlackBoxUQ:
                 f"{', '.join(overlap)} given both as an argument and in scorer_kwargs; give it once"
             )
         self._scorer_settings.update(scorer_kwargs or {})
-        if _uses_sentence_transformer(sentence_transformer, scorers):
-            self._scorer_settings["sentence_transformer"] = sentence_transformer
+        self._scorer_settings.update(sentence_transformer_setting(sentence_transformer, scorers))
         self.scorers: list[Scorer] = build_scorers(scorers, **self._scorer_settings)
         self.use_best = bool(use_best)
         self.postprocessor = postprocessor
         self.return_responses = return_responses
+        self._assembly()  # checks postprocessor and return_responses
         self.verbose = bool(verbose)
         if self.verbose:
             self.show_progress_bars = True
@@ -386,11 +369,7 @@ class BlackBoxUQ:
             >>> asyncio.run(uq.generate_original_responses(["a", "b"]))
             ['a', 'b']
         """
-        generation = await self._generator().generate(
-            prompts, 0, checkpoint=checkpoint, show_progress_bars=self._show(show_progress_bars)
-        )
-        self.last_generation = generation
-        _warn_failures({**_failure_metadata(generation), "calls": generation.stats.as_dict()})
+        generation = await self._generate(prompts, 0, True, show_progress_bars, checkpoint)
         return list(generation.responses)
 
     async def generate_candidate_responses(
@@ -411,15 +390,9 @@ class BlackBoxUQ:
             >>> asyncio.run(uq.generate_candidate_responses(["a"], num_responses=2))
             [['a', 'a']]
         """
-        generation = await self._generator().generate(
-            prompts,
-            num_responses,
-            include_original=False,
-            checkpoint=checkpoint,
-            show_progress_bars=self._show(show_progress_bars),
+        generation = await self._generate(
+            prompts, num_responses, False, show_progress_bars, checkpoint
         )
-        self.last_generation = generation
-        _warn_failures({**_failure_metadata(generation), "calls": generation.stats.as_dict()})
         return [list(s) for s in generation.sampled_responses]
 
     def score_sentences(
@@ -504,24 +477,26 @@ class BlackBoxUQ:
         """
         show = self._show(show_progress_bars)
         inputs = scoring_lists(responses, sampled_responses, prompts)
+        assembly = self._assembly()
         started = time.perf_counter()
-        processed = self._postprocess(inputs.responses, inputs.samples)
-        with _verbose_logging(self.verbose):
+        processed = assembly.scored_texts(inputs)
+        with verbose_logging(self.verbose):
             scored = score_rows(self.scorers, processed, self.use_best, show)
         elapsed = time.perf_counter() - started
         n = len(inputs)
-        data: dict[str, Any] = {"prompts": list(prompts) if prompts is not None else [None] * n}
-        data.update(self._response_fields(inputs, processed, scored.best))
-        data.update({name: _as_floats(v) for name, v in scored.scores.items()})
-        data["response_errors"] = [None] * n
-        data["sample_errors"] = [[None] * len(s) for s in inputs.samples]
         metadata = {
             "num_prompts": n,
             "num_responses": max((len(s) for s in inputs.samples), default=0),
-            **self._scoring_metadata(),
             "timings": {"scoring_s": elapsed, "total_s": elapsed},
         }
-        return UQResult(data, metadata)
+        return assembly.result(
+            list(prompts) if prompts is not None else [None] * n,
+            inputs,
+            processed,
+            scored,
+            self.scorers,
+            metadata,
+        )
 
     def close(self) -> None:
         """Stop the helper thread of the synchronous face (a later sync call starts it again).
@@ -547,48 +522,22 @@ class BlackBoxUQ:
         show_progress_bars: bool | None,
         checkpoint: CheckpointArg,
     ) -> UQResult:
-        with _verbose_logging(self.verbose):
-            return await self._run(prompts, num_responses, show_progress_bars, checkpoint)
-
-    async def _run(
-        self,
-        prompts: Sequence[Any],
-        num_responses: int,
-        show_progress_bars: bool | None,
-        checkpoint: CheckpointArg,
-    ) -> UQResult:
         from uqlm_bert.generation.prompts import validate_prompts
 
-        show = self._show(show_progress_bars)
-        generator = self._generator()
-        items = validate_prompts(prompts)
-        started = time.perf_counter()
-        pipeline = ScoringPipeline(
-            self.scorers, len(items), self.score_batch_size, show, self.use_best, self._postprocess
-        )
-        pipeline.start()
-        try:
-            generation = await generator.generate(
-                items,
+        with verbose_logging(self.verbose):
+            generator = self._generator()
+            generation, scored, timings = await generate_and_score(
+                generator,
+                validate_prompts(prompts),
                 num_responses,
+                self.scorers,
+                max_batch=self.score_batch_size,
+                show=self._show(show_progress_bars),
+                use_best=self.use_best,
+                postprocess=self._assembly().postprocess,
                 checkpoint=checkpoint,
-                on_prompt_done=pipeline.submit,
-                show_progress_bars=show,
             )
-            generated = time.perf_counter()
-            scored = await pipeline.finish(generation)
-        except BaseException:
-            await pipeline.abort()
-            raise
-        finished = time.perf_counter()
         self.last_generation = generation
-        timings = {
-            "generation_s": generated - started,
-            "scoring_s": pipeline.busy_seconds,
-            "scoring_after_generation_s": finished - generated,
-            "scoring_held_s": pipeline.held_seconds,
-            "total_s": finished - started,
-        }
         return self._result(generation, scored, num_responses, timings, checkpoint)
 
     def _result(
@@ -601,15 +550,10 @@ class BlackBoxUQ:
     ) -> UQResult:
         from uqlm_bert.generation.caller import llm_description, llm_temperature
 
+        assembly = self._assembly()
         raw = ScoringInputs(
             list(generation.responses), [list(s) for s in generation.sampled_responses]
         )
-        processed = self._postprocess(raw.responses, raw.samples)
-        data: dict[str, Any] = {"prompts": list(generation.prompts)}
-        data.update(self._response_fields(raw, processed, scored.best))
-        data.update({name: _as_floats(scored.scores[name]) for name in self.scorer_names})
-        data["response_errors"] = list(generation.response_errors)
-        data["sample_errors"] = [list(e) for e in generation.sample_errors]
         first = np.asarray(scored.scores[self.scorer_names[0]], dtype=np.float64)
         path = getattr(checkpoint, "path", checkpoint)
         metadata = {
@@ -617,7 +561,6 @@ class BlackBoxUQ:
             "num_responses": num_responses,
             "temperature": llm_temperature(self.llm),
             "sampling_temperature": self.generation.sampling_temperature,
-            **self._scoring_metadata(),
             "llm": llm_description(self.llm),
             "generation": self.generation.describe(),
             "calls": generation.stats.as_dict(),
@@ -628,71 +571,35 @@ class BlackBoxUQ:
             "timings": timings,
             "checkpoint": None if path is None else os.fspath(path),
         }
-        return UQResult(data, metadata)
-
-    def _postprocess(
-        self, responses: list[str | None], samples: list[list[str | None]]
-    ) -> ScoringInputs:
-        """The texts the scorers see: the answers as given, or as ``postprocessor`` returns them."""
-        fn = self.postprocessor
-        if fn is None:
-            return ScoringInputs(responses, samples)
-
-        def apply(text: str | None, where: str) -> str | None:
-            if text is None:
-                return None
-            try:
-                out = fn(text)
-            except Exception as exc:
-                raise ConfigurationError(f"postprocessor failed on {where}: {exc!r}") from exc
-            if not isinstance(out, str):
-                raise ConfigurationError(
-                    f"postprocessor returned a {type(out).__name__} for {where}; it must "
-                    "return a string"
-                )
-            return out
-
-        return ScoringInputs(
-            [apply(r, f"responses[{i}]") for i, r in enumerate(responses)],
-            [
-                [apply(x, f"sampled_responses[{i}][{j}]") for j, x in enumerate(group)]
-                for i, group in enumerate(samples)
-            ],
+        errors = (generation.response_errors, generation.sample_errors)
+        processed = assembly.scored_texts(raw)
+        return assembly.result(
+            list(generation.prompts), raw, processed, scored, self.scorers, metadata, errors
         )
 
-    def _response_fields(
-        self, raw: ScoringInputs, processed: ScoringInputs, best: list[int] | None
-    ) -> dict[str, Any]:
-        """The answer fields of a result: what was generated, postprocessed and chosen."""
-        shown = raw if self.postprocessor is not None and self.return_responses == "raw" else processed
-        fields: dict[str, Any] = {
-            "responses": list(shown.responses),
-            "sampled_responses": [list(s) for s in shown.samples],
-        }
-        if self.postprocessor is not None and self.return_responses == "all":
-            fields["raw_responses"] = list(raw.responses)
-            fields["raw_sampled_responses"] = [list(s) for s in raw.samples]
-        if best is not None:
-            fields["original_responses"] = fields["responses"]
-            fields["responses"] = [
-                orig if k == ORIGINAL else shown.samples[i][k]
-                for i, (k, orig) in enumerate(zip(best, shown.responses, strict=True))
-            ]
-            fields["best_response_index"] = list(best)
-        return fields
+    async def _generate(
+        self,
+        prompts: Sequence[Any],
+        num_responses: int,
+        include_original: bool,
+        show_progress_bars: bool | None,
+        checkpoint: CheckpointArg,
+    ) -> GenerationResult:
+        """Generation alone (no scoring), kept as :attr:`last_generation`; failures warned."""
+        generation = await self._generator().generate(
+            prompts,
+            num_responses,
+            include_original=include_original,
+            checkpoint=checkpoint,
+            show_progress_bars=self._show(show_progress_bars),
+        )
+        self.last_generation = generation
+        _warn_failures({**_failure_metadata(generation), "calls": generation.stats.as_dict()})
+        return generation
 
-    def _scoring_metadata(self) -> dict[str, Any]:
-        """What every result says about how it was scored."""
-        defaults = {
-            s.name: s.default_threshold for s in self.scorers if s.default_threshold is not None
-        }
-        meta: dict[str, Any] = {"scorers": self.scorer_names, "default_thresholds": defaults}
-        if self.use_best:
-            meta["use_best"] = True
-        if self.postprocessor is not None:
-            meta["postprocessor"] = getattr(self.postprocessor, "__name__", repr(self.postprocessor))
-            meta["return_responses"] = self.return_responses
-        return meta
+    def _assembly(self) -> Assembly:
+        """How this call's texts are scored and shown, as the instance is set now."""
+        return Assembly(self.postprocessor, self.return_responses, self.use_best)
 
     def _generator(self) -> Any:
         from uqlm_bert.generation.generator import ResponseGenerator
@@ -763,10 +670,6 @@ def _warn_failures(metadata: dict[str, Any]) -> None:
         )
 
 
-def _as_floats(values: Any) -> list[float]:
-    return [float(v) for v in np.asarray(values, dtype=np.float64)]
-
-
 def _refuse_what_needs_another_model(
     nli_model_name: Any,
     nli_batch_size: Any,
@@ -788,41 +691,3 @@ def _refuse_what_needs_another_model(
             "texts. Ask the model for text, or turn its structured replies into text with "
             "postprocessor=..."
         )
-
-
-def _uses_sentence_transformer(name: str | None, scorers: Any) -> bool:
-    """Whether ``sentence_transformer`` (the ``cosine_sim`` scorer's model, by other libraries'
-    name) goes to a scorer; naming the default model with no ``cosine_sim`` is harmless."""
-    if name is None:
-        return False
-    names = [scorers] if isinstance(scorers, str) else list(scorers or ["bert_score"])
-    if "cosine_sim" in names:
-        return True
-    from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME
-
-    if name != EMBEDDED_MODEL_NAME:
-        raise ConfigurationError(
-            f"sentence_transformer={name!r} is the cosine_sim scorer's model, and cosine_sim is "
-            "not among the scorers; add it to scorers, or remove the argument"
-        )
-    return False
-
-
-@contextlib.contextmanager
-def _verbose_logging(enabled: bool) -> Iterator[None]:
-    """With ``verbose=True``: the package's INFO log lines (retries, resumes, loads) on stderr,
-    for the duration of the call only."""
-    if not enabled:
-        yield
-        return
-    logger = logging.getLogger("uqlm_bert")
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("uqlm-bert: %(message)s"))
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)

@@ -5,8 +5,9 @@ A prompt is queued for scoring as soon as its last LLM call returns, and a worke
 whatever has queued up as one batch while the event loop keeps the LLM calls going. A scorer
 whose numbers depend on the whole batch (BERTScore with ``idf=True`` and no ``idf_sents``: idf
 comes from the references it is given) is run once over all prompts at the end instead, so the
-result never depends on the order in which calls complete. :func:`score_rows` is the one
-scoring step both paths take (and ``BlackBoxUQ.score``).
+result never depends on the order in which calls complete. :func:`generate_and_score` runs
+a generator with a :class:`ScoringPipeline` beside it; :func:`score_rows` is the one scoring step
+both paths take (and ``BlackBoxUQ.score``).
 
 Example:
     >>> import asyncio
@@ -38,9 +39,10 @@ from uqlm_bert.scorers.base import Scorer, score_all
 from uqlm_bert.scorers.best import ORIGINAL, best_of
 
 if TYPE_CHECKING:
+    from uqlm_bert.generation.generator import ResponseGenerator
     from uqlm_bert.generation.records import GenerationResult
 
-__all__ = ["Scored", "ScoringPipeline", "score_rows"]
+__all__ = ["Scored", "ScoringPipeline", "generate_and_score", "score_rows"]
 
 
 class ScoringPipeline:
@@ -289,3 +291,50 @@ def score_rows(
         return Scored(score_all(scorers, inputs, show_progress_bars=show), None)
     best = best_of(scorers, inputs, show_progress_bars=show)
     return Scored(best.scores, best.index)
+
+
+async def generate_and_score(
+    generator: ResponseGenerator,
+    prompts: list[Any],
+    num_responses: int,
+    scorers: list[Scorer],
+    *,
+    max_batch: int,
+    show: bool,
+    use_best: bool = False,
+    postprocess: Callable[[list[str | None], list[list[str | None]]], ScoringInputs]
+    | None = None,
+    checkpoint: Any = None,
+) -> tuple[GenerationResult, Scored, dict[str, float]]:
+    """Generate for ``prompts`` (checked prompts) and score each one as its calls complete.
+
+    Returns:
+        The generation, the scores, and the run's timings: ``generation_s``, ``scoring_s``
+        (time spent scoring), ``scoring_after_generation_s``, ``scoring_held_s`` (time ready
+        batches waited for a busy event loop) and ``total_s``.
+    """
+    started = time.perf_counter()
+    pipeline = ScoringPipeline(scorers, len(prompts), max_batch, show, use_best, postprocess)
+    pipeline.start()
+    try:
+        generation = await generator.generate(
+            prompts,
+            num_responses,
+            checkpoint=checkpoint,
+            on_prompt_done=pipeline.submit,
+            show_progress_bars=show,
+        )
+        generated = time.perf_counter()
+        scored = await pipeline.finish(generation)
+    except BaseException:
+        await pipeline.abort()
+        raise
+    finished = time.perf_counter()
+    timings = {
+        "generation_s": generated - started,
+        "scoring_s": pipeline.busy_seconds,
+        "scoring_after_generation_s": finished - generated,
+        "scoring_held_s": pipeline.held_seconds,
+        "total_s": finished - started,
+    }
+    return generation, scored, timings

@@ -1,0 +1,171 @@
+"""From a run's texts and scores to its result: what the scorers see, and what the result shows.
+
+``BlackBoxUQ``'s ``postprocessor`` turns each answer and sample into the text that is scored;
+``return_responses`` says which texts the result holds; with ``use_best`` the answer it shows is
+the candidate that agrees most with the others. :class:`Assembly` holds those three, as they are
+at a call, and builds what every result holds from them: the texts, the scores, the failures,
+and the metadata that says how it was scored.
+
+Example:
+    >>> from uqlm_bert.inputs import ScoringInputs
+    >>> assembly = Assembly(postprocessor=str.upper, return_responses="all")
+    >>> raw = ScoringInputs(["paris"], [["lyon", None]])
+    >>> processed = assembly.scored_texts(raw)
+    >>> processed.responses, processed.samples
+    (['PARIS'], [['LYON', None]])
+    >>> sorted(assembly.fields(raw, processed, best=None))
+    ['raw_responses', 'raw_sampled_responses', 'responses', 'sampled_responses']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.inputs import ScoringInputs
+from uqlm_bert.pipeline import Scored
+from uqlm_bert.result import UQResult
+from uqlm_bert.scorers.base import Scorer
+from uqlm_bert.scorers.best import ORIGINAL
+
+__all__ = ["Assembly", "RETURN_RESPONSES"]
+
+#: The values of ``return_responses``.
+RETURN_RESPONSES = ("all", "raw", "postprocessed")
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """How a call's texts are scored and shown (checked at construction).
+
+    Attributes:
+        postprocessor: a function from text to text applied to every answer and sample before
+            scoring, or None.
+        return_responses: with a postprocessor, the texts a result holds: ``"all"`` (the
+            postprocessed ones, and the raw ones in ``raw_responses`` and
+            ``raw_sampled_responses``), ``"raw"`` or ``"postprocessed"``.
+        use_best: the answer shown is the candidate chosen by the scorers (see
+            :mod:`uqlm_bert.scorers.best`); the original is kept in ``original_responses``.
+    """
+
+    postprocessor: Callable[[str], str] | None = None
+    return_responses: str = "all"
+    use_best: bool = False
+
+    def __post_init__(self) -> None:
+        if self.return_responses not in RETURN_RESPONSES:
+            raise ConfigurationError(
+                f"return_responses must be one of {', '.join(RETURN_RESPONSES)}, got "
+                f"{self.return_responses!r}"
+            )
+        if self.postprocessor is not None and not callable(self.postprocessor):
+            raise ConfigurationError(
+                f"postprocessor must be a function from text to text, got "
+                f"{type(self.postprocessor).__name__}"
+            )
+
+    def scored_texts(self, raw: ScoringInputs) -> ScoringInputs:
+        """The texts the scorers see: the answers as given, or as ``postprocessor`` returns them.
+
+        Raises:
+            ConfigurationError: the postprocessor failed on a text or returned no string (the
+                message names the text's place).
+        """
+        fn = self.postprocessor
+        if fn is None:
+            return raw
+
+        def apply(text: str | None, where: str) -> str | None:
+            if text is None:
+                return None
+            try:
+                out = fn(text)
+            except Exception as exc:
+                raise ConfigurationError(f"postprocessor failed on {where}: {exc!r}") from exc
+            if not isinstance(out, str):
+                raise ConfigurationError(
+                    f"postprocessor returned a {type(out).__name__} for {where}; it must "
+                    "return a string"
+                )
+            return out
+
+        return ScoringInputs(
+            [apply(r, f"responses[{i}]") for i, r in enumerate(raw.responses)],
+            [
+                [apply(x, f"sampled_responses[{i}][{j}]") for j, x in enumerate(group)]
+                for i, group in enumerate(raw.samples)
+            ],
+        )
+
+    def postprocess(
+        self, responses: list[str | None], samples: list[list[str | None]]
+    ) -> ScoringInputs:
+        """:meth:`scored_texts` of ``(responses, samples)``: the scoring pipeline's hook."""
+        return self.scored_texts(ScoringInputs(responses, samples))
+
+    def fields(
+        self, raw: ScoringInputs, processed: ScoringInputs, best: list[int] | None
+    ) -> dict[str, Any]:
+        """The answer fields of a result: what was generated, postprocessed and chosen."""
+        postprocessed = self.postprocessor is not None
+        shown = raw if postprocessed and self.return_responses == "raw" else processed
+        fields: dict[str, Any] = {
+            "responses": list(shown.responses),
+            "sampled_responses": [list(s) for s in shown.samples],
+        }
+        if postprocessed and self.return_responses == "all":
+            fields["raw_responses"] = list(raw.responses)
+            fields["raw_sampled_responses"] = [list(s) for s in raw.samples]
+        if best is not None:
+            fields["original_responses"] = fields["responses"]
+            fields["responses"] = [
+                orig if k == ORIGINAL else shown.samples[i][k]
+                for i, (k, orig) in enumerate(zip(best, shown.responses, strict=True))
+            ]
+            fields["best_response_index"] = list(best)
+        return fields
+
+    def result(
+        self,
+        prompts: list[Any],
+        raw: ScoringInputs,
+        processed: ScoringInputs,
+        scored: Scored,
+        scorers: Sequence[Scorer],
+        metadata: dict[str, Any],
+        errors: tuple[Sequence[Any], Sequence[Sequence[Any]]] | None = None,
+    ) -> UQResult:
+        """A result: prompts, answer fields, one float list per scorer, the failures beside each
+        answer and sample (``errors``: none by default), and ``metadata`` with how it was
+        scored."""
+        data: dict[str, Any] = {"prompts": prompts}
+        data.update(self.fields(raw, processed, scored.best))
+        data.update(
+            {
+                name: [float(v) for v in np.asarray(values, dtype=np.float64)]
+                for name, values in scored.scores.items()
+            }
+        )
+        if errors is None:
+            errors = ([None] * len(raw), [[None] * len(s) for s in raw.samples])
+        data["response_errors"] = list(errors[0])
+        data["sample_errors"] = [list(e) for e in errors[1]]
+        return UQResult(data, {**metadata, **self.metadata(scorers)})
+
+    def metadata(self, scorers: Sequence[Scorer]) -> dict[str, Any]:
+        """What every result says about how it was scored."""
+        defaults = {s.name: s.default_threshold for s in scorers if s.default_threshold is not None}
+        meta: dict[str, Any] = {
+            "scorers": [s.name for s in scorers],
+            "default_thresholds": defaults,
+        }
+        if self.use_best:
+            meta["use_best"] = True
+        if self.postprocessor is not None:
+            meta["postprocessor"] = getattr(self.postprocessor, "__name__", repr(self.postprocessor))
+            meta["return_responses"] = self.return_responses
+        return meta
