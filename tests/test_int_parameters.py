@@ -394,10 +394,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
 
 #: Parameters that still take a bool as a count, in modules where the fix is under way. Each
 #: fails strictly: once its module refuses the bool, the entry must go.
-STILL_TAKE_A_BOOL = {
-    "uqlm_bert.bertscore.models.load_encoder.max_length_default",
-    "uqlm_bert.bertscore.models.load_token_limit.max_length",
-}
+STILL_TAKE_A_BOOL: set[str] = set()
 
 #: Errors whose message refuses the parameter whatever its value.
 REFUSED_WHATEVER_THE_VALUE = {"uqlm_bert.black_box.BlackBoxUQ.nli_batch_size"}

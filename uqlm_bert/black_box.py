@@ -31,7 +31,7 @@ from uqlm_bert._verbose import verbose_logging
 from uqlm_bert._warn import warn_user
 from uqlm_bert.assembly import Assembly
 from uqlm_bert.bertscore.settings import BERTScoreSettings
-from uqlm_bert.config import check_int
+from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy

@@ -40,6 +40,7 @@ from uqlm_bert.bertscore.resolve import (
     resolve_model,
 )
 from uqlm_bert.bertscore.settings import BERTScoreSettings, ModelSettings
+from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError, ModelLoadError
 
 __all__ = [
@@ -107,6 +108,7 @@ def load_encoder(
         [['[CLS]', 'hello', 'world', '[SEP]']]
     """
     settings = _settings(settings, args, kwargs, "load_encoder")
+    check_int("max_length_default", max_length_default, 2, none_ok=True)
     loaded = load_model(settings, all_layers=all_layers)
     tokenizer = load_tokenizer(
         loaded.location, trust_remote_code=settings.trust_remote_code, prefix_space=prefix_space
@@ -180,7 +182,7 @@ def load_tokenizer(
 
 
 def load_token_limit(
-    model_type: str | os.PathLike[str] | None,
+    settings: ModelSettings | str | os.PathLike[str] | None = None,
     max_length: int | None = None,
     *,
     lang: str = "en",
@@ -188,15 +190,29 @@ def load_token_limit(
 ) -> tuple[Any, int]:
     """The tokenizer and the token limit the engine would use, without loading the weights.
 
+    Args:
+        settings: the settings (see :func:`load_encoder`); or a model name, with
+            ``max_length``, ``lang`` and ``trust_remote_code`` beside it, which are then checked
+            as ``BERTScoreSettings`` checks them.
+
     Example:
-        >>> tokenizer, limit = load_token_limit(None)
+        >>> tokenizer, limit = load_token_limit(BERTScoreSettings(max_length=64))
         >>> limit
-        512
+        64
     """
-    _, location = resolve_model(model_type, lang)
-    tokenizer = load_tokenizer(location, trust_remote_code=trust_remote_code)
-    config = _load_config(location, trust_remote_code)
-    return tokenizer, _max_length(tokenizer, config, max_length, None)
+    if settings is None or isinstance(settings, (str, os.PathLike)):
+        settings = BERTScoreSettings(
+            model_type=settings,
+            max_length=max_length,
+            lang=lang,
+            trust_remote_code=trust_remote_code,
+        )
+    elif max_length is not None or lang != "en" or trust_remote_code:
+        raise TypeError("load_token_limit() takes a settings object or the separate settings")
+    _, location = resolve_model(settings.model_type, settings.lang)
+    tokenizer = load_tokenizer(location, trust_remote_code=settings.trust_remote_code)
+    config = _load_config(location, settings.trust_remote_code)
+    return tokenizer, _max_length(tokenizer, config, settings.max_length, None)
 
 
 # -- the older call form --------------------------------------------------------------------------

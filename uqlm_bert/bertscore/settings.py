@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from uqlm_bert._warn import warn_user
-from uqlm_bert.config import check_int, check_names
+from uqlm_bert.checks import check_int, check_names
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 
 __all__ = [

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uqlm_bert.bertscore.settings import BERTScoreSettings
-from uqlm_bert.config import check_names
+from uqlm_bert.checks import check_names
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.settings import CosineSettings, ExactMatchSettings

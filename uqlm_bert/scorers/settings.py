@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 
 from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME
 from uqlm_bert.bertscore.settings import check_model_type, dtype_name
-from uqlm_bert.config import check_int, check_names
+from uqlm_bert.checks import check_int, check_names
 from uqlm_bert.exceptions import ConfigurationError
 
 __all__ = [
