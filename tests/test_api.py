@@ -137,12 +137,7 @@ PUBLIC = {
         "scorer_settings",
         "scorer_spec",
     ],
-    "uqlm_bert.scorers.settings": [
-        "CosineSettings",
-        "ExactMatchSettings",
-        "ScorerSettings",
-        "sentence_transformer_setting",
-    ],
+    "uqlm_bert.scorers.settings": ["CosineSettings", "ExactMatchSettings", "ScorerSettings"],
     "uqlm_bert.scorers.bert": ["BERTScoreConsistency", "DEFAULT_THRESHOLD", "SCORER_DEFAULTS"],
     "uqlm_bert.scorers.best": ["BestOf", "ORIGINAL", "best_of"],
     "uqlm_bert.evaluation": [

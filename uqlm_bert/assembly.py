@@ -4,7 +4,8 @@
 ``return_responses`` says which texts the result holds; with ``use_best`` the answer it shows is
 the candidate that agrees most with the others. :class:`Assembly` holds those three, as they are
 at a call, and builds what every result holds from them: the texts, the scores, the failures,
-and the metadata that says how it was scored.
+and the metadata that says how it was scored. :func:`sentence_result` does the same for
+sentence-level scores.
 
 Example:
     >>> from uqlm_bert.inputs import ScoringInputs
@@ -19,20 +20,27 @@ Example:
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import ScoringInputs
 from uqlm_bert.pipeline import Scored
-from uqlm_bert.result import UQResult
+from uqlm_bert.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.best import ORIGINAL
 
-__all__ = ["Assembly", "RETURN_RESPONSES"]
+if TYPE_CHECKING:
+    from uqlm_bert.bertscore.engine import BERTScorer
+    from uqlm_bert.generation.records import GenerationResult
+    from uqlm_bert.generation.settings import GenerationSettings
+
+__all__ = ["Assembly", "RETURN_RESPONSES", "sentence_result"]
 
 #: The values of ``return_responses``.
 RETURN_RESPONSES = ("all", "raw", "postprocessed")
@@ -156,6 +164,46 @@ class Assembly:
         data["sample_errors"] = [list(e) for e in errors[1]]
         return UQResult(data, {**metadata, **self.metadata(scorers)})
 
+    def run_result(
+        self,
+        generation: GenerationResult,
+        scored: Scored,
+        scorers: Sequence[Scorer],
+        *,
+        num_responses: int,
+        llm: Any,
+        settings: GenerationSettings,
+        failures: dict[str, Any],
+        timings: dict[str, float],
+        checkpoint: Any = None,
+    ) -> UQResult:
+        """The result of a generating run: :meth:`result`, with what the run says of itself
+        (the LLM and its settings, the calls, the failures, the timings, the checkpoint)."""
+        from uqlm_bert.generation.caller import llm_description, llm_temperature
+
+        raw = ScoringInputs(
+            list(generation.responses), [list(s) for s in generation.sampled_responses]
+        )
+        first = np.asarray(next(iter(scored.scores.values())), dtype=np.float64)
+        path = getattr(checkpoint, "path", checkpoint)
+        metadata = {
+            "num_prompts": len(generation.prompts),
+            "num_responses": num_responses,
+            "temperature": llm_temperature(llm),
+            "sampling_temperature": settings.sampling_temperature,
+            "llm": llm_description(llm),
+            "generation": settings.describe(),
+            "calls": generation.stats.as_dict(),
+            "failures": {**failures, "unscored_prompts": int(np.isnan(first).sum())},
+            "timings": timings,
+            "checkpoint": None if path is None else os.fspath(path),
+        }
+        errors = (generation.response_errors, generation.sample_errors)
+        processed = self.scored_texts(raw)
+        return self.result(
+            list(generation.prompts), raw, processed, scored, scorers, metadata, errors
+        )
+
     def metadata(self, scorers: Sequence[Scorer]) -> dict[str, Any]:
         """What every result says about how it was scored."""
         defaults = {s.name: s.default_threshold for s in scorers if s.default_threshold is not None}
@@ -166,6 +214,42 @@ class Assembly:
         if self.use_best:
             meta["use_best"] = True
         if self.postprocessor is not None:
-            meta["postprocessor"] = getattr(self.postprocessor, "__name__", repr(self.postprocessor))
+            meta["postprocessor"] = getattr(
+                self.postprocessor, "__name__", repr(self.postprocessor)
+            )
             meta["return_responses"] = self.return_responses
         return meta
+
+
+def sentence_result(
+    engine: BERTScorer,
+    responses: Sequence[str | None],
+    sampled_responses: Sequence[Sequence[str | None]],
+    sentences: Sequence[Sequence[str] | None] | None,
+    show: bool,
+    metric: str,
+    language: str,
+) -> SentenceUQResult:
+    """Sentence-level confidences with ``engine`` (see ``BlackBoxUQ.score_sentences``), as a
+    result with one row per sentence and how they were scored."""
+    from uqlm_bert.scorers.sentences import score_sentences
+
+    started = time.perf_counter()
+    df = score_sentences(
+        responses,
+        sampled_responses,
+        engine,
+        sentences=sentences,
+        show_progress_bars=show,
+        metric=metric,
+        language=language,
+    )
+    metadata = {
+        "scorers": ["bert_score"],
+        "level": "sentence",
+        "metric": metric,
+        "num_responses": len(responses),
+        "num_sentences": len(df),
+        "timings": {"scoring_s": time.perf_counter() - started},
+    }
+    return SentenceUQResult({col: df[col].tolist() for col in df.columns}, metadata)

@@ -19,29 +19,26 @@ Example:
 
 from __future__ import annotations
 
-import os
 import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from uqlm_bert._verbose import verbose_logging
 from uqlm_bert._warn import warn_user
-from uqlm_bert.assembly import Assembly
+from uqlm_bert.assembly import Assembly, sentence_result
 from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy
 from uqlm_bert.generation.settings import GenerationSettings
-from uqlm_bert.inputs import ScoringInputs, scoring_lists
+from uqlm_bert.inputs import scoring_lists
 from uqlm_bert.pipeline import Scored, generate_and_score, score_rows
 from uqlm_bert.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.registry import build_scorers, scorer_spec
-from uqlm_bert.scorers.settings import sentence_transformer_setting
+from uqlm_bert.uqlm_arguments import refuse_what_needs_another_model, sentence_transformer_setting
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.engine import BERTScorer
@@ -191,7 +188,7 @@ class BlackBoxUQ:
         structured_response: Any = None,
         output_extractor: Callable[[Any], str] | None = None,
     ) -> None:
-        _refuse_what_needs_another_model(
+        refuse_what_needs_another_model(
             nli_model_name, nli_batch_size, structured_response, output_extractor
         )
         check_int("score_batch_size", score_batch_size, 1)
@@ -207,23 +204,17 @@ class BlackBoxUQ:
             request_timeout=request_timeout,
             use_n_param=use_n_param,
         )
-        if generation is not None:
-            if not isinstance(generation, GenerationSettings):
-                raise ConfigurationError(
-                    f"generation must be a GenerationSettings, got {type(generation).__name__}"
-                )
-            if flat != GenerationSettings():
-                raise ConfigurationError(
-                    "give the generation settings either as generation=GenerationSettings(...) "
-                    "or as separate arguments, not both"
-                )
-            flat = generation
+        if generation is not None and flat != GenerationSettings():
+            raise ConfigurationError(
+                "give the generation settings either as generation=GenerationSettings(...) "
+                "or as separate arguments, not both"
+            )
         if llm is not None and not hasattr(llm, "ainvoke"):
             raise ConfigurationError(
                 f"llm must be a LangChain chat model (with .ainvoke), got {type(llm).__name__}"
             )
         self.llm = llm
-        self._generation = flat
+        self.generation = flat if generation is None else generation  # its type checked there
         self.show_progress_bars = show_progress_bars
         self.score_batch_size = score_batch_size
         # flat keywords and objects alike go to the registry, which builds each scorer's
@@ -432,29 +423,15 @@ class BlackBoxUQ:
             >>> res.to_df()[["response_index", "sentence"]].values.tolist()
             [[0, 'Paris is in France.'], [0, 'It has the Eiffel Tower.']]
         """
-        from uqlm_bert.scorers.sentences import score_sentences
-
-        engine = self._bert_engine(build=True)
-        started = time.perf_counter()
-        df = score_sentences(
+        return sentence_result(
+            self._bert_engine(build=True),
             responses,
             sampled_responses,
-            engine,
-            sentences=sentences,
-            show_progress_bars=self._show(show_progress_bars),
-            metric=metric,
-            language=language,
+            sentences,
+            self._show(show_progress_bars),
+            metric,
+            language,
         )
-        data = {col: df[col].tolist() for col in df.columns}
-        metadata = {
-            "scorers": ["bert_score"],
-            "level": "sentence",
-            "metric": metric,
-            "num_responses": len(responses),
-            "num_sentences": len(df),
-            "timings": {"scoring_s": time.perf_counter() - started},
-        }
-        return SentenceUQResult(data, metadata)
 
     def score(
         self,
@@ -548,33 +525,16 @@ class BlackBoxUQ:
         timings: dict[str, float],
         checkpoint: Any,
     ) -> UQResult:
-        from uqlm_bert.generation.caller import llm_description, llm_temperature
-
-        assembly = self._assembly()
-        raw = ScoringInputs(
-            list(generation.responses), [list(s) for s in generation.sampled_responses]
-        )
-        first = np.asarray(scored.scores[self.scorer_names[0]], dtype=np.float64)
-        path = getattr(checkpoint, "path", checkpoint)
-        metadata = {
-            "num_prompts": len(generation.prompts),
-            "num_responses": num_responses,
-            "temperature": llm_temperature(self.llm),
-            "sampling_temperature": self.generation.sampling_temperature,
-            "llm": llm_description(self.llm),
-            "generation": self.generation.describe(),
-            "calls": generation.stats.as_dict(),
-            "failures": {
-                **_failure_metadata(generation)["failures"],
-                "unscored_prompts": int(np.isnan(first).sum()),
-            },
-            "timings": timings,
-            "checkpoint": None if path is None else os.fspath(path),
-        }
-        errors = (generation.response_errors, generation.sample_errors)
-        processed = assembly.scored_texts(raw)
-        return assembly.result(
-            list(generation.prompts), raw, processed, scored, self.scorers, metadata, errors
+        return self._assembly().run_result(
+            generation,
+            scored,
+            self.scorers,
+            num_responses=num_responses,
+            llm=self.llm,
+            settings=self.generation,
+            failures=_failure_metadata(generation)["failures"],
+            timings=timings,
+            checkpoint=checkpoint,
         )
 
     async def _generate(
@@ -667,27 +627,4 @@ def _warn_failures(metadata: dict[str, Any]) -> None:
             "their slots hold None and the reasons are in the result's error columns "
             "(to_df()['error'], to_df()['sample_errors'])",
             RuntimeWarning,
-        )
-
-
-def _refuse_what_needs_another_model(
-    nli_model_name: Any,
-    nli_batch_size: Any,
-    structured_response: Any,
-    output_extractor: Any,
-) -> None:
-    """Arguments of other uncertainty libraries' ``BlackBoxUQ`` that need what this package does
-    not have: refused with what to do instead, never silently ignored."""
-    if nli_model_name is not None or nli_batch_size is not None:
-        raise ConfigurationError(
-            "nli_model_name and nli_batch_size configure an NLI model, which this package does "
-            "not use: its scorers (bert_score, cosine_sim, rouge_l, bleu, exact_match) need no "
-            "NLI model. Remove the argument; scorers=['bert_score'] is the closest measure of "
-            "agreement between the answer and its samples"
-        )
-    if structured_response is not None or output_extractor is not None:
-        raise ConfigurationError(
-            "structured_response and output_extractor are not supported: the scorers compare "
-            "texts. Ask the model for text, or turn its structured replies into text with "
-            "postprocessor=..."
         )

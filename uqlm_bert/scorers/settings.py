@@ -20,17 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME
 from uqlm_bert.bertscore.settings import check_model_type, dtype_name
 from uqlm_bert.checks import check_int, check_names
 from uqlm_bert.exceptions import ConfigurationError
 
-__all__ = [
-    "CosineSettings",
-    "ExactMatchSettings",
-    "ScorerSettings",
-    "sentence_transformer_setting",
-]
+__all__ = ["CosineSettings", "ExactMatchSettings", "ScorerSettings"]
 
 
 class ScorerSettings(Protocol):
@@ -155,30 +149,3 @@ class ExactMatchSettings:
     def for_scorers(cls, **kwargs: Any) -> ExactMatchSettings:
         """The settings from flat keywords (``None``: the default)."""
         return _from_keywords(cls, kwargs, cls._KEYWORDS)
-
-
-def sentence_transformer_setting(name: str | None, scorers: Any) -> dict[str, Any]:
-    """``sentence_transformer`` (the ``cosine_sim`` scorer's model, by other libraries' name) as
-    a flat setting for ``scorers``: empty when it is None, or names the default model with no
-    ``cosine_sim`` among the scorers (harmless: code written for those libraries passes it).
-
-    Raises:
-        ConfigurationError: another model is named and ``cosine_sim`` is not among the scorers.
-
-    Example:
-        >>> sentence_transformer_setting("my/model", ["bert_score", "cosine_sim"])
-        {'sentence_transformer': 'my/model'}
-        >>> sentence_transformer_setting("sentence-transformers/all-MiniLM-L6-v2", None)
-        {}
-    """
-    if name is None:
-        return {}
-    names = [scorers] if isinstance(scorers, str) else list(scorers or ["bert_score"])
-    if "cosine_sim" in names:
-        return {"sentence_transformer": name}
-    if name != EMBEDDED_MODEL_NAME:
-        raise ConfigurationError(
-            f"sentence_transformer={name!r} is the cosine_sim scorer's model, and cosine_sim is "
-            "not among the scorers; add it to scorers, or remove the argument"
-        )
-    return {}
