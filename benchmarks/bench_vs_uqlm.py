@@ -661,7 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"WikiBio passages not found ({args.data.name} in the shared data folder beside "
               "the repository): nothing to benchmark, the server answers with them.")
         return 0
-    if args.only != "ours" and not uqlm_available():
+    if args.only != "ours" and not args.generation_only and not uqlm_available():
         print("uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
               "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours.")
         return 1

@@ -162,6 +162,19 @@ def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
 
 
 @pytest.mark.network
+def test_vs_uqlm_generation_only_runs_the_three_ways_of_asking_for_samples():
+    runs = asyncio.run(vs.run_generation(_passages(), 3, 2, 1, [0.0], log=lambda _: None))
+    calls = {r.variant: (r.calls, r.sample_calls) for r in runs}
+    # defaults: per prompt the answer and its samples in one call (n); without n one call per
+    # sample; against a server that ignores n, the one call with n and the missing sample again
+    assert calls == {vs.GEN_AUTO: (6, 3), vs.GEN_NO_N: (9, 6), vs.GEN_IGNORED: (9, 6)}
+    assert all(r.text_mismatches == 0 and r.generation_s > 0 for r in runs)
+    report = vs.generation_markdown(runs, {"prompts": 3, "samples": 2, "rounds": 1,
+                                           "machine": "test"})  # fmt: skip
+    assert f"| 0 ms | {vs.GEN_AUTO} |" in report and "Floor at 1,000 ms" in report
+
+
+@pytest.mark.network
 def test_vs_uqlm_script_writes_its_report(shared_data_dir, tmp_path, capsys):
     args = ["--only", "ours", "--prompts", "2", "--samples", "2", "--rounds", "1",
             "--latencies", "0", "--out", str(tmp_path)]
