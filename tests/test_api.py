@@ -229,6 +229,7 @@ PUBLIC = {
         "UQLMBertError",
     ],
     "uqlm_bert.result": ["SentenceUQResult", "UQResult", "prompt_text"],
+    "uqlm_bert.failures": ["FAILED_CALLS_WARNING", "FailureGroup", "Failures", "warn_failures"],
     "uqlm_bert.black_box": ["BlackBoxUQ"],
     "uqlm_bert.calibration": ["ScoreCalibrator"],
     "uqlm_bert.plots": [

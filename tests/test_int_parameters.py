@@ -47,6 +47,11 @@ NOT_GIVEN_BY_USERS = {
     "uqlm_bert.checks.check_int.minimum",
     "uqlm_bert.inputs.paired_arrays.min_items",
     "uqlm_bert.inputs.reference_lists.n",
+    "uqlm_bert.failures.FailureGroup.count",
+    *(
+        f"uqlm_bert.failures.Failures.{name}"
+        for name in ("responses", "samples", "prompts_with_failures", "failed_prompts")
+    ),
     *(
         f"uqlm_bert.generation.records.CallStats.{name}"
         for name in (
@@ -204,6 +209,12 @@ def _ray_rows_scorer(**kwargs: Any) -> Any:
     return ray_rows_scorer(["exact_match"], scorer_settings(["exact_match"]), **kwargs)
 
 
+def _failure_lines(value: Any) -> Any:
+    from uqlm_bert.failures import Failures
+
+    return Failures.of([], []).lines(str, shown=value)
+
+
 def _score_batch(value: Any) -> Any:
     from uqlm_bert.distributed import ScoreBatch
 
@@ -347,6 +358,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         lambda v, tmp: _score_file(tmp, batch_size=v)
     ),
     "uqlm_bert.distributed.batches.ScoreBatch.num_threads": lambda v, _: _score_batch(v),
+    "uqlm_bert.failures.Failures.lines.shown": lambda v, _: _failure_lines(v),
     **{
         f"uqlm_bert.distributed.files.ray_rows_scorer.{name}": (
             lambda v, _, n=name: _ray_rows_scorer(**{n: v})

@@ -207,3 +207,39 @@ def test_calibrate_errors():
         make().calibrate(ScoreCalibrator())
     with pytest.raises(InputValidationError, match="has: none"):
         UQResult({"prompts": ["a"]}, {"scorers": []}).calibrate(_calibrator())
+
+
+def test_failures_are_grouped_by_kind_with_their_rows_and_follow_a_filter():
+    """Per kind: the calls counted (answer and samples alike), the rows in first-seen order, the
+    first message in row order; a prompt counts as failed when its answer failed or every
+    sample did, not when only some samples did."""
+    server = CallFailure("server", "HTTP 503")
+    timeout = CallFailure("timeout", "no reply", attempts=6)
+    result = UQResult(
+        {
+            "prompts": ["a", "b", "c", "d"],
+            "responses": ["x", None, "z", "w"],
+            "sampled_responses": [[None, "x"], [None], [None, None], ["w"]],
+            "bert_score": [0.9, math.nan, math.nan, 0.8],
+            "response_errors": [None, timeout, None, None],
+            "sample_errors": [[server, None], [server], [timeout, "unexplained"], [None]],
+        }
+    )
+    failures = result.failures()
+    assert (failures.responses, failures.samples) == (1, 4)
+    assert (failures.prompts_with_failures, failures.failed_prompts) == (3, 2)
+    assert [(g.kind, g.count, g.prompts, g.example) for g in failures.groups] == [
+        ("other", 1, (2,), "unexplained"),
+        ("server", 2, (0, 1), str(server)),
+        ("timeout", 2, (1, 2), str(timeout)),
+    ]
+    assert failures.as_metadata()["by_kind"]["timeout"] == {"count": 2, "example": str(timeout)}
+    assert failures.lines(lambda i: f"p.txt:{i + 1}", shown=1)[1] == (
+        f"2 call(s) failed for good (server) in 2 row(s): p.txt:1 and 1 more; first: {server}"
+    )
+    kept = result.filter(0.85, keep="below").failures()  # rows b, c and d
+    assert [(g.kind, g.prompts) for g in kept.groups] == [
+        ("other", (1,)),
+        ("server", (0,)),
+        ("timeout", (0, 1)),
+    ]

@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uqlm_bert._verbose import verbose_logging
-from uqlm_bert._warn import warn_user
 from uqlm_bert.assembly import Assembly, sentence_result
 from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.failures import Failures, warn_failures
 from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy
 from uqlm_bert.generation.settings import GenerationSettings
@@ -314,7 +314,7 @@ class BlackBoxUQ:
         result = await self._generate_and_score(
             prompts, num_responses, show_progress_bars, checkpoint
         )
-        _warn_failures(result.metadata)
+        warn_failures(result.metadata)
         return result
 
     def generate_and_score_sync(
@@ -340,7 +340,7 @@ class BlackBoxUQ:
         result = self._runner.run(
             lambda: self._generate_and_score(prompts, num_responses, show_progress_bars, checkpoint)
         )
-        _warn_failures(result.metadata)
+        warn_failures(result.metadata)
         return result
 
     async def generate_original_responses(
@@ -532,7 +532,9 @@ class BlackBoxUQ:
             num_responses=num_responses,
             llm=self.llm,
             settings=self.generation,
-            failures=_failure_metadata(generation)["failures"],
+            failures=Failures.of(
+                generation.response_errors, generation.sample_errors
+            ).as_metadata(),
             timings=timings,
             checkpoint=checkpoint,
         )
@@ -554,7 +556,8 @@ class BlackBoxUQ:
             show_progress_bars=self._show(show_progress_bars),
         )
         self.last_generation = generation
-        _warn_failures({**_failure_metadata(generation), "calls": generation.stats.as_dict()})
+        failures = Failures.of(generation.response_errors, generation.sample_errors)
+        warn_failures({"failures": failures.as_metadata(), "calls": generation.stats.as_dict()})
         return generation
 
     def _assembly(self) -> Assembly:
@@ -588,43 +591,3 @@ class BlackBoxUQ:
     def _show(self, override: bool | None) -> bool:
         return self.show_progress_bars if override is None else bool(override)
 
-
-def _failure_metadata(generation: GenerationResult) -> dict[str, Any]:
-    """The counts of failed calls, by where and by kind, for result metadata."""
-    failed_samples = generation.num_failed_samples()
-    errors = [e for e in generation.response_errors if e is not None]
-    errors += [e for row in generation.sample_errors for e in row if e is not None]
-    by_kind: dict[str, dict[str, Any]] = {}
-    for e in errors:
-        entry = by_kind.setdefault(e.kind, {"count": 0, "example": str(e)})
-        entry["count"] += 1
-    return {
-        "failures": {
-            "responses": sum(e is not None for e in generation.response_errors),
-            "samples": sum(failed_samples),
-            "prompts_with_failures": sum(
-                (e is not None) or k > 0
-                for e, k in zip(generation.response_errors, failed_samples, strict=True)
-            ),
-            "by_kind": by_kind,
-        }
-    }
-
-
-def _warn_failures(metadata: dict[str, Any]) -> None:
-    """One warning per kind of failure, and one for repaired replies, at the caller's line."""
-    repaired = metadata.get("calls", {}).get("repaired_replies", 0)
-    if repaired:
-        warn_user(
-            f"{repaired} LLM repl(ies) held characters that are not valid Unicode (lone "
-            "surrogates); each was replaced by U+FFFD and the text kept and scored",
-            UserWarning,
-        )
-    by_kind = metadata.get("failures", {}).get("by_kind", {})
-    for kind, entry in sorted(by_kind.items()):
-        warn_user(
-            f"{entry['count']} LLM call(s) failed for good ({kind}; e.g. {entry['example']}); "
-            "their slots hold None and the reasons are in the result's error columns "
-            "(to_df()['error'], to_df()['sample_errors'])",
-            RuntimeWarning,
-        )

@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # imported where they are used: `uqlm-bert --help` stays fast
     import numpy as np
     import pandas as pd
 
-    from uqlm_bert.io import RowProblem, Table, Texts
+    from uqlm_bert.io import RowProblem, Texts
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED_ROWS", "EXIT_USAGE"]
 
@@ -390,6 +390,7 @@ def _ray_scorer(args: argparse.Namespace, names: list[str], settings: dict[str, 
 
 def _run_generate_and_score(args: argparse.Namespace) -> int:
     from uqlm_bert.black_box import BlackBoxUQ
+    from uqlm_bert.failures import FAILED_CALLS_WARNING
     from uqlm_bert.io import check_writable, load_prompts, write_table
 
     names, settings = _checked_scorers(args)
@@ -416,7 +417,7 @@ def _run_generate_and_score(args: argparse.Namespace) -> int:
     )
     with warnings.catch_warnings():
         # failed calls are reported below, one line per kind, with the rows they are in
-        warnings.filterwarnings("ignore", _FAILED_CALLS_WARNING, RuntimeWarning)
+        warnings.filterwarnings("ignore", FAILED_CALLS_WARNING, RuntimeWarning)
         result = uq.generate_and_score_sync(
             prompts.frame["prompt"].tolist(),
             num_responses=args.num_responses,
@@ -432,43 +433,14 @@ def _run_generate_and_score(args: argparse.Namespace) -> int:
     except (OSError, UQLMBertError) as exc:
         raise _answers_kept(args, uq, exc) from exc
 
-    failed = sum(
-        error is not None or (bool(errs) and all(e is not None for e in errs))
-        for error, errs in zip(
-            result.data["response_errors"], result.data["sample_errors"], strict=True
-        )
-    )
+    failures = result.failures()
     _report_lines(
-        _failures_by_kind(result.data, prompts),
+        failures.lines(prompts.location),
         f"see the error and sample_errors columns of {args.output}",
     )
+    failed = failures.failed_prompts
     print(_summary(out, names, failed=failed, title=f"{args.prompts} -> {args.output}"))
     return EXIT_FAILED_ROWS if failed else EXIT_OK
-
-
-def _failures_by_kind(data: dict[str, Any], prompts: Table) -> list[str]:
-    """One line per kind of failed call: how many, in which rows, and the first message."""
-    kinds: dict[str, list[tuple[int, Any]]] = {}
-    for i, (error, errs) in enumerate(
-        zip(data["response_errors"], data["sample_errors"], strict=True)
-    ):
-        for failure in [error, *errs]:
-            if failure is not None:
-                kinds.setdefault(failure.kind, []).append((i, failure))
-    lines = []
-    for kind, found in sorted(kinds.items()):
-        rows = list(dict.fromkeys(i for i, _ in found))
-        where = ", ".join(prompts.location(i) for i in rows[:3])
-        more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
-        lines.append(
-            f"{len(found)} call(s) failed for good ({kind}) in {len(rows)} row(s): {where}{more}; "
-            f"first: {found[0][1]}"
-        )
-    return lines
-
-
-#: The library's warning about failed LLM calls, which the command reports row by row instead.
-_FAILED_CALLS_WARNING = r"\d+ LLM call\(s\) failed for good"
 
 
 def _answers_kept(args: argparse.Namespace, uq: Any, exc: BaseException) -> UQLMBertError:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert.failures import Failures
 
 if TYPE_CHECKING:
     from uqlm_bert.calibration import ScoreCalibrator
@@ -139,6 +140,29 @@ class UQResult:
             },
             index=index,
         )
+
+    def failures(self) -> Failures:
+        """The failed LLM calls of these rows, counted and grouped by kind.
+
+        Returns:
+            A :class:`~uqlm_bert.failures.Failures`: the answers and samples that failed, the
+            prompts with a failure and those left without a confidence, and per kind how many
+            calls, in which rows (positions in this result) and the first message.
+
+        Example:
+            >>> from uqlm_bert.generation.records import CallFailure
+            >>> down = CallFailure("server", "HTTP 503")
+            >>> r = UQResult({"prompts": ["a", "b"], "responses": ["x", None],
+            ...               "sampled_responses": [["x"], [None]], "bert_score": [1.0, 0.0],
+            ...               "response_errors": [None, down], "sample_errors": [[None], [down]]})
+            >>> f = r.failures()
+            >>> f.failed_prompts, [(g.kind, g.count, g.prompts) for g in f.groups]
+            (1, [('server', 2, (1,))])
+        """
+        n = len(self)
+        response_errors = self.data.get("response_errors") or [None] * n
+        sample_errors = self.data.get("sample_errors") or [[] for _ in range(n)]
+        return Failures.of(response_errors, sample_errors)
 
     def filter(
         self, threshold: float | None = None, scorer: str | None = None, keep: str = "above"
