@@ -163,6 +163,7 @@ PUBLIC = {
     "uqlm_bert.distributed": [
         "DEFAULT_BATCH_SIZE",
         "ERROR_COLUMN",
+        "PoolSettings",
         "ScoreBatch",
         "WorkerPlan",
         "plan_workers",

@@ -202,17 +202,16 @@ def _score_dataset(**kwargs: Any) -> Any:
     return score_dataset(None, scorers=["exact_match"], **kwargs)
 
 
-def _ray_rows_scorer(**kwargs: Any) -> Any:
-    from uqlm_bert.distributed import ray_rows_scorer
-    from uqlm_bert.scorers import scorer_settings
-
-    return ray_rows_scorer(["exact_match"], scorer_settings(["exact_match"]), **kwargs)
-
-
 def _failure_lines(value: Any) -> Any:
     from uqlm_bert.failures import Failures
 
     return Failures.of([], []).lines(str, shown=value)
+
+
+def _pool(**kwargs: Any) -> Any:
+    from uqlm_bert.distributed import PoolSettings
+
+    return PoolSettings(**kwargs)
 
 
 def _score_batch(value: Any) -> Any:
@@ -360,9 +359,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "uqlm_bert.distributed.batches.ScoreBatch.num_threads": lambda v, _: _score_batch(v),
     "uqlm_bert.failures.Failures.lines.shown": lambda v, _: _failure_lines(v),
     **{
-        f"uqlm_bert.distributed.files.ray_rows_scorer.{name}": (
-            lambda v, _, n=name: _ray_rows_scorer(**{n: v})
-        )
+        f"uqlm_bert.distributed.dataset.PoolSettings.{name}": (lambda v, _, n=name: _pool(**{n: v}))
         for name in ("num_workers", "batch_size")
     },
     "uqlm_bert.generation.generator.ResponseGenerator.generate.num_responses": (

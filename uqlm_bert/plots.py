@@ -382,12 +382,12 @@ def plot_reliability_diagram(
         [0.5, 0.5]
     """
     from uqlm_bert.evaluation import brier_score, reliability_curve
-    from uqlm_bert.evaluation.reliability import _ece_of_curve
+    from uqlm_bert.evaluation.reliability import ece_of_curve
 
     curve = reliability_curve(probabilities, labels, n_bins=n_bins, strategy=strategy)
     n = int(curve["count"].sum())
     count = curve["count"].to_numpy()
-    ece = _ece_of_curve(curve)
+    ece = ece_of_curve(curve)
     with warnings.catch_warnings():
         # the NaN pairs were reported once already, by reliability_curve
         warnings.simplefilter("ignore", UserWarning)

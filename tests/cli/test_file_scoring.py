@@ -65,8 +65,8 @@ def test_the_ray_engine_scores_the_file_through_score_table_file(
 
     engine: list[dict[str, Any]] = []
 
-    def ray_rows_scorer(names, settings, **options):
-        engine.append({"names": names, "settings": settings, "options": options})
+    def ray_rows_scorer(names, settings, pool, **options):
+        engine.append({"names": names, "settings": settings, "pool": pool, "options": options})
 
         def score(responses, samples):
             engine[-1]["rows"] = (responses, samples)
@@ -85,11 +85,8 @@ def test_the_ray_engine_scores_the_file_through_score_table_file(
     assert call["names"] == ["bert_score"]
     bert = call["settings"]["bertscore"]
     assert (bert.num_layers, bert.device) == (4, "cpu")
-    assert call["options"] == {
-        "address": "ray://head:10001",
-        "num_workers": 3,
-        "show_progress_bars": False,
-    }
+    assert call["pool"].num_workers == 3
+    assert call["options"] == {"address": "ray://head:10001", "show_progress_bars": False}
     assert call["rows"] == (["Lima", "Quito"], [["Lima", "lima", None], ["Bogota"]])
     assert sorted(os.listdir(tmp_path)) == ["answers.jsonl", "scored.jsonl"]
     records = [json.loads(line) for line in open(out, encoding="utf-8")]

@@ -19,7 +19,7 @@ def _message(call) -> str:
 
 
 def test_every_entry_point_refuses_an_unknown_name_with_the_same_message():
-    from uqlm_bert.cli import _checked_scorers
+    from uqlm_bert.cli.options import checked_scorers
     from uqlm_bert.distributed.files import score_file
 
     args = argparse.Namespace(scorers=["bert_scor"], model_type=None, num_layers=None,
@@ -28,7 +28,7 @@ def test_every_entry_point_refuses_an_unknown_name_with_the_same_message():
     messages = {
         _message(lambda: build_scorers(["bert_scor"])),
         _message(lambda: BlackBoxUQ(scorers=["bert_scor"])),
-        _message(lambda: _checked_scorers(args)),
+        _message(lambda: checked_scorers(args)),
         _message(lambda: score_file("in.jsonl", "out.jsonl", scorers=["bert_scor"])),
     }
     assert len(messages) == 1

@@ -27,6 +27,7 @@ Example:
 from uqlm_bert.distributed.batches import ERROR_COLUMN, ScoreBatch
 from uqlm_bert.distributed.dataset import (
     DEFAULT_BATCH_SIZE,
+    PoolSettings,
     WorkerPlan,
     plan_workers,
     score_dataset,
@@ -37,6 +38,7 @@ from uqlm_bert.distributed.session import ray_session, start_local_ray
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "ERROR_COLUMN",
+    "PoolSettings",
     "ScoreBatch",
     "WorkerPlan",
     "plan_workers",

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
+    "PoolSettings",
     "WorkerPlan",
     "check_batch_invariance",
-    "check_worker_counts",
     "map_scorers",
     "plan_workers",
     "require_ray",
@@ -82,6 +82,70 @@ class WorkerPlan:
     device: str | None  # "cuda" for GPU actors; None lets the engine choose (cpu, or mps)
 
 
+@dataclasses.dataclass(frozen=True)
+class PoolSettings:
+    """The pool of Ray actors that scores: how many, and what each one asks for.
+
+    Checked when made, so that a bad count fails before any work.
+
+    Attributes:
+        num_workers: actors to start; None: one per GPU (or per ``num_gpus_per_worker``) on a
+            cluster with GPUs, else one per ``num_cpus_per_worker`` CPUs.
+        batch_size: rows per batch given to an actor.
+        num_gpus_per_worker: GPUs per actor (a fraction shares a GPU); None: 1 when the cluster
+            has GPUs, else 0.
+        num_cpus_per_worker: CPUs per actor (and torch threads in it); None: 1.
+
+    Example:
+        >>> PoolSettings(num_cpus_per_worker=2).plan({"CPU": 8.0})
+        WorkerPlan(num_workers=3, num_cpus=2.0, num_gpus=0.0, device=None)
+        >>> PoolSettings(num_workers=True)
+        Traceback (most recent call last):
+        ...
+        uqlm_bert.exceptions.ConfigurationError: num_workers must be an int >= 1 or None, got True
+    """
+
+    num_workers: int | None = None
+    batch_size: int = DEFAULT_BATCH_SIZE
+    num_gpus_per_worker: float | None = None
+    num_cpus_per_worker: float | None = None
+
+    def __post_init__(self) -> None:
+        check_int("num_workers", self.num_workers, 1, none_ok=True)
+        check_int("batch_size", self.batch_size, 1)
+        check_number("num_gpus_per_worker", self.num_gpus_per_worker, none_ok=True)
+        check_number("num_cpus_per_worker", self.num_cpus_per_worker, strict=True, none_ok=True)
+
+    def plan(self, cluster_resources: Mapping[str, float], spare_cpu: bool = True) -> WorkerPlan:
+        """Size the pool from the cluster's resources (``ray.cluster_resources()``).
+
+        With ``spare_cpu``, a CPU pool sized by default leaves one CPU free, so that the tasks
+        that read the input can run beside the actors.
+        """
+        cpus = float(cluster_resources.get("CPU", 0.0))
+        gpus = float(cluster_resources.get("GPU", 0.0))
+        per_cpu = 1.0 if self.num_cpus_per_worker is None else float(self.num_cpus_per_worker)
+        if self.num_gpus_per_worker is None:
+            per_gpu = 1.0 if gpus > 0 else 0.0
+        else:
+            per_gpu = float(self.num_gpus_per_worker)
+        if per_gpu > 0 and gpus == 0:
+            warn_user(
+                f"each actor asks for {per_gpu:g} GPU but the Ray cluster has none now; the "
+                "actors wait until GPU nodes join (pass num_gpus_per_worker=0 to score on CPUs)",
+                UserWarning,
+            )
+        workers = self.num_workers
+        if workers is None:
+            if per_gpu > 0:
+                workers = int(gpus // per_gpu) if gpus else 1
+            else:
+                usable = cpus - 1 if spare_cpu and cpus > per_cpu else cpus
+                workers = int(usable // per_cpu)
+            workers = max(1, workers)
+        return WorkerPlan(workers, per_cpu, per_gpu, "cuda" if per_gpu > 0 else None)
+
+
 def plan_workers(
     cluster_resources: Mapping[str, float],
     num_workers: int | None = None,
@@ -89,14 +153,14 @@ def plan_workers(
     num_cpus_per_worker: float | None = None,
     spare_cpu: bool = True,
 ) -> WorkerPlan:
-    """Size the actor pool from the cluster's resources.
+    """Size the actor pool from the cluster's resources: :meth:`PoolSettings.plan` of the
+    counts given (see :class:`PoolSettings` for each).
 
     Args:
         cluster_resources: ``ray.cluster_resources()``.
-        num_workers: actors to start; None: one per GPU (or per ``num_gpus_per_worker``) on a
-            cluster with GPUs, else one per ``num_cpus_per_worker`` CPUs.
-        num_gpus_per_worker: GPUs per actor; None: 1 when the cluster has GPUs, else 0.
-        num_cpus_per_worker: CPUs per actor (and torch threads in it); None: 1.
+        num_workers: actors to start.
+        num_gpus_per_worker: GPUs per actor.
+        num_cpus_per_worker: CPUs per actor (and torch threads in it).
         spare_cpu: when sizing a CPU pool by default, leave one CPU free so the tasks that read
             the input can run beside the actors.
 
@@ -106,33 +170,13 @@ def plan_workers(
     Example:
         >>> plan_workers({"CPU": 16.0, "GPU": 4.0})
         WorkerPlan(num_workers=4, num_cpus=1.0, num_gpus=1.0, device='cuda')
-        >>> plan_workers({"CPU": 8.0}, num_cpus_per_worker=2)
-        WorkerPlan(num_workers=3, num_cpus=2.0, num_gpus=0.0, device=None)
     """
-    cpus = float(cluster_resources.get("CPU", 0.0))
-    gpus = float(cluster_resources.get("GPU", 0.0))
-    check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
-    per_cpu = 1.0 if num_cpus_per_worker is None else float(num_cpus_per_worker)
-    if num_gpus_per_worker is None:
-        per_gpu = 1.0 if gpus > 0 else 0.0
-    else:
-        per_gpu = float(num_gpus_per_worker)
-    if per_gpu > 0 and gpus == 0:
-        warn_user(
-            f"each actor asks for {per_gpu:g} GPU but the Ray cluster has none now; the actors "
-            "wait until GPU nodes join (pass num_gpus_per_worker=0 to score on CPUs)",
-            UserWarning,
-        )
-    if num_workers is None:
-        if per_gpu > 0:
-            workers = int(gpus // per_gpu) if gpus else 1
-        else:
-            usable = cpus - 1 if spare_cpu and cpus > per_cpu else cpus
-            workers = int(usable // per_cpu)
-        workers = max(1, workers)
-    else:
-        workers = num_workers
-    return WorkerPlan(workers, per_cpu, per_gpu, "cuda" if per_gpu > 0 else None)
+    pool = PoolSettings(
+        num_workers=num_workers,
+        num_gpus_per_worker=num_gpus_per_worker,
+        num_cpus_per_worker=num_cpus_per_worker,
+    )
+    return pool.plan(cluster_resources, spare_cpu)
 
 
 def score_dataset(
@@ -185,8 +229,7 @@ def score_dataset(
     names = check_scorer_names(scorers)
     settings = scorer_settings(names, **dict(scorer_kwargs or {}))
     check_batch_invariance(settings)
-    check_int("batch_size", batch_size, 1)
-    check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
+    pool = PoolSettings(num_workers, batch_size, num_gpus_per_worker, num_cpus_per_worker)
     schema = ds.schema(fetch_if_missing=False)
     if schema is not None:
         absent = [c for c in (response_column, samples_column) if c not in schema.names]
@@ -195,15 +238,12 @@ def score_dataset(
                 f"the dataset has no column {absent[0]!r} (columns: {list(schema.names)}); "
                 "name the right ones with response_column= and samples_column="
             )
-    plan = plan_workers(
-        ray.cluster_resources(), num_workers, num_gpus_per_worker, num_cpus_per_worker
-    )
     return map_scorers(
         ray,
         ds,
         names,
         settings,
-        plan,
+        pool.plan(ray.cluster_resources()),
         batch_size,
         response_column=response_column,
         samples_column=samples_column,
@@ -269,28 +309,6 @@ def _on_device(settings: Mapping[str, Any], device: str | None) -> dict[str, Any
         else value
         for key, value in settings.items()
     }
-
-
-def check_worker_counts(
-    num_workers: int | None,
-    num_gpus_per_worker: float | None,
-    num_cpus_per_worker: float | None,
-) -> None:
-    """Fail before any work unless the counts of :func:`plan_workers` are valid (or None).
-
-    Raises:
-        ConfigurationError: ``num_workers`` is not an int >= 1, ``num_cpus_per_worker`` not a
-            number > 0, or ``num_gpus_per_worker`` not a number >= 0 (a fraction shares a GPU).
-
-    Example:
-        >>> check_worker_counts(True, None, None)
-        Traceback (most recent call last):
-        ...
-        uqlm_bert.exceptions.ConfigurationError: num_workers must be an int >= 1 or None, got True
-    """
-    check_int("num_workers", num_workers, 1, none_ok=True)
-    check_number("num_cpus_per_worker", num_cpus_per_worker, strict=True, none_ok=True)
-    check_number("num_gpus_per_worker", num_gpus_per_worker, none_ok=True)
 
 
 def check_batch_invariance(settings: Mapping[str, Any], idf_from_run: bool = False) -> None:

@@ -35,13 +35,11 @@ import pandas as pd
 
 from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.settings import BERTScoreSettings
-from uqlm_bert.checks import check_int
 from uqlm_bert.distributed.dataset import (
     DEFAULT_BATCH_SIZE,
+    PoolSettings,
     check_batch_invariance,
-    check_worker_counts,
     map_scorers,
-    plan_workers,
     require_ray,
 )
 from uqlm_bert.distributed.session import ray_session
@@ -115,15 +113,10 @@ def score_file(
         ...                    address="auto", num_workers=8, batch_size=256)
     """
     names = check_scorer_names(scorers)
+    settings = scorer_settings(names, **dict(scorer_kwargs or {}))
+    pool = PoolSettings(num_workers, batch_size, num_gpus_per_worker, num_cpus_per_worker)
     score = ray_rows_scorer(
-        names,
-        scorer_settings(names, **dict(scorer_kwargs or {})),
-        address=address,
-        num_workers=num_workers,
-        batch_size=batch_size,
-        show_progress_bars=show_progress_bars,
-        num_gpus_per_worker=num_gpus_per_worker,
-        num_cpus_per_worker=num_cpus_per_worker,
+        names, settings, pool, address=address, show_progress_bars=show_progress_bars
     )
     scored = scoring.score_table_file(
         input_path,
@@ -148,61 +141,54 @@ def score_file(
 def ray_rows_scorer(
     names: Sequence[str],
     settings: Mapping[str, Any],
+    pool: PoolSettings | None = None,
     *,
     address: str | None = None,
-    num_workers: int | None = None,
-    batch_size: int = DEFAULT_BATCH_SIZE,
     show_progress_bars: bool = True,
-    num_gpus_per_worker: float | None = None,
-    num_cpus_per_worker: float | None = None,
 ) -> RowScorer:
     """What scores a file's good rows on Ray: the ``score`` of :func:`uqlm_bert.io.score_table_file`.
 
     Everything that can be checked without the rows is checked now, before the file is read:
-    that Ray is installed, the counts, and that the settings give every row the score it would
-    get in one process. Ray is started (or joined, see :func:`score_file`) only when there are
-    rows to score.
+    that Ray is installed, and that the settings give every row the score it would get in one
+    process. Ray is started (or joined, see :func:`score_file`) only when there are rows to
+    score.
 
     Args:
         names: the scorer names, checked.
         settings: their settings objects, as :func:`uqlm_bert.scorers.scorer_settings` builds
             them.
-        address: as for :func:`score_file`; so are ``num_workers``, ``batch_size``,
-            ``show_progress_bars``, ``num_gpus_per_worker`` and ``num_cpus_per_worker``.
+        pool: the actors (default: :class:`PoolSettings`'s defaults).
+        address: the Ray cluster, as for :func:`score_file`.
+        show_progress_bars: show Ray Data's progress bars.
 
     Raises:
-        ConfigurationError: Ray is missing, or a count is invalid.
+        ConfigurationError: Ray is missing, or the settings would make a row's score depend on
+            its batch.
 
     Example:
         >>> from uqlm_bert.scorers import scorer_settings
         >>> score = ray_rows_scorer(["bert_score"], scorer_settings(["bert_score"]),
-        ...                         num_workers=1)  # doctest: +SKIP
+        ...                         PoolSettings(num_workers=1))  # doctest: +SKIP
         >>> score(["Paris."], [["Paris.", "Lyon."]])  # doctest: +SKIP
         {'bert_score': array([0.8...])}
     """
     require_ray()
     check_batch_invariance(settings, idf_from_run=True)
-    check_int("batch_size", batch_size, 1)
-    check_worker_counts(num_workers, num_gpus_per_worker, num_cpus_per_worker)
+    pool = PoolSettings() if pool is None else pool
 
     def score(responses: list[str], samples: list[list[str | None]]) -> dict[str, np.ndarray]:
         run_settings = _run_wide_idf(settings, responses, samples)
         with ray_session(address) as ray:
-            plan = plan_workers(
-                ray.cluster_resources(),
-                num_workers,
-                num_gpus_per_worker,
-                num_cpus_per_worker,
-                spare_cpu=False,  # the rows are already in memory: no read tasks need a CPU
-            )
+            # the rows are already in memory: no read tasks need a CPU
+            plan = pool.plan(ray.cluster_resources(), spare_cpu=False)
             sent = pd.DataFrame(
                 {
                     RESPONSE: pd.Series(responses, dtype=object),
                     SAMPLES: pd.Series(samples, dtype=object),
                 }
             )
-            blocks = _blocks(ray, sent, batch_size, plan.num_workers)
-            scored = map_scorers(ray, blocks, names, run_settings, plan, batch_size)
+            blocks = _blocks(ray, sent, pool.batch_size, plan.num_workers)
+            scored = map_scorers(ray, blocks, names, run_settings, plan, pool.batch_size)
             scored = scored.select_columns([ROW_COLUMN, *names])
             scored.context.enable_progress_bars = show_progress_bars
             back = _in_row_order(scored.to_pandas(), len(responses))

@@ -37,7 +37,7 @@ from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 from uqlm_bert.inputs import NanPolicy, check_binary, paired_arrays
 
-__all__ = ["brier_score", "expected_calibration_error", "reliability_curve"]
+__all__ = ["brier_score", "ece_of_curve", "expected_calibration_error", "reliability_curve"]
 
 ArrayLike = Sequence[float] | np.ndarray
 Strategy = Literal["uniform", "quantile"]
@@ -178,11 +178,18 @@ def expected_calibration_error(
     curve = reliability_curve(
         probabilities, labels, n_bins=n_bins, strategy=strategy, nan_policy=nan_policy
     )
-    return _ece_of_curve(curve)
+    return ece_of_curve(curve)
 
 
-def _ece_of_curve(curve: pd.DataFrame) -> float:
-    """The expected calibration error of a :func:`reliability_curve` table."""
+def ece_of_curve(curve: pd.DataFrame) -> float:
+    """The expected calibration error of a :func:`reliability_curve` table, for a caller that
+    has the table already (a plot of it, say).
+
+    Example:
+        >>> curve = reliability_curve([0.1, 0.3, 0.7, 0.9], [0, 1, 1, 1], n_bins=2)
+        >>> round(ece_of_curve(curve), 4)
+        0.25
+    """
     count = curve["count"].to_numpy(dtype=np.float64)
     gap = np.abs(curve["mean_predicted"].to_numpy() - curve["observed_frequency"].to_numpy())
     return float(np.dot(count, gap) / count.sum())

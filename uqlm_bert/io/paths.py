@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from uqlm_bert.exceptions import InputValidationError
-from uqlm_bert.io.formats import table_format
+from uqlm_bert.io.formats import pyarrow_parquet, table_format
 
 __all__ = ["atomic_write", "check_output_location", "new_file", "same_file"]
 
@@ -31,12 +31,13 @@ __all__ = ["atomic_write", "check_output_location", "new_file", "same_file"]
 def check_output_location(path: str | os.PathLike[str]) -> None:
     """Fail now if a table cannot be written at ``path``: before any work, not after it.
 
-    The suffix must name a format, the directory must exist, ``path`` must not be a directory,
-    and a file must be creatable (and is then removed) in the directory, which is what an
-    atomic write needs.
+    The suffix must name a format (and, for Parquet, pyarrow must be installed), the directory
+    must exist, ``path`` must not be a directory, and a file must be creatable (and is then
+    removed) in the directory, which is what an atomic write needs.
 
     Raises:
         InputValidationError: the path, and what is wrong with it.
+        ConfigurationError: Parquet was asked for and pyarrow is not installed.
 
     Example:
         >>> import tempfile
@@ -46,7 +47,8 @@ def check_output_location(path: str | os.PathLike[str]) -> None:
         uqlm_bert.exceptions.InputValidationError: no/such/dir/scored.csv: the directory no/such/dir does not exist
     """
     name = os.fspath(path)
-    table_format(name)
+    if table_format(name) == "parquet":
+        pyarrow_parquet()
     target = Path(name)
     directory = target.parent
     if not directory.is_dir():
