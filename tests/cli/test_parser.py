@@ -1,0 +1,60 @@
+"""The command's defaults are the settings objects': options left out keep them, options given
+build one settings object, and the help shows each default as the object has it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
+from uqlm_bert.cli.options import bertscore_settings, checked_scorers, generation_settings
+from uqlm_bert.cli.parser import build_parser
+from uqlm_bert.generation import GenerationSettings, RetryPolicy
+
+GENERATE = ["generate-and-score", "prompts.txt", "-o", "out.csv", "--model", "m"]
+
+
+def _help(command: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    return " ".join(out.getvalue().split())
+
+
+def test_generation_options_build_one_settings_object_on_its_defaults():
+    assert generation_settings(build_parser().parse_args(GENERATE)) == GenerationSettings()
+    argv = [*GENERATE, "--max-concurrency", "4", "--max-retries", "2", "--use-n-param", "false",
+            "--request-timeout", "5", "--sampling-temperature", "0.5"]  # fmt: skip
+    assert generation_settings(build_parser().parse_args(argv)) == GenerationSettings(
+        max_concurrency=4,
+        retry=RetryPolicy(max_retries=2),
+        use_n_param=False,
+        request_timeout=5.0,
+        sampling_temperature=0.5,
+    )
+
+
+def test_bertscore_options_build_on_the_defaults_of_their_command():
+    scorers_args = build_parser().parse_args(["score", "in.jsonl", "-o", "out.jsonl"])
+    _, settings = checked_scorers(scorers_args)
+    assert settings["bertscore"] == SCORER_DEFAULTS
+    evaluate_args = build_parser().parse_args(["evaluate", "p.txt", "r.txt", "--idf"])
+    assert bertscore_settings(evaluate_args) == BERTScoreSettings(idf=True)
+
+
+def test_help_shows_the_defaults_of_the_settings_objects():
+    generation = GenerationSettings()
+    text = _help("generate-and-score")
+    for shown in (
+        f"up (default {generation.max_concurrency})",
+        f"transient failures (default {generation.retry.max_retries})",
+        f"samples (default {generation.sampling_temperature})",
+        f"may take (default {generation.request_timeout})",
+        f"per sample) (default {generation.use_n_param})",
+        f"texts per forward pass (default {SCORER_DEFAULTS.batch_size})",
+        "plain BERTScore) (default fixed)",
+    ):
+        assert shown in text, shown
+    assert "plain BERTScore) (default off)" in _help("evaluate")
