@@ -401,10 +401,6 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     },
 }
 
-#: Parameters that still take a bool as a count, in modules where the fix is under way. Each
-#: fails strictly: once its module refuses the bool, the entry must go.
-STILL_TAKE_A_BOOL: set[str] = set()
-
 #: Errors whose message refuses the parameter whatever its value.
 REFUSED_WHATEVER_THE_VALUE = {"uqlm_bert.black_box.BlackBoxUQ.nli_batch_size"}
 
@@ -427,18 +423,7 @@ def test_every_public_int_parameter_is_covered():
     assert not stale, f"no longer public int parameters: {stale}"
 
 
-@pytest.mark.parametrize(
-    "parameter",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(strict=True, reason="its module still takes a bool")
-            if p in STILL_TAKE_A_BOOL
-            else (),
-        )
-        for p in sorted({**CALLS, **SCORER_SETTINGS})
-    ],
-)
+@pytest.mark.parametrize("parameter", sorted({**CALLS, **SCORER_SETTINGS}))
 def test_a_bool_is_refused_where_a_count_is_asked(parameter, tmp_path):
     call = {**CALLS, **SCORER_SETTINGS}[parameter]
     name = parameter.rsplit(".", 1)[1]
