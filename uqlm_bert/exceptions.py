@@ -17,6 +17,7 @@ __all__ = [
     "InputValidationError",
     "ConfigurationError",
     "ModelLoadError",
+    "DeviceOutOfMemoryError",
     "BaselineNotFoundError",
     "GenerationError",
     "AuthenticationFailedError",
@@ -44,6 +45,12 @@ class ConfigurationError(UQLMBertError, ValueError):
 
 class ModelLoadError(UQLMBertError, OSError):
     """A model or tokenizer could not be loaded from the name or path given."""
+
+
+class DeviceOutOfMemoryError(UQLMBertError, MemoryError):
+    """A single text does not fit in the device's memory, even after its batch was split down
+    to that text alone; the message names its length in tokens and the settings that help
+    (a smaller ``max_length``, a smaller model, the CPU)."""
 
 
 class BaselineNotFoundError(ConfigurationError):

@@ -317,57 +317,6 @@ def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):
     assert isinstance(run["bertscore"].idf, dict) and len(run["bertscore"].idf) > 3
 
 
-def _torch_calls(fn):
-    """``(number of torch calls made from Python, result)`` of ``fn()``."""
-    from torch.overrides import TorchFunctionMode
-
-    class Count(TorchFunctionMode):
-        calls = 0
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            Count.calls += 1
-            return func(*args, **(kwargs or {}))
-
-    with Count():
-        result = fn()
-    return Count.calls, result
-
-
-def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two():
-    """The packed pass's torch calls do not grow with the number of texts in a batch.
-
-    Every torch call gives up the GIL and must take it back; while another thread runs Python
-    (the event loop of generate_and_score), that costs up to the interpreter's switch interval
-    each, so per-text calls (one index range or one copy per text and layer) made scoring beside
-    generation several times slower than the same work alone."""
-    from uqlm_bert.bertscore.models import load_encoder
-
-    enc = load_encoder(BERTScoreSettings(num_layers=6, device="cpu"))
-    packed = enc.loaded.packed
-    ids = enc.tokenize((SHORT * 10)[:40])
-    counts = [_torch_calls(lambda batch=batch: packed(batch))[0] for batch in (ids[:2], ids)]
-    assert counts[0] == counts[1], counts
-
-
-def test_matching_makes_as_many_torch_calls_for_forty_pairs_as_for_two():
-    """Matching fills its scores a block of pairs at a time, not with torch calls per pair (each
-    one waits for the GIL while generate_and_score's event loop runs Python beside it, see the
-    test above). The 40 pairs share one candidate, so that both calls embed one forward batch."""
-    from uqlm_bert import BERTScorer
-
-    scorer = BERTScorer(show_progress_bars=False)
-    refs = [f"The {word} number {i} sat on a mat." for i, word in enumerate(["cat", "dog"] * 20)]
-    counts, scores = [], []
-    for n in (2, 40):
-        cands = ["A cat sat on the mat."] * n
-        calls, (P, R, F) = _torch_calls(lambda c=cands, r=refs[:n]: scorer.score(c, r))
-        counts.append(calls)
-        scores.append(F)
-    assert counts[0] == counts[1], counts
-    # the same pairs score the same whichever else is matched with them
-    assert torch.equal(scores[0], scores[1][:2])
-
-
 def test_the_older_call_form_still_loads_the_same_model_with_a_deprecation_warning():
     from uqlm_bert.bertscore.models import load_encoder, load_model
 

@@ -14,6 +14,7 @@ a text with less than one token per 128 characters is cut at ``max_length * 128`
 Example:
     >>> from uqlm_bert.bertscore.models import load_encoder
     >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+    >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
     >>> enc = load_encoder(BERTScoreSettings(num_layers=5, device="cpu"))
     >>> ids = enc.tokenize(["Hello world", "hello  world  "])
     >>> ids[0] == ids[1], [t.shape for t in enc.embed_batch(ids)]
@@ -27,7 +28,11 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
+import torch.nn.functional as F
+
+from uqlm_bert.bertscore.packed import to_device
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.models import LoadedModel
@@ -90,6 +95,12 @@ class Encoder:
         """The dtype of the model's weights."""
         return self.loaded.dtype
 
+    @property
+    def hidden_size(self) -> int:
+        """The width of the model's token states."""
+        cfg = self.loaded.config
+        return int(getattr(cfg, "hidden_size", None) or getattr(cfg, "d_model", None) or 1024)
+
     # -- tokenization ---------------------------------------------------------------------------
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
@@ -107,24 +118,44 @@ class Encoder:
         packed = self.loaded.packed
         return packed.reuse_workspace() if packed is not None else contextlib.nullcontext()
 
+    def release_memory(self) -> None:
+        """Free what this thread's batches keep on the device between passes (the packed pass's
+        workspace) and hand the allocator's unused blocks back: after an out-of-memory error."""
+        packed = self.loaded.packed
+        if packed is not None:
+            packed.release_workspace()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        elif self.device.type == "mps":
+            torch.mps.empty_cache()
+
     def hidden_states(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Each text's ``[len, dim]`` float32 output of the model's last kept layer, on its device.
 
         BERT and RoBERTa encoders run packed (no work on padding outside attention, see
         :mod:`uqlm_bert.bertscore.packed`); other architectures run the transformers forward.
         """
+        return list(self._forward(batch).float().split([len(ids) for ids in batch]))
+
+    def embed_packed(self, batch: Sequence[Sequence[int]]) -> torch.Tensor:
+        """The texts' L2-normalised token embeddings (what BERTScore matches), packed: one
+        float32 ``[sum of lengths, dim]`` tensor, text after text, on the model's device.
+
+        Example:
+            >>> from uqlm_bert.bertscore.models import load_encoder
+            >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+            >>> enc = load_encoder(BERTScoreSettings(num_layers=5, device="cpu"))
+            >>> enc.embed_packed(enc.tokenize(["Hello world", "A cat."])).shape
+            torch.Size([9, 384])
+        """
         states = self._forward(batch)
-        if isinstance(states, torch.Tensor):
-            return list(states.split([len(ids) for ids in batch]))
-        return states
+        if states.dtype != torch.float32:
+            states = states.float()
+        return F.normalize(states, dim=-1, eps=0.0)
 
     def embed_batch(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Each text's L2-normalised ``[len, dim]`` token embeddings (what BERTScore matches)."""
-        states = self._forward(batch)
-        if isinstance(states, torch.Tensor):
-            states = states / states.norm(dim=-1, keepdim=True)
-            return list(states.split([len(ids) for ids in batch]))
-        return [h / h.norm(dim=-1, keepdim=True) for h in states]
+        return list(self.embed_packed(batch).split([len(ids) for ids in batch]))
 
     @torch.inference_mode()
     def layer_states(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
@@ -134,43 +165,49 @@ class Encoder:
         if packed is not None:
             with _autocast_off(self.device):
                 return [h.float() for h in packed(batch, all_layers=True)]
-        input_ids, mask = self._padded_inputs(batch)
+        input_ids, mask, rows = self._padded_inputs(batch)
         with _autocast_off(self.device):
             out = self.model(input_ids, attention_mask=mask, output_hidden_states=True)
-        valid = mask.bool()
-        return [h.float()[valid] for h in out.hidden_states]
+        return [h.float().flatten(0, 1).index_select(0, rows) for h in out.hidden_states]
 
     @torch.inference_mode()
-    def _forward(self, batch: Sequence[Sequence[int]]) -> torch.Tensor | list[torch.Tensor]:
-        """Packed ``[tokens, dim]`` states (BERT, RoBERTa), else one tensor per text."""
+    def _forward(self, batch: Sequence[Sequence[int]]) -> torch.Tensor:
+        """The last kept layer's states of the texts, packed ``[sum of lengths, dim]``, in the
+        model's dtype: BERT and RoBERTa run packed, other architectures padded."""
         packed = self.loaded.packed
-        if packed is not None:
-            with _autocast_off(self.device):
-                return packed(batch).float()
-        return self._padded_states(batch)
+        with _autocast_off(self.device):
+            if packed is not None:
+                return packed(batch)
+            input_ids, mask, rows = self._padded_inputs(batch)
+            out = self.model(input_ids, attention_mask=mask)
+        hidden = out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
+        return hidden.flatten(0, 1).index_select(0, rows)
 
     def _padded_states(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
-        """The transformers forward over a padded batch."""
-        input_ids, mask = self._padded_inputs(batch)
-        with _autocast_off(self.device):
+        """The transformers forward over a padded batch, one float32 tensor per text."""
+        input_ids, mask, _ = self._padded_inputs(batch)
+        with torch.inference_mode(), _autocast_off(self.device):
             out = self.model(input_ids, attention_mask=mask)
         hidden = out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
         hidden = hidden.float()
         return [hidden[i, : len(ids)] for i, ids in enumerate(batch)]
 
-    def _padded_inputs(self, batch: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Padded input ids and attention mask of a batch, on the model's device."""
-        lens = [len(ids) for ids in batch]
-        width = max(lens)
+    def _padded_inputs(
+        self, batch: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Padded input ids, attention mask and each token's row in the flattened padded layout,
+        on the model's device: built in numpy and copied over once, not one copy per text."""
+        lens = np.fromiter((len(ids) for ids in batch), dtype=np.int64, count=len(batch))
+        width = int(lens.max())
         pad_id = self.tokenizer.pad_token_id
-        if pad_id is None:
-            pad_id = 0
-        input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, ids in enumerate(batch):
-            input_ids[i, : len(ids)] = torch.as_tensor(ids, dtype=torch.long)
-            mask[i, : len(ids)] = 1
-        return input_ids.to(self.device, non_blocking=True), mask.to(self.device, non_blocking=True)
+        valid = np.arange(width)[None, :] < lens[:, None]
+        ids = np.full((3, len(batch), width), 0 if pad_id is None else pad_id, dtype=np.int64)
+        ids[0][valid] = np.concatenate([np.asarray(i, dtype=np.int64) for i in batch])
+        ids[1] = valid
+        rows = np.flatnonzero(valid)
+        ids[2].flat[: len(rows)] = rows
+        on_device = to_device(torch.from_numpy(ids), self.device)
+        return on_device[0], on_device[1], on_device[2].flatten()[: len(rows)]
 
     def __repr__(self) -> str:
         return (

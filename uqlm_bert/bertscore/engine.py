@@ -16,11 +16,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 
 from uqlm_bert._delegate import delegate
@@ -28,9 +26,10 @@ from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.baseline import find_baseline, read_baseline, rescale
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping, idf_from_token_ids
-from uqlm_bert.bertscore.matching import greedy_match_padded
 from uqlm_bert.bertscore.models import load_encoder
+from uqlm_bert.bertscore.pair_scoring import score_pairs
 from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
 from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import reference_lists, text_list
@@ -38,24 +37,6 @@ from uqlm_bert.inputs import reference_lists, text_list
 __all__ = ["BERTScorer"]
 
 logger = logging.getLogger("uqlm_bert")
-
-# Matching works on blocks of pairs whose padded similarities [pairs, cand_len, ref_len] and
-# padded embeddings [pairs, cand_len + ref_len, dim] hold at most this many floats together.
-_MATCH_BUDGET = 1 << 23
-# Texts are tokenized this many at a time (the tokenizer's per-text objects are then dropped).
-_TOKENIZE_CHUNK = 4096
-
-
-@dataclass
-class _Text:
-    """One unique text of a call: its token ids, normalised weights and when it is last needed."""
-
-    ids: np.ndarray  # int64 token ids
-    weights: np.ndarray | None  # float32, normalised to sum 1 (all 0 when they sum to 0)
-    empty: bool  # no tokens but special ones: the pair's raw scores are 0
-    zero_weight: bool  # tokens, but all weights 0: its side (P or R) is 0
-    last_use: int
-
 
 class BERTScorer:
     """BERTScore between candidates and references, matching ``bert_score.BERTScorer``.
@@ -129,6 +110,7 @@ class BERTScorer:
 
         Example:
             >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
             >>> settings = BERTScoreSettings(num_layers=3)
             >>> scorer = BERTScorer.from_settings(settings)
             >>> scorer.settings is settings, scorer.num_layers
@@ -244,168 +226,76 @@ class BERTScorer:
                 pair_ref.append(r)
                 pair_group.append(i)
 
-        texts = self._tokenize_texts(pair_cand, pair_ref)
-        idf = self._idf_weights
-        if self._idf_from_refs:  # each reference occurrence is a document, as in bert_score.score
-            idf = idf_from_token_ids([texts[r.strip()].ids.tolist() for r in pair_ref])
-        self._assign_weights(texts, idf)
-        scores = self._score_pairs(pair_cand, pair_ref, texts, bs, show)
-        self._warn_empty(pair_cand, pair_ref, pair_group, texts)
-
-        group_idx = torch.tensor(pair_group, dtype=torch.long)
-        if len(pair_group) != len(cands):
-            best = torch.full((len(cands), 3), float("-inf"))
-            best = best.scatter_reduce(
-                0, group_idx[:, None].expand(-1, 3), scores, reduce="amax", include_self=True
-            )
-            scores = best
+        keys_c = [c.strip() for c in pair_cand]
+        keys_r = [r.strip() for r in pair_ref]
+        scores = self._score_pairs(keys_c, keys_r, pair_group, bs, show)
+        if len(pair_group) != len(cands):  # the best over each candidate's references
+            starts = np.flatnonzero(np.diff(pair_group, prepend=-1))
+            scores = np.maximum.reduceat(scores, starts, axis=0)
+        out = torch.from_numpy(scores)
         if self._baseline is not None:
-            scores = rescale(scores, self._baseline)
-        return scores[:, 0].contiguous(), scores[:, 1].contiguous(), scores[:, 2].contiguous()
+            out = rescale(out, self._baseline)
+        return out[:, 0].contiguous(), out[:, 1].contiguous(), out[:, 2].contiguous()
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _tokenize_texts(self, pair_cand: list[str], pair_ref: list[str]) -> dict[str, _Text]:
-        """Tokenize each unique (stripped) text once; note when each is last needed."""
-        last_use: dict[str, int] = {}
-        for k, (c, r) in enumerate(zip(pair_cand, pair_ref, strict=True)):
-            last_use[c.strip()] = k
-            last_use[r.strip()] = k
-        unique = list(last_use)
-        enc = self._encoder
-        special = enc.special_ids
-        truncated = []
-        texts: dict[str, _Text] = {}
-        for start in range(0, len(unique), _TOKENIZE_CHUNK):
-            chunk = unique[start : start + _TOKENIZE_CHUNK]
-            ids_list, cut = enc.tokenize_checked(chunk)
-            for text, ids, was_cut in zip(chunk, ids_list, cut, strict=True):
-                if was_cut:
-                    truncated.append(text)
-                empty = all(t in special for t in ids)
-                texts[text] = _Text(np.asarray(ids, dtype=np.int64), None, empty, False,
-                                    last_use[text])
-        if truncated:
-            warn_user(
-                f"{len(truncated)} text(s) are longer than the model's maximum of "
-                f"{enc.max_length} tokens and were truncated, as the reference does (first: "
-                f"{truncated[0][:60]!r}...). Pass max_length or split long texts to score them "
-                "whole.",
-                UserWarning,
-            )
-        return texts
-
-    def _assign_weights(self, texts: dict[str, _Text], idf: IdfWeights | None) -> None:
-        """Give each text its token weights, normalised to sum 1."""
-        zero = self._uniform_zero
-        for t in texts.values():
-            ids = t.ids.tolist()
-            if idf is None:
-                w = [0.0 if i in zero else 1.0 for i in ids]
-            else:
-                # [CLS]/[SEP] occur in every document, so computed idf gives them 0; a user's
-                # mapping that leaves them out gives them 0 too, not its unseen default.
-                w = [0.0 if i in zero and i not in idf.weights else idf[i] for i in ids]
-            weights = np.asarray(w, dtype=np.float32)
-            total = float(weights.sum())
-            t.weights = weights / total if total > 0 else np.zeros_like(weights)
-            t.zero_weight = not t.empty and not total > 0
-
     def _score_pairs(
-        self,
-        pair_cand: list[str],
-        pair_ref: list[str],
-        texts: dict[str, _Text],
-        batch_size: int,
-        show: bool,
-    ) -> torch.Tensor:
-        """Raw ``[pairs, 3]`` P/R/F, streaming over chunks of pairs."""
-        n = len(pair_cand)
-        out = torch.zeros((n, 3), dtype=torch.float32)
-        cache: dict[str, torch.Tensor] = {}
-        chunk = self.settings.chunk_size
-        bar = tqdm(
-            total=len(texts),
-            desc="BERTScore",
-            unit="text",
-            delay=1.0,
-            disable=not show,
-            leave=False,
-        )
-        with bar, self._encoder.reuse_workspace():
-            for start in range(0, n, chunk):
-                stop = min(n, start + chunk)
-                keys_c = [c.strip() for c in pair_cand[start:stop]]
-                keys_r = [r.strip() for r in pair_ref[start:stop]]
-                new = sorted(
-                    {k for k in keys_c + keys_r if k not in cache},
-                    key=lambda k: len(texts[k].ids),
-                )
-                for b in range(0, len(new), batch_size):
-                    batch = new[b : b + batch_size]
-                    embs = self._encoder.embed_batch([texts[k].ids for k in batch])
-                    cache.update(zip(batch, embs, strict=True))
-                    bar.update(len(batch))
-                out[start:stop] = self._match(keys_c, keys_r, texts, cache)
-                for k in set(keys_c + keys_r):
-                    if texts[k].last_use < stop:
-                        del cache[k]
-        return out
-
-    def _match(
         self,
         keys_c: list[str],
         keys_r: list[str],
-        texts: dict[str, _Text],
-        cache: dict[str, torch.Tensor],
-    ) -> torch.Tensor:
-        """P/R/F of pairs whose embeddings are in ``cache``, in sub-batches of similar lengths."""
-        dev = self._encoder.device
-        order = sorted(
-            range(len(keys_c)), key=lambda i: (len(texts[keys_c[i]].ids), len(texts[keys_r[i]].ids))
-        )
-        # filled in numpy, a block at a time: a torch call per pair would give up the GIL and
-        # wait to take it back every time (see packed.py), while generate_and_score's event
-        # loop runs Python beside this thread
-        result = np.zeros((len(keys_c), 3), dtype=np.float32)
-        empty = np.fromiter(
-            (texts[c].empty or texts[r].empty for c, r in zip(keys_c, keys_r, strict=True)),
-            dtype=bool,
-            count=len(keys_c),
-        )
-        pos = 0
-        dim = next(iter(cache.values())).shape[-1]
-        while pos < len(order):
-            # grow the block while its padded similarities and embeddings stay within budget
-            end = pos
-            max_c = max_r = 0
-            while end < len(order):
-                i = order[end]
-                lc = max(max_c, len(texts[keys_c[i]].ids))
-                lr = max(max_r, len(texts[keys_r[i]].ids))
-                if end > pos and (end - pos + 1) * (lc * lr + (lc + lr) * dim) > _MATCH_BUDGET:
-                    break
-                max_c, max_r = lc, lr
-                end += 1
-            idx = order[pos:end]
-            c_emb = pad_sequence([cache[keys_c[i]] for i in idx], batch_first=True)
-            r_emb = pad_sequence([cache[keys_r[i]] for i in idx], batch_first=True)
-            c_w = _pad_weights([texts[keys_c[i]].weights for i in idx]).to(dev)
-            r_w = _pad_weights([texts[keys_r[i]].weights for i in idx]).to(dev)
-            c_len = torch.tensor([len(texts[keys_c[i]].ids) for i in idx], device=dev)
-            r_len = torch.tensor([len(texts[keys_r[i]].ids) for i in idx], device=dev)
-            P, R, F = greedy_match_padded(c_emb, c_w, r_emb, r_w, c_len, r_len)
-            result[idx] = torch.stack((P, R, F), dim=-1).float().cpu().numpy()
-            pos = end
-        result[empty] = 0.0
-        return torch.from_numpy(result)
+        pair_group: list[int],
+        batch_size: int,
+        show: bool,
+    ) -> np.ndarray:
+        """Raw ``[pairs, 3]`` P/R/F of pairs of stripped texts; warns about truncated texts and
+        pairs that score 0 by construction."""
+        enc = self._encoder
+        chunk = self.settings.chunk_size
+        from_refs = self._idf_from_refs
+        weights = None if from_refs else self._weights(self._idf_weights)
+        # on an accelerator the next chunk's texts are tokenized while this one's run
+        ahead = enc.device.type != "cpu" and not from_refs
+        with CallTexts(enc, keys_c, keys_r, chunk, weights, ahead) as texts:
+            if from_refs:  # each reference occurrence is a document, as in bert_score.score
+                texts.wait_all()
+                idf = idf_from_token_ids([texts[r].ids.tolist() for r in keys_r])
+                texts.weigh_all(weight_lookup(idf, self._uniform_zero))
+            bar = tqdm(
+                total=len(texts),
+                desc="BERTScore",
+                unit="text",
+                delay=1.0,
+                disable=not show,
+                leave=False,
+            )
+            with bar:
+                scores = score_pairs(
+                    enc, texts, keys_c, keys_r, chunk, batch_size, on_embedded=bar.update
+                )
+        if texts.truncated:
+            warn_user(
+                f"{len(texts.truncated)} text(s) are longer than the model's maximum of "
+                f"{enc.max_length} tokens and were truncated, as the reference does (first: "
+                f"{texts.truncated[0][:60]!r}...). Pass max_length or split long texts to score "
+                "them whole.",
+                UserWarning,
+            )
+        self._warn_empty(keys_c, keys_r, pair_group, texts)
+        return scores
+
+    def _weights(self, idf: IdfWeights | None) -> WeightLookup:
+        """The token weights of ``idf`` (fixed for the scorer: built once)."""
+        cached = getattr(self, "_weight_cache", None)
+        if cached is None or cached[0] is not idf:
+            cached = self._weight_cache = (idf, weight_lookup(idf, self._uniform_zero))
+        return cached[1]
 
     def _warn_empty(
         self,
         pair_cand: list[str],
         pair_ref: list[str],
         pair_group: list[int],
-        texts: dict[str, _Text],
+        texts: CallTexts,
     ) -> None:
         checks = (
             ("empty candidate text (no tokens)", pair_cand, "empty", "raw P, R and F are 0"),
@@ -416,7 +306,7 @@ class BERTScorer:
              "recall and F are 0"),
         )
         for what, side, flag, effect in checks:
-            bad = sorted({g for t, g in zip(side, pair_group, strict=True) if getattr(texts[t.strip()], flag)})
+            bad = sorted({g for t, g in zip(side, pair_group, strict=True) if getattr(texts[t], flag)})
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
                 warn_user(
@@ -430,11 +320,3 @@ class BERTScorer:
             f"idf={idf!r}, rescale_with_baseline={self.rescale_with_baseline}, "
             f"device={str(self.device)!r}, dtype={self._encoder.dtype})"
         )
-
-
-def _pad_weights(weights: list[np.ndarray]) -> torch.Tensor:
-    """Stack 1-d weight arrays into a zero-padded ``[n, longest]`` float32 tensor."""
-    out = np.zeros((len(weights), max(len(w) for w in weights)), dtype=np.float32)
-    for i, w in enumerate(weights):
-        out[i, : len(w)] = w
-    return torch.from_numpy(out)

@@ -17,8 +17,9 @@ Example (the worked example of the tests, by hand):
 from __future__ import annotations
 
 import torch
+from torch.nn.functional import embedding
 
-__all__ = ["greedy_match", "greedy_match_padded", "f1_from_pr"]
+__all__ = ["greedy_match", "greedy_match_padded", "greedy_match_rows", "f1_from_pr"]
 
 
 def f1_from_pr(P: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
@@ -78,3 +79,47 @@ def greedy_match_padded(
     P = (best_p.masked_fill(~cand_valid, 0) * cand_weights).sum(dim=1)
     R = (best_r.masked_fill(~ref_valid, 0) * ref_weights).sum(dim=1)
     return P, R, f1_from_pr(P, R)
+
+
+def greedy_match_rows(
+    emb: torch.Tensor, aux: torch.Tensor, rows: torch.Tensor, cand_width: int
+) -> torch.Tensor:
+    """Batched greedy matching over token rows gathered from one packed table.
+
+    Args:
+        emb: ``[T, D]`` L2-normalised token embeddings of many texts, one row per token; its
+            last row is the padding row (all 0).
+        aux: ``[2 * T, 3]``: for each row of ``emb``, ``(weight, 0, bias)`` and then, from row
+            ``T`` on, ``(0, weight, bias)``: a token's weight (normalised to sum 1 over its
+            text) in the column of its side, and its mask bias, 0 for a real token and the
+            dtype's lowest value for the padding row (whose weight is 0).
+        rows: ``[2, B, Lc + Lr]`` int64: each pair's candidate token rows in the first
+            ``cand_width`` columns and its reference token rows in the rest, padded with the
+            padding row; ``rows[0]`` indexes ``emb``, ``rows[1]`` indexes ``aux`` (the
+            reference columns ``T`` further on).
+        cand_width: ``Lc``.
+
+    Returns:
+        ``[B, 1, 2]``: each pair's P and R. Padding never wins a max and weighs 0, so a pair's
+        scores do not depend on the other pairs of the batch.
+
+    The whole batch is a fixed number of torch calls, however many pairs it holds.
+
+    Example (the worked example of the tests, tokens as unit vectors):
+        >>> import torch
+        >>> emb = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])  # a, b, padding
+        >>> aux = torch.tensor([[1.0, 0, 0], [1.0, 0, 0], [0, 0, -3e38],
+        ...                     [0, 1.0, 0], [0, 1.0, 0], [0, 0, -3e38]])
+        >>> rows = torch.tensor([[[0, 1]], [[0, 4]]])  # candidate "a", reference "b"
+        >>> greedy_match_rows(emb, aux, rows, 1).flatten().tolist()
+        [0.0, 0.0]
+    """
+    lc = cand_width
+    rows_e, rows_a = rows.unbind(0)
+    cand, ref = embedding(rows_e, emb).split([lc, rows_e.shape[1] - lc], dim=1)
+    weight, bias = embedding(rows_a, aux).split([2, 1], dim=2)  # [B, L, 2], [B, L, 1]
+    sim = torch.bmm(cand, ref.transpose(1, 2))  # [B, Lc, Lr]
+    best_p = (sim + bias[:, None, lc:, 0]).amax(dim=2)  # each candidate token's best match
+    best_r = (sim + bias[:, :lc]).amax(dim=1)  # each reference token's best match
+    # P and R at once: the weights sit in column 0 for candidate tokens, 1 for reference ones
+    return torch.bmm(torch.cat((best_p, best_r), dim=1)[:, None, :], weight)

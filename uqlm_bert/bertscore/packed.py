@@ -41,7 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["PackedEncoder"]
+__all__ = ["PackedEncoder", "to_device"]
 
 _WIDTH_MULTIPLE = 16
 
@@ -95,10 +95,14 @@ class PackedEncoder:
     def __init__(self, model: torch.nn.Module) -> None:
         cfg = model.config
         emb = model.embeddings
-        self.word = emb.word_embeddings
-        self.position = emb.position_embeddings
-        self.token_type = emb.token_type_embeddings
+        self.word = emb.word_embeddings.weight
+        # the position embeddings with the (only) token type's added once, not in every batch
+        self.pos_type = emb.position_embeddings.weight + emb.token_type_embeddings.weight[0]
         self.norm = emb.LayerNorm
+        # read once: every attribute of a tensor read per batch is a torch call
+        self.device, self.dtype = self.word.device, self.word.dtype
+        self.dim = int(cfg.hidden_size)
+        self.ffn = int(cfg.intermediate_size)
         self.heads = cfg.num_attention_heads
         self.act_ = _ACTIVATIONS[cfg.hidden_act]
         # RoBERTa numbers positions from padding_idx + 1.
@@ -143,18 +147,26 @@ class PackedEncoder:
             if depth == 0:
                 local.buffer = None
 
-    def _workspace(self, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    def release_workspace(self) -> None:
+        """Drop this thread's shared workspace now (the next batch allocates a fresh one)."""
+        self._local.buffer = None
+
+    def _workspace(self, numel: int) -> torch.Tensor:
+        """A flat buffer of at least ``numel`` elements (the shared one within
+        :meth:`reuse_workspace`); its size is tracked here so that checking it costs no torch
+        call."""
         local = self._local
         if getattr(local, "depth", 0) == 0:
-            return torch.empty(numel, dtype=dtype, device=device)
+            return torch.empty(numel, dtype=self.dtype, device=self.device)
         buf = getattr(local, "buffer", None)
-        if buf is None or buf.numel() < numel or buf.dtype != dtype or buf.device != device:
+        if buf is None or local.size < numel:
             # batches come sorted by length, so grow with headroom for the next ones (at most
             # a quarter above this batch's need, so long texts do not hold much spare memory)
-            size = numel if buf is None else max(numel, min(buf.numel() * 3 // 2, numel * 5 // 4))
+            size = numel if buf is None else max(numel, min(local.size * 3 // 2, numel * 5 // 4))
             local.buffer = None  # free the old buffer before taking the new one
-            buf = local.buffer = torch.empty(size, dtype=dtype, device=device)
-        return buf[:numel]
+            buf = local.buffer = torch.empty(size, dtype=self.dtype, device=self.device)
+            local.size = size
+        return buf
 
     @torch.inference_mode()
     def __call__(
@@ -163,51 +175,62 @@ class PackedEncoder:
         """Last-layer hidden states of the token-id lists, packed: ``[sum of lengths, dim]``
         (split with ``torch.split(out, lengths)``); with ``all_layers``, a list of them, one per
         layer from the embeddings (0) to the last."""
-        device = self.word.weight.device
-        lens = [len(ids) for ids in batch]
+        device = self.device
+        lens = np.fromiter((len(ids) for ids in batch), dtype=np.int64, count=len(batch))
         # The attention layout is padded to a multiple of 16 positions: PyTorch's CPU attention
         # kernel runs about 30% faster on such widths than on the ragged ones in between (190
         # keys take longer than 192), and the extra keys are masked out.
-        n, width = len(lens), -(-max(lens) // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE
-        # The index arrays are built in numpy, in a fixed number of torch calls: each torch call
-        # gives up the GIL, and waits up to the switch interval (5 ms) to take it back while
-        # another thread runs Python (the event loop of generate_and_score).
-        flat_ids = torch.from_numpy(
-            np.concatenate([np.asarray(ids, dtype=np.int64) for ids in batch])
-        ).to(device)
-        valid_np = np.arange(width)[None, :] < np.asarray(lens)[:, None]  # [n, width]
+        n, width = len(lens), -(-int(lens.max()) // _WIDTH_MULTIPLE) * _WIDTH_MULTIPLE
+        tokens, padded = int(lens.sum()), n * width
+        # Everything the pass indexes with is built in numpy and reaches the device as one array
+        # (and one mask): a fixed number of torch calls and host-to-device copies per batch,
+        # whatever its number of texts. Each torch call gives up the GIL, and waits up to the
+        # switch interval (5 ms) to take it back while another thread runs Python (the event
+        # loop of generate_and_score); on a GPU each copy is a transfer of its own.
+        valid_np = np.arange(width)[None, :] < lens[:, None]  # [n, width]
         rows_np = np.flatnonzero(valid_np)  # each token's row in the padded [n * width] layout
-        rows = torch.from_numpy(rows_np).to(device)
+        flat = np.empty(3 * tokens + (padded - tokens), dtype=np.int64)
+        np.concatenate([np.asarray(ids, dtype=np.int64) for ids in batch], out=flat[:tokens])
+        flat[tokens : 2 * tokens] = rows_np
         # each token's position id: its place in its text, from RoBERTa's offset
-        pos = torch.from_numpy(rows_np % width + self.position_offset).to(device)
-        valid = torch.from_numpy(valid_np).to(device)
-        mask = valid[:, None, None, :]  # [n, 1, 1, width]: keys a query may attend to
+        np.add(rows_np % width, self.position_offset, out=flat[2 * tokens : 3 * tokens])
+        flat[3 * tokens :] = np.flatnonzero(~valid_np)  # the padding slots
+        ints = to_device(torch.from_numpy(flat), device)
+        flat_ids, rows, pos, pad_rows = ints.split([tokens, tokens, tokens, padded - tokens])
+        # [n, 1, 1, width]: the keys a query may attend to
+        mask = to_device(torch.from_numpy(valid_np.reshape(n, 1, 1, width)), device)
 
-        x = self.word(flat_ids) + self.position(pos)
-        x = self.norm(x + self.token_type.weight[0])
+        x = self.norm(F.embedding(flat_ids, self.word) + F.embedding(pos, self.pos_type))
         states = [x]
         if not self.layers:  # layer 0: the embeddings themselves
             return states if all_layers else x
-        tokens, dim = x.shape
-        heads, head_dim = self.heads, dim // self.heads
-        ffn = self.layers[0].inter_bias.shape[0]
-        padded = n * width
+        dim, ffn, heads = self.dim, self.ffn, self.heads
+        head_dim = dim // heads
         # One workspace for every layer (and, under reuse_workspace, every batch): the GEMMs
         # write into it (``out=``) rather than into fresh tensors, whose pages would each cost a
-        # page fault on first touch, once per operation and layer.
-        sizes = (padded * 3 * dim, tokens * 3 * dim, tokens * dim, tokens * dim, tokens * ffn)
-        parts = self._workspace(sum(sizes), x.dtype, device).split(sizes)
-        qkv_pad = parts[0].view(padded, 3 * dim)  # q, k, v in the padded layout
-        qkv = parts[1].view(tokens, 3 * dim)
-        att = parts[2].view(tokens, dim)
-        hidden = parts[3].view(tokens, dim)
-        inter = parts[4].view(tokens, ffn)
+        # page fault on first touch, once per operation and layer. It holds q/k/v in the padded
+        # attention layout, then one region shared by the packed q/k/v, the attention output
+        # and the feed-forward's intermediate (each is dead before the next is written), then
+        # the residual stream. The views are cut with as_strided, one torch call each.
+        shared = tokens * max(3 * dim, ffn)
+        buf = self._workspace(padded * 3 * dim + shared + tokens * dim)
+        at = 0  # a buffer of its own, from its first element
+        qkv_pad = torch.as_strided(buf, (padded, 3 * dim), (3 * dim, 1), at)
+        # q, k and v of the padded layout as [3, n, heads, width, head_dim] views
+        q, k, v = torch.as_strided(
+            buf,
+            (3, n, heads, width, head_dim),
+            (dim, width * 3 * dim, head_dim, 3 * dim, 1),
+            at,
+        ).unbind(0)
+        at += padded * 3 * dim
+        qkv = torch.as_strided(buf, (tokens, 3 * dim), (3 * dim, 1), at)
+        att = torch.as_strided(buf, (tokens, dim), (dim, 1), at)
+        inter = torch.as_strided(buf, (tokens, ffn), (ffn, 1), at)
+        hidden = torch.as_strided(buf, (tokens, dim), (dim, 1), at + shared)
         # Padded slots are never written after this: they stay 0 (finite, so masked keys add
         # exactly nothing) from layer to layer.
-        qkv_pad.index_fill_(0, torch.from_numpy(np.flatnonzero(~valid_np)).to(device), 0.0)
-        q, k, v = (
-            qkv_pad.view(n, width, 3, heads, head_dim)[:, :, i].transpose(1, 2) for i in range(3)
-        )
+        qkv_pad.index_fill_(0, pad_rows, 0.0)
         for layer in self.layers:
             # one indexed copy into the attention layout, not one torch call per text (see above)
             torch.addmm(layer.qkv_bias, x, layer.qkv_weight_t, out=qkv)
@@ -223,3 +246,13 @@ class PackedEncoder:
             if all_layers:
                 states.append(x)
         return states if all_layers else x
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``: as it is on the CPU; on a GPU through pinned memory, so the
+    copy is queued behind the work already issued instead of waiting for it."""
+    if device.type == "cpu":
+        return t
+    if device.type == "cuda":
+        t = t.pin_memory()
+    return t.to(device, non_blocking=True)

@@ -1,0 +1,75 @@
+"""Scoring's torch calls grow with its batches, not with its texts or pairs.
+
+Every torch call gives up the GIL and must take it back; while another thread runs Python (the
+event loop of generate_and_score), that costs up to the interpreter's switch interval each, so
+per-text calls (one index range or one copy per text and layer) made scoring beside generation
+several times slower than the same work alone. On a GPU, per-text calls are per-text kernel
+launches and copies.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.texts import SHORT
+from uqlm_bert import BERTScorer
+
+
+def _torch_calls(fn):
+    """``(number of torch calls made from Python, result)`` of ``fn()``."""
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        calls = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        result = fn()
+    return Count.calls, result
+
+
+def _devices():
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out.append(pytest.param("cuda", marks=pytest.mark.gpu))
+    return out
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two(device):
+    from uqlm_bert.bertscore.models import load_encoder
+    from uqlm_bert.bertscore.settings import BERTScoreSettings
+
+    enc = load_encoder(BERTScoreSettings(num_layers=6, device=device))
+    packed = enc.loaded.packed
+    ids = enc.tokenize((SHORT * 10)[:40])
+    counts = [_torch_calls(lambda batch=batch: packed(batch))[0] for batch in (ids[:2], ids)]
+    assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize("device", _devices())
+def test_matching_makes_as_many_torch_calls_for_forty_pairs_as_for_two(device):
+    """Matching fills its scores a block of pairs at a time, not with torch calls per pair. The
+    40 pairs share one candidate, so that both calls embed one forward batch.
+
+    A pair's scores do not depend on the other pairs of the call: bit for bit on the CPU; on a
+    GPU, whose kernels pick their algorithms by the shape of the batch, within float rounding of
+    the dtype (see "Batch invariance" in docs/bertscore.md)."""
+    scorer = BERTScorer(device=device, show_progress_bars=False)
+    refs = [f"The {word} number {i} sat on a mat." for i, word in enumerate(["cat", "dog"] * 20)]
+    counts, scores = [], []
+    for n in (2, 40):
+        cands = ["A cat sat on the mat."] * n
+        calls, (P, R, F) = _torch_calls(lambda c=cands, r=refs[:n]: scorer.score(c, r))
+        counts.append(calls)
+        scores.append(F)
+    assert counts[0] == counts[1], counts
+    if device == "cpu":
+        assert torch.equal(scores[0], scores[1][:2])
+    else:
+        assert torch.allclose(scores[0], scores[1][:2], atol=1e-5, rtol=0)
+

@@ -1,0 +1,223 @@
+"""Scoring a call's (candidate, reference) pairs: embed each unique text once, match in blocks.
+
+Pairs are taken in chunks of ``chunk_size``. For each chunk, the texts that first appear in it
+are embedded (:func:`~uqlm_bert.bertscore.batching.embed_in_batches`, shortest first) and join
+the texts kept from earlier chunks in one packed table of token rows on the device
+(:class:`_Table`); a text leaves the table after its last pair, so memory is bounded by the
+chunk, not the call. The chunk's pairs are then matched in blocks of similar lengths: each
+block's token rows are gathered from the table by one index array built in numpy
+(:func:`~uqlm_bert.bertscore.matching.greedy_match_rows`), and the chunk's P and R come back to
+the host in one copy. The number of torch calls and host-device copies grows with the number of
+batches and blocks, not with the number of texts or pairs.
+
+Example:
+    >>> from uqlm_bert.bertscore.models import load_encoder
+    >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+    >>> from uqlm_bert.bertscore.texts import CallTexts, weight_lookup
+    >>> enc = load_encoder(BERTScoreSettings(num_layers=5, device="cpu"))
+    >>> cands, refs = ["A cat sat.", "A cat sat."], ["A cat sat.", "Dogs bark."]
+    >>> texts = CallTexts(enc, cands, refs, 1024, weight_lookup(None, {101, 102}))
+    >>> prf = score_pairs(enc, texts, cands, refs, chunk_size=1024)
+    >>> [round(float(x), 4) for x in prf[0]]
+    [1.0, 1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from uqlm_bert.bertscore.batching import embed_in_batches, is_out_of_memory, too_long_message
+from uqlm_bert.bertscore.encoder import Encoder
+from uqlm_bert.bertscore.matching import greedy_match_rows
+from uqlm_bert.bertscore.packed import to_device
+from uqlm_bert.bertscore.texts import CallTexts
+from uqlm_bert.exceptions import DeviceOutOfMemoryError
+
+__all__ = ["score_pairs", "MATCH_BUDGET_CPU", "MATCH_BUDGET_ACCELERATOR"]
+
+# Matching works on blocks of pairs whose similarities [pairs, Lc, Lr] (three times: the product
+# and the two masked copies) and gathered rows [pairs, Lc + Lr, dim] hold at most this many
+# floats together: 128 MB on the CPU, 512 MB on an accelerator (an out-of-memory error there
+# halves the block).
+MATCH_BUDGET_CPU = 1 << 25
+MATCH_BUDGET_ACCELERATOR = 1 << 27
+
+
+def score_pairs(
+    encoder: Encoder,
+    texts: CallTexts,
+    keys_c: list[str],
+    keys_r: list[str],
+    chunk_size: int,
+    max_texts: int | None = None,
+    max_tokens: int | None = None,
+    on_embedded: Callable[[int], None] | None = None,
+    match_budget: int | None = None,
+) -> np.ndarray:
+    """Raw P, R and F (``[pairs, 3]`` float32) of each pair of stripped texts.
+
+    Args:
+        encoder: the loaded model and tokenizer.
+        texts: the call's texts (their groups are waited for chunk by chunk).
+        keys_c, keys_r: each pair's candidate and reference, stripped.
+        chunk_size: pairs per chunk (the groups of ``texts`` must use the same).
+        max_texts, max_tokens: forward-pass limits, see
+            :func:`~uqlm_bert.bertscore.batching.embed_in_batches`.
+        on_embedded: told how many texts were embedded, as they are.
+        match_budget: floats per matching block (default: by device).
+    """
+    n = len(keys_c)
+    out = np.zeros((n, 3), dtype=np.float32)
+    device = encoder.device
+    if match_budget is None:
+        match_budget = MATCH_BUDGET_CPU if device.type == "cpu" else MATCH_BUDGET_ACCELERATOR
+    table = _Table(device, encoder.hidden_size)
+    for group, start in enumerate(range(0, n, chunk_size)):
+        stop = min(n, start + chunk_size)
+        texts.wait(group)
+        new = sorted(
+            (k for k in texts.group(group) if len(texts[k].ids) > 0),
+            key=lambda k: len(texts[k].ids),
+        )
+        embs = embed_in_batches(
+            encoder, [texts[k].ids for k in new], max_texts, max_tokens, on_embedded
+        )
+        empty = len(texts.group(group)) - len(new)
+        if empty and on_embedded is not None:
+            on_embedded(empty)
+        table.update(texts, start, new, embs)
+        out[start:stop] = _match_chunk(
+            table, texts, keys_c[start:stop], keys_r[start:stop], match_budget
+        )
+    return out
+
+
+class _Table:
+    """The packed embeddings of the texts a chunk needs, one row per token and a last row for
+    padding (all 0); and their weights and mask biases in the layout
+    :func:`~uqlm_bert.bertscore.matching.greedy_match_rows` reads."""
+
+    def __init__(self, device: torch.device, dim: int) -> None:
+        self.device = device
+        self.rows: dict[str, int] = {}  # a text's first row
+        self.emb = torch.zeros((1, dim), dtype=torch.float32, device=device)
+        self.aux = to_device(torch.from_numpy(_aux_table(np.zeros(0, np.float32))), device)
+
+    @property
+    def pad_row(self) -> int:
+        return self.emb.shape[0] - 1
+
+    def update(
+        self, texts: CallTexts, start: int, new: list[str], embs: list[torch.Tensor]
+    ) -> None:
+        """Keep the texts still needed from pair ``start`` on, and add ``new`` (embedded as
+        ``embs``, in order)."""
+        kept = [k for k in self.rows if texts[k].last_use >= start]
+        keys = kept + new
+        lens = np.fromiter((len(texts[k].ids) for k in keys), dtype=np.int64, count=len(keys))
+        ends = np.cumsum(lens)
+        parts: list[torch.Tensor] = []
+        if kept:
+            old = np.concatenate(
+                [np.arange(self.rows[k], self.rows[k] + len(texts[k].ids)) for k in kept]
+            )
+            parts.append(self.emb.index_select(0, to_device(torch.from_numpy(old), self.device)))
+        parts += embs
+        parts.append(self.emb[-1:])  # the padding row
+        self.emb = torch.cat(parts)
+        weights = np.concatenate([texts[k].weights for k in keys]) if keys else np.zeros(0)
+        self.aux = to_device(torch.from_numpy(_aux_table(weights)), self.device)
+        self.rows = dict(zip(keys, (ends - lens).tolist(), strict=True))
+
+
+def _aux_table(weights: np.ndarray) -> np.ndarray:
+    """``[2 * (T + 1), 3]`` float32: ``(weight, 0, bias)`` per row then ``(0, weight, bias)``
+    per row, the padding row last in each half (weight 0, bias the lowest float32)."""
+    t = len(weights) + 1
+    aux = np.zeros((2 * t, 3), dtype=np.float32)
+    aux[: t - 1, 0] = weights
+    aux[t : 2 * t - 1, 1] = weights
+    aux[[t - 1, 2 * t - 1], 2] = np.finfo(np.float32).min
+    return aux
+
+
+def _match_chunk(
+    table: _Table, texts: CallTexts, keys_c: list[str], keys_r: list[str], budget: int
+) -> np.ndarray:
+    """``[pairs, 3]`` P/R/F of pairs whose texts are all in ``table``, in blocks of similar
+    lengths; one copy back to the host for the whole chunk."""
+    m = len(keys_c)
+    pad = table.pad_row
+    info_c = [texts[k] for k in keys_c]
+    info_r = [texts[k] for k in keys_r]
+    len_c = np.fromiter((len(t.ids) for t in info_c), dtype=np.int64, count=m)
+    len_r = np.fromiter((len(t.ids) for t in info_r), dtype=np.int64, count=m)
+    row_c = np.fromiter((table.rows.get(k, pad) for k in keys_c), dtype=np.int64, count=m)
+    row_r = np.fromiter((table.rows.get(k, pad) for k in keys_r), dtype=np.int64, count=m)
+    empty = np.fromiter(
+        (c.empty or r.empty for c, r in zip(info_c, info_r, strict=True)), dtype=bool, count=m
+    )
+    order = np.lexsort((len_r, len_c))
+    dim = table.emb.shape[1]
+    blocks: list[torch.Tensor] = []
+    pos = 0
+    while pos < m:
+        end = _block_end(len_c[order[pos:]], len_r[order[pos:]], dim, budget) + pos
+        sel = order[pos:end]
+        rows, lc = _block_rows(row_c[sel], len_c[sel], row_r[sel], len_r[sel], pad)
+        try:
+            rows_t = to_device(torch.from_numpy(rows), table.device)
+            blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc))
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            failed = True
+        else:
+            failed = False
+            pos = end
+        if failed:
+            if end - pos == 1:
+                raise DeviceOutOfMemoryError(
+                    too_long_message(
+                        f"a pair of {len_c[sel][0]} and {len_r[sel][0]} tokens", table.device
+                    )
+                )
+            budget = max(1, budget // 4)  # a smaller block, and smaller ones from here on
+    pr = np.empty((m, 2), dtype=np.float32)
+    if blocks:
+        pr[order] = torch.cat(blocks).cpu().numpy().reshape(m, 2)
+    P, R = pr[:, 0], pr[:, 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        F = 2 * P * R / (P + R)
+    F[(P + R) == 0] = 0.0
+    out = np.stack((P, R, F), axis=1)
+    out[empty] = 0.0
+    return out
+
+
+def _block_end(len_c: np.ndarray, len_r: np.ndarray, dim: int, budget: int) -> int:
+    """How many of these pairs (sorted by candidate length) one block takes within ``budget``
+    floats (at least one)."""
+    lc = np.maximum.accumulate(len_c)
+    lr = np.maximum.accumulate(len_r)
+    cost = np.arange(1, len(lc) + 1) * (3 * lc * lr + (lc + lr) * (dim + 2))
+    return max(1, int(np.searchsorted(cost, budget, side="right")))
+
+
+def _block_rows(
+    row_c: np.ndarray, len_c: np.ndarray, row_r: np.ndarray, len_r: np.ndarray, pad: int
+) -> tuple[np.ndarray, int]:
+    """``[2, B, Lc + Lr]`` rows of each pair's candidate then reference tokens, padded (at least
+    one column each), in the table's embeddings and in its weights (see
+    :func:`~uqlm_bert.bertscore.matching.greedy_match_rows`); and ``Lc``."""
+    lc, lr = max(1, int(len_c.max())), max(1, int(len_r.max()))
+    ar_c, ar_r = np.arange(lc), np.arange(lr)
+    rows = np.empty((2, len(len_c), lc + lr), dtype=np.int64)
+    rows[0, :, :lc] = np.where(ar_c < len_c[:, None], row_c[:, None] + ar_c, pad)
+    rows[0, :, lc:] = np.where(ar_r < len_r[:, None], row_r[:, None] + ar_r, pad)
+    rows[1] = rows[0]
+    rows[1, :, lc:] += pad + 1  # the reference side's weights sit in the second half
+    return rows, lc
