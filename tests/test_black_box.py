@@ -350,8 +350,9 @@ def test_default_scorer_is_bert_score(bert_uq):
     assert bert_uq.scorer_names == ["bert_score"]
 
 
-def test_bert_score_confidence_is_the_mean_f1_against_present_samples(bert_uq, embedded_model_path):
-    """The default scorer is the reference package's BERTScore with the fixed idf weights: the
+def test_bert_score_confidence_is_the_mean_f1_against_present_samples(embedded_model_path):
+    """The default scorer in float32 (its dtype, "auto", is the only default that moves numbers
+    from the reference's) is the reference package's BERTScore with the fixed idf weights: the
     reference, given those weights as its idf dictionary, gives the same mean F1."""
     bert_score = pytest.importorskip("bert_score")
     from uqlm_bert.bertscore.fixed_idf import embedded_idf, idf_mapping
@@ -361,8 +362,9 @@ def test_bert_score_confidence_is_the_mean_f1_against_present_samples(bert_uq, e
         ["The Eiffel Tower stands in Paris, France.", None, "It is located in Rome."],
         ["At sea level, water boils at 100 C.", "Water freezes at 0 degrees."],
     ]
-    got = bert_uq.score(responses, samples).data["bert_score"]
-    engine = bert_uq.scorers[0].engine
+    exact_uq = BlackBoxUQ(dtype="float32", show_progress_bars=False)
+    got = exact_uq.score(responses, samples).data["bert_score"]
+    engine = exact_uq.scorers[0].engine
     assert engine.settings.idf == "auto"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -377,7 +379,9 @@ def test_bert_score_confidence_is_the_mean_f1_against_present_samples(bert_uq, e
         expected.append(sum(f1) / len(f1))
     assert got == pytest.approx(expected, abs=1e-5)
     # and without idf, plain BERTScore, as the reference computes it
-    plain = BlackBoxUQ(idf=False, show_progress_bars=False).score(responses, samples)
+    plain = BlackBoxUQ(idf=False, dtype="float32", show_progress_bars=False).score(
+        responses, samples
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reference = bert_score.BERTScorer(model_type=embedded_model_path, num_layers=engine.num_layers)

@@ -211,6 +211,9 @@ class Assembly:
             "scorers": [s.name for s in scorers],
             "default_thresholds": defaults,
         }
+        dtypes = {s.name: s.model_dtype for s in scorers if hasattr(s, "model_dtype")}
+        if dtypes:  # the dtype each model ran in ("auto" resolves by device and model)
+            meta["model_dtypes"] = dtypes
         if self.use_best:
             meta["use_best"] = True
         if self.postprocessor is not None:

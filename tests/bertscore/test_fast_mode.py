@@ -14,11 +14,14 @@ def _fast_modes():
     modes = []
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         modes.append(("cpu", "bfloat16"))
+    gpu = pytest.mark.gpu
     if torch.cuda.is_available():
-        modes.append(("cuda", "bfloat16" if torch.cuda.is_bf16_supported() else "float16"))
-        modes.append(("cuda", "float16"))
+        if torch.cuda.is_bf16_supported():
+            modes.append(pytest.param("cuda", "bfloat16", marks=gpu))
+        modes.append(pytest.param("cuda", "float16", marks=gpu))
+        modes.append(pytest.param("cuda", "auto", marks=gpu))
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        modes.append(("mps", "float16"))
+        modes.append(pytest.param("mps", "float16", marks=gpu))
     return modes or [pytest.param(None, None, marks=pytest.mark.skip(
         reason="no bfloat16-capable CPU and no GPU: no fast mode on this machine"))]
 

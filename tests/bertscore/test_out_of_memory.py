@@ -56,9 +56,7 @@ def test_plan_batches_by_count_and_by_padded_tokens():
     assert plan_batches([], max_texts=2, max_tokens=64) == []
 
 
-def test_a_batch_out_of_memory_is_split_and_nothing_is_lost_or_counted_twice(
-    scorer, monkeypatch
-):
+def test_a_batch_out_of_memory_is_split_and_nothing_is_lost_or_counted_twice(scorer, monkeypatch):
     enc = scorer.encoder
     seqs = sorted(enc.tokenize(CANDS + REFS), key=len)
     expected = torch.cat(embed_in_batches(enc, seqs, max_tokens=10**9))
@@ -85,9 +83,7 @@ def test_scores_are_the_same_when_batches_run_out_of_memory(scorer, monkeypatch)
         assert torch.allclose(a, b, atol=1e-6, rtol=0)
 
 
-def test_a_text_that_does_not_fit_alone_raises_a_typed_error_naming_its_length(
-    scorer, monkeypatch
-):
+def test_a_text_that_does_not_fit_alone_raises_a_typed_error_naming_its_length(scorer, monkeypatch):
     long_text = passage(7, 150)
     n_tokens = len(scorer.encoder.tokenize([long_text])[0])
     released: list[bool] = []
@@ -139,4 +135,3 @@ def test_a_matching_block_out_of_memory_is_split(scorer, monkeypatch):
     assert sum(n for n, ok in sizes if ok) == len(CANDS)  # each pair matched once
     for a, b in ((P, P2), (R, R2), (F, F2)):
         assert torch.allclose(a, b, atol=1e-6, rtol=0)
-

@@ -81,30 +81,41 @@ def default_token_budget(device: torch.device, hidden_size: int, element_size: i
 
 
 def plan_batches(
-    lengths: Sequence[int], max_texts: int | None, max_tokens: int | None
+    lengths: Sequence[int],
+    max_texts: int | None,
+    max_tokens: int | None,
+    max_attention_padding: float | None = None,
 ) -> list[tuple[int, int]]:
     """Consecutive ``(start, stop)`` batches of sequences of these (ascending) lengths.
 
     A batch holds at most ``max_texts`` sequences and at most ``max_tokens`` padded tokens
     (its count times its longest length, rounded up to a multiple of 16 as the packed pass
-    pads attention); a sequence longer than the budget gets a batch of its own. ``None`` lifts
-    a limit.
+    pads attention); a sequence longer than the budget gets a batch of its own. With
+    ``max_attention_padding`` p, a batch also stops growing before its padded attention (count
+    times width squared) exceeds ``1 + p`` times its texts' own (the sum of their squared
+    lengths): attention is the one step that works on padding. ``None`` lifts a limit.
 
     Example:
         >>> plan_batches([10, 20, 30, 40], max_texts=None, max_tokens=64)
         [(0, 2), (2, 3), (3, 4)]
+        >>> plan_batches([16, 16, 32, 32], None, None, max_attention_padding=0.5)
+        [(0, 2), (2, 4)]
     """
     out: list[tuple[int, int]] = []
     start, n = 0, len(lengths)
     while start < n:
-        stop, longest = start + 1, lengths[start]
+        stop, longest, area = start + 1, lengths[start], lengths[start] ** 2
         while stop < n and (max_texts is None or stop - start < max_texts):
             longest = max(longest, lengths[stop])
+            width, count = -(-longest // 16) * 16, stop - start + 1
+            if max_tokens is not None and count * width > max_tokens:
+                break
             if (
-                max_tokens is not None
-                and (stop - start + 1) * (-(-longest // 16) * 16) > max_tokens
+                max_attention_padding is not None
+                and count * width * width > (1 + max_attention_padding) * (area + lengths[stop] ** 2)
             ):
                 break
+            area += lengths[stop] ** 2
             stop += 1
         out.append((start, stop))
         start = stop

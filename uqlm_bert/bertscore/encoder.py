@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,10 +55,19 @@ class Encoder:
         loaded: the cached model (from :func:`~uqlm_bert.bertscore.models.load_model`).
         tokenizer: its tokenizer.
         max_length: texts are truncated to this many tokens (special tokens included).
+        float32: loads the same model in float32 (for a model in a reduced dtype: see
+            :meth:`in_float32`).
     """
 
-    def __init__(self, loaded: LoadedModel, tokenizer: Any, max_length: int) -> None:
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        tokenizer: Any,
+        max_length: int,
+        float32: Callable[[], LoadedModel] | None = None,
+    ) -> None:
         self.loaded = loaded
+        self._float32 = float32
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.special_ids: frozenset[int] = frozenset(
@@ -117,6 +126,13 @@ class Encoder:
         """Let the batches embedded in this block (in this thread) share one scratch buffer."""
         packed = self.loaded.packed
         return packed.reuse_workspace() if packed is not None else contextlib.nullcontext()
+
+    def in_float32(self) -> Encoder:
+        """This encoder with its model in float32 (itself when it is float32 already): what
+        texts whose embeddings in a reduced dtype are not finite are embedded again with."""
+        if self.dtype == torch.float32 or self._float32 is None:
+            return self
+        return Encoder(self._float32(), self.tokenizer, self.max_length)
 
     def release_memory(self) -> None:
         """Free what this thread's batches keep on the device between passes (the packed pass's

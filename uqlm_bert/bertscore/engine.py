@@ -63,9 +63,13 @@ class BERTScorer:
         baseline_path: a ``LAYER,P,R,F`` baseline file (see :func:`compute_baseline`).
         lang: language of the texts: selects the default model and the packaged baseline.
         device: ``None`` picks cuda, then mps, then cpu.
-        batch_size: texts per forward pass.
+        batch_size: ``None`` (forward passes sized by a budget of padded tokens for the
+            device) or at most this many texts per forward pass (speed and memory only).
         max_length: truncate texts to this many tokens (``None``: the model's maximum).
-        dtype: ``None``/"float32" (exact, matches the reference), "bfloat16" or "float16" (fast).
+        dtype: ``None``/"float32" (exact, matches the reference), "bfloat16" or "float16"
+            (fast), or ``"auto"``: the fastest safe one for the device and model (float16 on
+            CUDA, bfloat16 on CPUs with bfloat16 matrix units; see
+            :func:`~uqlm_bert.bertscore.resolve.auto_dtype`). :attr:`dtype` says which runs.
         trust_remote_code: allow models whose code lives in their repository.
         show_progress_bars: show progress for calls that take more than a second.
         chunk_size: pairs scored per chunk; embeddings are kept only while a chunk needs them,
@@ -91,7 +95,7 @@ class BERTScorer:
         baseline_path: str | os.PathLike[str] | None = None,
         lang: str = "en",
         device: str | torch.device | None = None,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         max_length: int | None = None,
         dtype: str | torch.dtype | None = None,
         trust_remote_code: bool = False,
@@ -110,7 +114,6 @@ class BERTScorer:
 
         Example:
             >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
-from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
             >>> settings = BERTScoreSettings(num_layers=3)
             >>> scorer = BERTScorer.from_settings(settings)
             >>> scorer.settings is settings, scorer.num_layers
@@ -166,7 +169,11 @@ from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
     device = delegate("_encoder.device", "Where the model runs.")
     encoder = delegate("_encoder", "The loaded tokenizer and model.")
     lang = delegate("settings.lang", "The language of the texts.")
-    batch_size = delegate("settings.batch_size", "Texts per forward pass.")
+    batch_size = delegate(
+        "settings.batch_size",
+        "Texts per forward pass at most, or None: passes sized by a budget of padded tokens.",
+    )
+    dtype = delegate("_encoder.dtype", "The dtype the model runs in (what ``dtype`` resolved to).")
     rescale_with_baseline = delegate(
         "settings.rescale_with_baseline", "Whether scores are rescaled with a baseline."
     )
@@ -201,7 +208,7 @@ from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
             cands: candidate texts.
             refs: one reference per candidate, or a list of references per candidate (the best
                 score over them is kept, per metric, as the reference package does).
-            batch_size: texts per forward pass (default: the scorer's).
+            batch_size: texts per forward pass at most (default: the scorer's).
             show_progress_bars: override the scorer's setting for this call.
 
         Returns:
@@ -215,7 +222,7 @@ from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
         groups = reference_lists(refs, len(cands))
         show = self.show_progress_bars if show_progress_bars is None else show_progress_bars
         check_int("batch_size", batch_size, 1, none_ok=True)
-        bs = self.settings.batch_size if batch_size is None else batch_size
+        max_texts = self.settings.batch_size if batch_size is None else batch_size
 
         pair_cand: list[str] = []
         pair_ref: list[str] = []
@@ -228,7 +235,7 @@ from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
 
         keys_c = [c.strip() for c in pair_cand]
         keys_r = [r.strip() for r in pair_ref]
-        scores = self._score_pairs(keys_c, keys_r, pair_group, bs, show)
+        scores = self._score_pairs(keys_c, keys_r, pair_group, max_texts, show)
         if len(pair_group) != len(cands):  # the best over each candidate's references
             starts = np.flatnonzero(np.diff(pair_group, prepend=-1))
             scores = np.maximum.reduceat(scores, starts, axis=0)
@@ -244,7 +251,7 @@ from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
         keys_c: list[str],
         keys_r: list[str],
         pair_group: list[int],
-        batch_size: int,
+        max_texts: int | None,
         show: bool,
     ) -> np.ndarray:
         """Raw ``[pairs, 3]`` P/R/F of pairs of stripped texts; warns about truncated texts and
@@ -270,7 +277,7 @@ from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
             )
             with bar:
                 scores = score_pairs(
-                    enc, texts, keys_c, keys_r, chunk, batch_size, on_embedded=bar.update
+                    enc, texts, keys_c, keys_r, chunk, max_texts, on_embedded=bar.update
                 )
         if texts.truncated:
             warn_user(

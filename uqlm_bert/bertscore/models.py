@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Iterator
@@ -114,7 +115,14 @@ def load_encoder(
         loaded.location, trust_remote_code=settings.trust_remote_code, prefix_space=prefix_space
     )
     limit = _max_length(tokenizer, loaded.config, settings.max_length, max_length_default)
-    return Encoder(loaded, tokenizer, limit)
+    float32 = None
+    if loaded.dtype != torch.float32 and dataclasses.is_dataclass(settings):
+
+        def float32() -> LoadedModel:  # the same model in float32, when first needed
+            exact = dataclasses.replace(settings, dtype="float32")  # type: ignore[type-var]
+            return load_model(exact, all_layers=all_layers)
+
+    return Encoder(loaded, tokenizer, limit, float32)
 
 
 def load_model(
@@ -136,9 +144,9 @@ def load_model(
     settings = _settings(settings, args, kwargs, "load_model")
     name, location = resolve_model(settings.model_type, settings.lang)
     dev = resolve_device(settings.device)
-    dtype = resolve_dtype(settings.dtype, dev)
     remote = settings.trust_remote_code
     config = _load_config(location, remote)
+    dtype = resolve_dtype(settings.dtype, dev, config)
     if all_layers:
         layers = config_layers(config)
     elif settings.num_layers is not None:

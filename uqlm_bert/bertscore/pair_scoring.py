@@ -10,6 +10,10 @@ block's token rows are gathered from the table by one index array built in numpy
 the host in one copy. The number of torch calls and host-device copies grows with the number of
 batches and blocks, not with the number of texts or pairs.
 
+With the model in a reduced dtype (float16, bfloat16), a text whose embeddings come out not
+finite (activations past float16's range) gives scores that are not finite; such texts are
+embedded again in float32, the chunk is matched again, and the call warns once.
+
 Example:
     >>> from uqlm_bert.bertscore.models import load_encoder
     >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
@@ -29,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.batching import embed_in_batches, is_out_of_memory, too_long_message
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.matching import greedy_match_rows
@@ -75,6 +80,7 @@ def score_pairs(
     if match_budget is None:
         match_budget = MATCH_BUDGET_CPU if device.type == "cpu" else MATCH_BUDGET_ACCELERATOR
     table = _Table(device, encoder.hidden_size)
+    redone = 0  # texts embedded again in float32
     for group, start in enumerate(range(0, n, chunk_size)):
         stop = min(n, start + chunk_size)
         texts.wait(group)
@@ -89,10 +95,47 @@ def score_pairs(
         if empty and on_embedded is not None:
             on_embedded(empty)
         table.update(texts, start, new, embs)
-        out[start:stop] = _match_chunk(
-            table, texts, keys_c[start:stop], keys_r[start:stop], match_budget
+        chunk_c, chunk_r = keys_c[start:stop], keys_r[start:stop]
+        scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget)
+        if encoder.dtype != torch.float32 and not np.isfinite(scores[:, :2]).all():
+            fixed = _redo_in_float32(encoder, table, texts, new, max_texts, max_tokens)
+            if fixed:
+                redone += fixed
+                scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget)
+        out[start:stop] = scores
+    if redone:
+        name = str(encoder.dtype).removeprefix("torch.")
+        warn_user(
+            f"the {name} embeddings of {redone} text(s) were not finite (the model's "
+            f"activations overflow {name}); those texts were embedded again in float32. Pass "
+            "dtype='float32' (or 'bfloat16' instead of 'float16') to avoid the second pass.",
+            UserWarning,
         )
     return out
+
+
+def _redo_in_float32(
+    encoder: Encoder,
+    table: _Table,
+    texts: CallTexts,
+    new: list[str],
+    max_texts: int | None,
+    max_tokens: int | None,
+) -> int:
+    """Embed again in float32 those of the chunk's ``new`` texts whose embeddings in the table
+    are not finite, in place; how many there were."""
+    finite = torch.isfinite(table.emb).all(dim=1).cpu().numpy()
+    bad = [k for k in new if not finite[table.rows[k] : table.rows[k] + len(texts[k].ids)].all()]
+    if not bad:
+        return 0
+    embs = embed_in_batches(
+        encoder.in_float32(), [texts[k].ids for k in bad], max_texts, max_tokens
+    )
+    rows = np.concatenate(
+        [np.arange(table.rows[k], table.rows[k] + len(texts[k].ids)) for k in bad]
+    )
+    table.emb.index_copy_(0, to_device(torch.from_numpy(rows), table.device), torch.cat(embs))
+    return len(bad)
 
 
 class _Table:

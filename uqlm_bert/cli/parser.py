@@ -103,13 +103,20 @@ def _bertscore_options(defaults: dict[str, Any]) -> argparse.ArgumentParser:
         "--dtype",
         "model precision",
         dtype_name(defaults["dtype"]),
-        none="float32: exact",
+        none="float32: exact; auto is the fastest safe one for the device",
         choices=list(dict.fromkeys(dtype_name(name) for name in DTYPE_NAMES)),
     )
     _setting(
         group, "--device", "cpu, cuda, cuda:1, mps, ...", defaults["device"], none="cuda, mps, cpu"
     )
-    _setting(group, "--batch-size", "texts per forward pass", defaults["batch_size"], type=int)
+    _setting(
+        group,
+        "--batch-size",
+        "texts per forward pass at most",
+        defaults["batch_size"],
+        none="passes sized by a budget of padded tokens",
+        type=int,
+    )
     _setting(
         group,
         "--idf",

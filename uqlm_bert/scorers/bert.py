@@ -93,6 +93,12 @@ class BERTScoreConsistency(PairwiseScorer):
         self.batch_invariant = engine.batch_invariant
         self.default_threshold = DEFAULT_THRESHOLD if self._at_defaults() else None
 
+    @property
+    def model_dtype(self) -> str:
+        """The dtype the model runs in, by name (what ``dtype`` resolved to: ``"auto"`` is
+        float16 on CUDA, bfloat16 on CPUs with bfloat16 matrix units, ...)."""
+        return str(self.engine.dtype).removeprefix("torch.")
+
     def _at_defaults(self) -> bool:
         """Whether this is ``bert_score`` with the number-changing settings of
         :data:`SCORER_DEFAULTS` (device, batch and chunk sizes change no number)."""

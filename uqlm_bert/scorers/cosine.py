@@ -55,7 +55,9 @@ class CosineSimScorer(PairwiseScorer):
         model_type: a Hugging Face name or local directory of a sentence-embedding model;
             ``None`` (default) is the embedded all-MiniLM-L6-v2, loaded offline.
         device: ``None`` picks cuda, then mps, then cpu.
-        dtype: ``None``/"float32" (exact), "bfloat16" or "float16".
+        dtype: ``"auto"`` (the fastest safe dtype for the device, see
+            :func:`~uqlm_bert.bertscore.resolve.auto_dtype`), ``None``/"float32" (exact),
+            "bfloat16" or "float16".
         batch_size: texts per forward pass.
         max_length: truncate texts to this many tokens; ``None`` for the model's
             ``max_seq_length`` (from its sentence-transformers config) or else its maximum.
@@ -73,7 +75,7 @@ class CosineSimScorer(PairwiseScorer):
         self,
         model_type: str | os.PathLike[str] | None = None,
         device: str | torch.device | None = None,
-        dtype: str | torch.dtype | None = None,
+        dtype: str | torch.dtype | None = CosineSettings.dtype,
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_length: int | None = None,
     ) -> None:
@@ -121,6 +123,11 @@ class CosineSimScorer(PairwiseScorer):
     def device(self) -> torch.device:
         """Where the model runs."""
         return self.encoder.device
+
+    @property
+    def model_dtype(self) -> str:
+        """The dtype the model runs in, by name (what ``dtype`` resolved to)."""
+        return str(self.encoder.dtype).removeprefix("torch.")
 
     def embed(self, texts: Sequence[str], show_progress_bars: bool = False) -> np.ndarray:
         """Unit-length float64 sentence embeddings, one row per text (each text stripped)."""

@@ -9,7 +9,7 @@ defaults. The BERTScore scorers' object is :class:`~uqlm_bert.BERTScoreSettings`
 
 Example:
     >>> CosineSettings.for_scorers(sentence_transformer="my/model", batch_size=8)
-    CosineSettings(model_type='my/model', device=None, dtype=None, batch_size=8, max_length=None)
+    CosineSettings(model_type='my/model', device=None, dtype='auto', batch_size=8, max_length=None)
     >>> ExactMatchSettings.for_scorers(exact_match_normalize=False).normalize
     False
 """
@@ -74,7 +74,8 @@ class CosineSettings:
             ``None`` is the embedded all-MiniLM-L6-v2, loaded offline. Its flat keyword is
             also ``sentence_transformer`` (the name other libraries give it).
         device: ``None`` picks cuda, then mps, then cpu.
-        dtype: ``None``/"float32" (exact), "bfloat16" or "float16".
+        dtype: ``"auto"`` (the default: the fastest safe dtype for the device, as the
+            ``bert_score`` scorers), ``None``/"float32" (exact), "bfloat16" or "float16".
         batch_size: texts per forward pass.
         max_length: truncate texts to this many tokens; ``None`` for the model's
             ``max_seq_length`` (from its sentence-transformers config) or else its maximum.
@@ -96,7 +97,7 @@ class CosineSettings:
 
     model_type: str | None = None
     device: str | None = None
-    dtype: str | None = None
+    dtype: str | None = "auto"
     batch_size: int = 64
     max_length: int | None = None
 
