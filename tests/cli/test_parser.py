@@ -47,13 +47,15 @@ def test_bertscore_options_build_on_the_defaults_of_their_command():
 def test_help_shows_the_defaults_of_the_settings_objects():
     generation = GenerationSettings()
     text = _help("generate-and-score")
+    budget = "passes sized by a budget of padded tokens"  # what a batch_size of None means
     for shown in (
         f"up (default {generation.max_concurrency})",
         f"transient failures (default {generation.retry.max_retries})",
         f"samples (default {generation.sampling_temperature})",
         f"may take (default {generation.request_timeout})",
         f"per sample) (default {generation.use_n_param})",
-        f"texts per forward pass (default {SCORER_DEFAULTS.batch_size})",
+        f"texts per forward pass at most (default {SCORER_DEFAULTS.batch_size or budget})",
+        f"model precision (default {SCORER_DEFAULTS.dtype})",
         "plain BERTScore) (default fixed)",
     ):
         assert shown in text, shown
