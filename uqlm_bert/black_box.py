@@ -82,7 +82,7 @@ class BlackBoxUQ:
         max_calls_per_min: at most this many HTTP calls, retries included, may arrive at the
             provider in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
         max_concurrency: the most LLM calls in flight at once (a hard cap, 1,000 by default, the
-            OpenAI client's connection pool; ``None`` for none). A run starts with all its calls
+            OpenAI client's connection limit; ``None`` for none). A run starts with all its calls
             in flight within it; on 429s, 5xx and timeouts the number drops to what the provider
             was serving, and it grows again while replies keep coming at a flat latency. The
             level reached is kept for the next run against the same provider and model.
