@@ -11,6 +11,7 @@ mkdir -p benchmarks/out
 "$py" benchmarks/bench_memory.py --sizes 2000 20000 | tee benchmarks/out/memory.md
 "$py" benchmarks/bench_ray.py | tee benchmarks/out/ray.md
 "$py" benchmarks/bench_onnxruntime.py | tee benchmarks/out/onnxruntime.md  # skips without onnxruntime
+"$py" benchmarks/bench_long_texts.py --device "$device"  # writes out/long_texts_speed.md
 # against uqlm 0.6.7, in its own environment (bash benchmarks/setup-uqlm-env.sh creates it)
 if [ -x benchmarks/.venv-uqlm/bin/python ]; then
     benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py  # writes out/vs_uqlm.{md,json}
@@ -19,4 +20,5 @@ if [ -f ../shared/data/wikibio_gpt3_dev.jsonl ]; then
     "$py" benchmarks/eval_wikibio.py | tee benchmarks/out/eval_wikibio.md
     "$py" benchmarks/eval_combinations.py | tee benchmarks/out/eval_combinations.md
     "$py" benchmarks/eval_idf.py --no-progress  # writes benchmarks/out/idf_eval.md
+    "$py" benchmarks/eval_long_texts.py --device "$device" --sets 4  # writes out/long_texts.md
 fi

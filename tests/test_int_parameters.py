@@ -269,6 +269,32 @@ def _models(fn: str, **kwargs: Any) -> Any:
     return getattr(models, fn)(None, **kwargs)
 
 
+def _windows(fn: str, **kwargs: Any) -> Any:
+    from uqlm_bert.bertscore import windows
+
+    frame = windows.Frame((101,), (102,), 8)
+    calls = {
+        "plan_windows": lambda n=20, capacity=6, min_overlap=1: windows.plan_windows(
+            n, capacity, min_overlap
+        ),
+        "Frame": lambda window: windows.Frame((), (), window),
+        "Frame.of": lambda window: windows.Frame.of(_NoSpecials(), window),
+        "split_in_windows": lambda min_overlap: windows.split_in_windows([[1]], frame, min_overlap),
+        "embed_in_windows": lambda min_overlap: windows.embed_in_windows(
+            [[1]], frame, list, False, min_overlap
+        ),
+        "texts_done": lambda sequences_done: windows.split_in_windows([[1]], frame).texts_done(
+            sequences_done
+        ),
+    }
+    return calls[fn](**kwargs)
+
+
+class _NoSpecials:
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict:
+        return {"input_ids": [ord(c) for c in text]}
+
+
 def _score(value: Any) -> Any:
     from uqlm_bert import BERTScorer
 
@@ -399,6 +425,23 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         )
         for name in ("batch_size", "max_length")
     },
+    **{
+        f"uqlm_bert.bertscore.windows.plan_windows.{name}": (
+            lambda v, _, n=name: _windows("plan_windows", **{n: v})
+        )
+        for name in ("n", "capacity", "min_overlap")
+    },
+    "uqlm_bert.bertscore.windows.Frame.window": lambda v, _: _windows("Frame", window=v),
+    "uqlm_bert.bertscore.windows.Frame.of.window": lambda v, _: _windows("Frame.of", window=v),
+    "uqlm_bert.bertscore.windows.split_in_windows.min_overlap": (
+        lambda v, _: _windows("split_in_windows", min_overlap=v)
+    ),
+    "uqlm_bert.bertscore.windows.embed_in_windows.min_overlap": (
+        lambda v, _: _windows("embed_in_windows", min_overlap=v)
+    ),
+    "uqlm_bert.bertscore.windows.WindowSplit.texts_done.sequences_done": (
+        lambda v, _: _windows("texts_done", sequences_done=v)
+    ),
 }
 
 #: Errors whose message refuses the parameter whatever its value.

@@ -93,6 +93,11 @@ class BlackBoxUQ:
         request_timeout: seconds one attempt may take before it counts as a timeout.
         show_progress_bars: progress bars for generation and scoring (terminal and notebook).
         model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings of the ``bert_score`` scorers (see :class:`~uqlm_bert.BERTScorer`), built once into one :class:`~uqlm_bert.BERTScoreSettings` on top of the scorers' defaults (:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`). Those are the engine's except ``idf="auto"``: fixed token weights from English word frequencies, which rank answers better and keep a prompt's score independent of the other prompts (``idf=False`` is plain BERTScore). ``max_length`` counts tokens.
+        long_texts: ``"window"`` (the default) reads an answer or sample longer than the
+            model's window (512 tokens for the embedded model) in overlapping windows and scores
+            it whole; ``"truncate"`` cuts it there, as bert_score and uqlm do. For the
+            BERTScore scorers, sentence scores, ``use_best`` and ``cosine_sim``; texts that fit
+            score the same either way.
         scorer_kwargs: further settings for the scorers (``exact_match_normalize``, ...); a
             setting no chosen scorer accepts is an error.
         retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in
@@ -170,6 +175,7 @@ class BlackBoxUQ:
         batch_size: int | None = None,
         max_length: int | None = None,
         dtype: str | None = None,
+        long_texts: str | None = None,
         scorer_kwargs: dict[str, Any] | None = None,
         retry_base_delay: float = 1.0,
         retry_max_delay: float = 60.0,

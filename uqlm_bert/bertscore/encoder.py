@@ -112,13 +112,17 @@ class Encoder:
 
     # -- tokenization ---------------------------------------------------------------------------
 
-    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text (stripped, special tokens added, truncated to ``max_length``)."""
-        return tokenize_texts(self.tokenizer, texts, self.max_length)[0]
+    def tokenize(self, texts: Sequence[str], limit: int | None = None) -> list[list[int]]:
+        """Token ids of each text (stripped, special tokens added, truncated to ``limit``
+        tokens: by default ``max_length``, the most the model reads at once; a text read in
+        windows takes a higher limit, see :mod:`uqlm_bert.bertscore.windows`)."""
+        return tokenize_texts(self.tokenizer, texts, limit or self.max_length)[0]
 
-    def tokenize_checked(self, texts: Sequence[str]) -> tuple[list[list[int]], list[bool]]:
-        """Token ids of each text, and whether each was truncated."""
-        return tokenize_texts(self.tokenizer, texts, self.max_length)
+    def tokenize_checked(
+        self, texts: Sequence[str], limit: int | None = None
+    ) -> tuple[list[list[int]], list[bool]]:
+        """Token ids of each text, and whether each was truncated (see :meth:`tokenize`)."""
+        return tokenize_texts(self.tokenizer, texts, limit or self.max_length)
 
     # -- embedding ------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from uqlm_bert.bertscore.models import load_encoder
 from uqlm_bert.bertscore.pair_scoring import score_pairs
 from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
+from uqlm_bert.bertscore.windows import MAX_TOKENS, Frame
 from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import reference_lists, text_list
@@ -65,7 +66,7 @@ class BERTScorer:
         device: ``None`` picks cuda, then mps, then cpu.
         batch_size: ``None`` (forward passes sized by a budget of padded tokens for the
             device) or at most this many texts per forward pass (speed and memory only).
-        max_length: truncate texts to this many tokens (``None``: the model's maximum).
+        max_length: the most tokens the model reads at once (``None``: the model's maximum).
         dtype: ``None``/"float32" (exact, matches the reference), "bfloat16" or "float16"
             (fast), or ``"auto"``: the fastest safe one for the device and model (float16 on
             CUDA, bfloat16 on CPUs with bfloat16 matrix units; see
@@ -74,6 +75,11 @@ class BERTScorer:
         show_progress_bars: show progress for calls that take more than a second.
         chunk_size: pairs scored per chunk; embeddings are kept only while a chunk needs them,
             so memory stays bounded however many pairs a call has.
+        long_texts: ``"truncate"`` (the reference's behaviour) cuts a text longer than
+            ``max_length`` there, with a warning; ``"window"`` reads it in overlapping windows
+            and matches it whole, token by token, with the same weights (up to 32,768 tokens:
+            see :mod:`uqlm_bert.bertscore.windows`). Texts that fit give the same numbers
+            either way.
 
     Raises:
         ModelLoadError: the model cannot be loaded.
@@ -101,6 +107,7 @@ class BERTScorer:
         trust_remote_code: bool = False,
         show_progress_bars: bool = True,
         chunk_size: int = 1024,
+        long_texts: str = "truncate",
     ) -> None:
         settings = BERTScoreSettings(**BERTScoreSettings.arguments_of(locals()))
         self._load(settings, show_progress_bars)
@@ -143,6 +150,10 @@ class BERTScorer:
             path = settings.baseline_path or find_baseline(self._encoder.name, settings.lang)
             self._baseline = read_baseline(path, self._encoder.num_layers)
             self._baseline_file = os.fspath(path)
+        # in window mode, texts longer than the model's window are read in windows of it
+        self._frame = (
+            Frame.of(tok, self._encoder.max_length) if settings.long_texts == "window" else None
+        )
         self._idf_weights, self._idf_from_refs = self._idf(settings)
 
     def _idf(self, settings: BERTScoreSettings) -> tuple[IdfWeights | None, bool]:
@@ -262,7 +273,9 @@ class BERTScorer:
         weights = None if from_refs else self._weights(self._idf_weights)
         # on an accelerator the next chunk's texts are tokenized while this one's run
         ahead = enc.device.type != "cpu" and not from_refs
-        with CallTexts(enc, keys_c, keys_r, chunk, weights, ahead) as texts:
+        frame = self._frame
+        limit = MAX_TOKENS if frame is not None else None  # read in windows up to MAX_TOKENS
+        with CallTexts(enc, keys_c, keys_r, chunk, weights, ahead, limit) as texts:
             if from_refs:  # each reference occurrence is a document, as in bert_score.score
                 texts.wait_all()
                 idf = idf_from_token_ids([texts[r].ids.tolist() for r in keys_r])
@@ -277,14 +290,22 @@ class BERTScorer:
             )
             with bar:
                 scores = score_pairs(
-                    enc, texts, keys_c, keys_r, chunk, max_texts, on_embedded=bar.update
+                    enc, texts, keys_c, keys_r, chunk, max_texts, on_embedded=bar.update,
+                    frame=frame,
                 )
-        if texts.truncated:
+        if texts.truncated and frame is not None:
+            warn_user(
+                f"{len(texts.truncated)} text(s) are longer than {MAX_TOKENS:,} tokens, the most "
+                f"scored of one text, and were scored on their first {MAX_TOKENS:,} (first: "
+                f"{texts.truncated[0][:60]!r}...). Split such texts to score the rest.",
+                UserWarning,
+            )
+        elif texts.truncated:
             warn_user(
                 f"{len(texts.truncated)} text(s) are longer than the model's maximum of "
                 f"{enc.max_length} tokens and were truncated, as the reference does (first: "
-                f"{texts.truncated[0][:60]!r}...). Pass max_length or split long texts to score "
-                "them whole.",
+                f"{texts.truncated[0][:60]!r}...). Pass long_texts='window' (--long-texts window "
+                "on the command line) to score them whole.",
                 UserWarning,
             )
         self._warn_empty(keys_c, keys_r, pair_group, texts)

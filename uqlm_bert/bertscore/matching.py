@@ -19,7 +19,13 @@ from __future__ import annotations
 import torch
 from torch.nn.functional import embedding
 
-__all__ = ["greedy_match", "greedy_match_padded", "greedy_match_rows", "f1_from_pr"]
+__all__ = [
+    "greedy_match",
+    "greedy_match_padded",
+    "greedy_match_rows",
+    "greedy_match_tiled",
+    "f1_from_pr",
+]
 
 
 def f1_from_pr(P: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
@@ -123,3 +129,54 @@ def greedy_match_rows(
     best_r = (sim + bias[:, :lc]).amax(dim=1)  # each reference token's best match
     # P and R at once: the weights sit in column 0 for candidate tokens, 1 for reference ones
     return torch.bmm(torch.cat((best_p, best_r), dim=1)[:, None, :], weight)
+
+
+def greedy_match_tiled(
+    cand_emb: torch.Tensor,
+    cand_weights: torch.Tensor,
+    ref_emb: torch.Tensor,
+    ref_weights: torch.Tensor,
+    budget: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`greedy_match` of one pair of L2-normalised embeddings whose similarity matrix is
+    too big to hold (two long texts read in windows): it is built ``budget`` similarities at a
+    time, a block of candidate rows against every reference token, keeping each row's and each
+    column's best so far.
+
+    Args:
+        cand_emb: ``[Lc, D]``; ref_emb: ``[Lr, D]``.
+        cand_weights, ref_weights: ``[Lc]`` and ``[Lr]``, normalised to sum to 1.
+        budget: the most similarities held at once (at least one row of them).
+
+    Example:
+        >>> import torch
+        >>> c = torch.nn.functional.normalize(torch.randn(7, 4), dim=-1)
+        >>> r = torch.nn.functional.normalize(torch.randn(5, 4), dim=-1)
+        >>> wc, wr = torch.full((7,), 1 / 7), torch.full((5,), 1 / 5)
+        >>> whole = greedy_match(c @ r.T, wc, wr)
+        >>> tiled = greedy_match_tiled(c, wc, r, wr, budget=10)
+        >>> all(torch.allclose(a, b) for a, b in zip(whole, tiled))
+        True
+    """
+    rows = max(1, budget // max(1, ref_emb.shape[0]))
+    best_p = torch.empty(cand_emb.shape[0], dtype=cand_emb.dtype, device=cand_emb.device)
+    best_r = torch.full(
+        (ref_emb.shape[0],),
+        torch.finfo(cand_emb.dtype).min,
+        dtype=cand_emb.dtype,
+        device=cand_emb.device,
+    )
+    ref_t = ref_emb.T
+    tile = torch.empty(
+        (min(rows, cand_emb.shape[0]), ref_emb.shape[0]),
+        dtype=cand_emb.dtype,
+        device=cand_emb.device,
+    )
+    for start in range(0, cand_emb.shape[0], rows):
+        block = cand_emb[start : start + rows]
+        sim = torch.mm(block, ref_t, out=tile[: block.shape[0]])
+        torch.amax(sim, dim=1, out=best_p[start : start + block.shape[0]])
+        torch.maximum(best_r, torch.amax(sim, dim=0), out=best_r)
+    P = (best_p * cand_weights).sum()
+    R = (best_r * ref_weights).sum()
+    return P, R, f1_from_pr(P, R)

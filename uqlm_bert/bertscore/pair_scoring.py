@@ -10,6 +10,13 @@ block's token rows are gathered from the table by one index array built in numpy
 the host in one copy. The number of torch calls and host-device copies grows with the number of
 batches and blocks, not with the number of texts or pairs.
 
+A text longer than the model's window, when the scorer reads long texts whole (a ``frame``,
+see :mod:`uqlm_bert.bertscore.windows`), is embedded as overlapping windows stitched back into
+one row per token, and is matched like any other text. Chunks then hold at most the tokens of
+``2 * chunk_size`` texts of the window's length (fewer pairs when texts are long), and a pair too
+long for one matching block is matched a block of rows at a time
+(:func:`~uqlm_bert.bertscore.matching.greedy_match_tiled`), so memory stays bounded.
+
 With the model in a reduced dtype (float16, bfloat16), a text whose embeddings come out not
 finite (activations past float16's range) gives scores that are not finite; such texts are
 embedded again in float32, the chunk is matched again, and the call warns once.
@@ -36,12 +43,13 @@ import torch
 from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.batching import embed_in_batches, is_out_of_memory, too_long_message
 from uqlm_bert.bertscore.encoder import Encoder
-from uqlm_bert.bertscore.matching import greedy_match_rows
+from uqlm_bert.bertscore.matching import greedy_match_rows, greedy_match_tiled
 from uqlm_bert.bertscore.packed import to_device
 from uqlm_bert.bertscore.texts import CallTexts
+from uqlm_bert.bertscore.windows import Frame, split_in_windows
 from uqlm_bert.exceptions import DeviceOutOfMemoryError
 
-__all__ = ["score_pairs", "MATCH_BUDGET_CPU", "MATCH_BUDGET_ACCELERATOR"]
+__all__ = ["score_pairs", "embed_texts", "MATCH_BUDGET_CPU", "MATCH_BUDGET_ACCELERATOR"]
 
 # Matching works on blocks of pairs whose similarities [pairs, Lc, Lr] (three times: the product
 # and the two masked copies) and gathered rows [pairs, Lc + Lr, dim] hold at most this many
@@ -61,6 +69,7 @@ def score_pairs(
     max_tokens: int | None = None,
     on_embedded: Callable[[int], None] | None = None,
     match_budget: int | None = None,
+    frame: Frame | None = None,
 ) -> np.ndarray:
     """Raw P, R and F (``[pairs, 3]`` float32) of each pair of stripped texts.
 
@@ -73,6 +82,8 @@ def score_pairs(
             :func:`~uqlm_bert.bertscore.batching.embed_in_batches`.
         on_embedded: told how many texts were embedded, as they are.
         match_budget: floats per matching block (default: by device).
+        frame: read texts longer than ``frame.window`` in windows (``None``: every text fits,
+            as the tokenizer cut it).
     """
     n = len(keys_c)
     out = np.zeros((n, 3), dtype=np.float32)
@@ -81,28 +92,27 @@ def score_pairs(
         match_budget = MATCH_BUDGET_CPU if device.type == "cpu" else MATCH_BUDGET_ACCELERATOR
     table = _Table(device, encoder.hidden_size)
     redone = 0  # texts embedded again in float32
-    for group, start in enumerate(range(0, n, chunk_size)):
-        stop = min(n, start + chunk_size)
+    for group, group_start in enumerate(range(0, n, chunk_size)):
         texts.wait(group)
-        new = sorted(
-            (k for k in texts.group(group) if len(texts[k].ids) > 0),
-            key=lambda k: len(texts[k].ids),
-        )
-        embs = embed_in_batches(
-            encoder, [texts[k].ids for k in new], max_texts, max_tokens, on_embedded
-        )
-        empty = len(texts.group(group)) - len(new)
-        if empty and on_embedded is not None:
-            on_embedded(empty)
-        table.update(texts, start, new, embs)
-        chunk_c, chunk_r = keys_c[start:stop], keys_r[start:stop]
-        scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget)
-        if encoder.dtype != torch.float32 and not np.isfinite(scores[:, :2]).all():
-            fixed = _redo_in_float32(encoder, table, texts, new, max_texts, max_tokens)
-            if fixed:
-                redone += fixed
-                scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget)
-        out[start:stop] = scores
+        group_stop = min(n, group_start + chunk_size)
+        for start, stop, first in _chunks(
+            texts, keys_c, keys_r, group_start, group_stop, texts.group(group), frame
+        ):
+            new = sorted((k for k in first if len(texts[k].ids) > 0), key=lambda k: len(texts[k].ids))
+            embs = embed_texts(
+                encoder, [texts[k].ids for k in new], frame, max_texts, max_tokens, on_embedded
+            )
+            if len(first) > len(new) and on_embedded is not None:
+                on_embedded(len(first) - len(new))
+            table.update(texts, start, new, embs)
+            chunk_c, chunk_r = keys_c[start:stop], keys_r[start:stop]
+            scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget)
+            if encoder.dtype != torch.float32 and not np.isfinite(scores[:, :2]).all():
+                fixed = _redo_in_float32(encoder, table, texts, new, frame, max_texts, max_tokens)
+                if fixed:
+                    redone += fixed
+                    scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget)
+            out[start:stop] = scores
     if redone:
         name = str(encoder.dtype).removeprefix("torch.")
         warn_user(
@@ -114,11 +124,76 @@ def score_pairs(
     return out
 
 
+def embed_texts(
+    encoder: Encoder,
+    ids_list: list[np.ndarray],
+    frame: Frame | None,
+    max_texts: int | None = None,
+    max_tokens: int | None = None,
+    on_embedded: Callable[[int], None] | None = None,
+) -> list[torch.Tensor]:
+    """Packed embeddings of texts' token ids (sorted by length), as
+    :func:`~uqlm_bert.bertscore.batching.embed_in_batches` gives them: tensors whose rows,
+    concatenated, are every text's tokens in order. With a ``frame``, a text longer than its
+    window is read as windows (batched with the other sequences) whose rows are stitched back;
+    ``on_embedded`` then counts texts, each once all its windows are embedded."""
+    if frame is None or all(len(ids) <= frame.window for ids in ids_list):
+        return embed_in_batches(encoder, ids_list, max_texts, max_tokens, on_embedded)
+    split = split_in_windows(ids_list, frame)
+    progress = None
+    if on_embedded is not None:
+        done = [0, 0]  # sequences, texts
+
+        def progress(count: int) -> None:
+            done[0] += count
+            now = split.texts_done(done[0])
+            if now > done[1]:
+                on_embedded(now - done[1])
+                done[1] = now
+
+    embs = embed_in_batches(encoder, split.sequences, max_texts, max_tokens, progress)
+    return [split.stitch_packed(torch.cat(embs), normalize=True)]
+
+
+def _chunks(
+    texts: CallTexts,
+    keys_c: list[str],
+    keys_r: list[str],
+    start: int,
+    stop: int,
+    first: list[str],
+    frame: Frame | None,
+) -> list[tuple[int, int, list[str]]]:
+    """``(start, stop, new)`` of the chunks pairs ``[start, stop)`` are scored in, with the
+    texts each chunk needs first (``first``: those of the whole range). One chunk, unless texts
+    are read in windows and ``first`` holds more tokens than ``2 * (stop - start)`` texts of the
+    window's length: then a chunk ends before its new texts would (one pair at least), so that
+    it holds no more than a chunk of texts that fit does, however long its texts."""
+    if frame is None or all(len(texts[k].ids) <= frame.window for k in first):
+        return [(start, stop, first)]
+    limit = 2 * (stop - start) * frame.window
+    pending = set(first)
+    out: list[tuple[int, int, list[str]]] = []
+    lo, tokens, new = start, 0, []
+    for k in range(start, stop):
+        pair_new = [t for t in dict.fromkeys((keys_c[k], keys_r[k])) if t in pending]
+        more = sum(len(texts[t].ids) for t in pair_new)
+        if k > lo and tokens + more > limit:
+            out.append((lo, k, new))
+            lo, tokens, new = k, 0, []
+        pending.difference_update(pair_new)
+        new += pair_new
+        tokens += more
+    out.append((lo, stop, new))
+    return out
+
+
 def _redo_in_float32(
     encoder: Encoder,
     table: _Table,
     texts: CallTexts,
     new: list[str],
+    frame: Frame | None,
     max_texts: int | None,
     max_tokens: int | None,
 ) -> int:
@@ -128,9 +203,7 @@ def _redo_in_float32(
     bad = [k for k in new if not finite[table.rows[k] : table.rows[k] + len(texts[k].ids)].all()]
     if not bad:
         return 0
-    embs = embed_in_batches(
-        encoder.in_float32(), [texts[k].ids for k in bad], max_texts, max_tokens
-    )
+    embs = embed_texts(encoder.in_float32(), [texts[k].ids for k in bad], frame, max_texts, max_tokens)
     rows = np.concatenate(
         [np.arange(table.rows[k], table.rows[k] + len(texts[k].ids)) for k in bad]
     )
@@ -210,10 +283,15 @@ def _match_chunk(
     while pos < m:
         end = _block_end(len_c[order[pos:]], len_r[order[pos:]], dim, budget) + pos
         sel = order[pos:end]
-        rows, lc = _block_rows(row_c[sel], len_c[sel], row_r[sel], len_r[sel], pad)
         try:
-            rows_t = to_device(torch.from_numpy(rows), table.device)
-            blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc))
+            if end - pos == 1 and _pair_cost(len_c[sel[0]], len_r[sel[0]], dim) > budget:
+                # one pair of long texts: its similarities a block of rows at a time
+                i = int(sel[0])
+                blocks.append(_match_tiled(table, texts, keys_c[i], keys_r[i], budget))
+            else:
+                rows, lc = _block_rows(row_c[sel], len_c[sel], row_r[sel], len_r[sel], pad)
+                rows_t = to_device(torch.from_numpy(rows), table.device)
+                blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc))
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -222,7 +300,7 @@ def _match_chunk(
             failed = False
             pos = end
         if failed:
-            if end - pos == 1:
+            if end - pos == 1 and budget <= _pair_cost(1, len_r[sel[0]], dim):
                 raise DeviceOutOfMemoryError(
                     too_long_message(
                         f"a pair of {len_c[sel][0]} and {len_r[sel][0]} tokens", table.device
@@ -239,6 +317,26 @@ def _match_chunk(
     out = np.stack((P, R, F), axis=1)
     out[empty] = 0.0
     return out
+
+
+def _pair_cost(len_c: int, len_r: int, dim: int) -> int:
+    """Floats one pair takes in a matching block (see :func:`_block_end`)."""
+    return 3 * int(len_c) * int(len_r) + (int(len_c) + int(len_r)) * (dim + 2)
+
+
+def _match_tiled(
+    table: _Table, texts: CallTexts, key_c: str, key_r: str, budget: int
+) -> torch.Tensor:
+    """``[1, 1, 2]`` P and R of one pair too long for a matching block (texts read in
+    windows): :func:`~uqlm_bert.bertscore.matching.greedy_match_tiled` over its rows."""
+    c, r = texts[key_c], texts[key_r]
+    start_c, start_r = table.rows[key_c], table.rows[key_r]
+    emb_c = table.emb[start_c : start_c + len(c.ids)]
+    emb_r = table.emb[start_r : start_r + len(r.ids)]
+    w_c = to_device(torch.from_numpy(c.weights), table.device)
+    w_r = to_device(torch.from_numpy(r.weights), table.device)
+    P, R, _ = greedy_match_tiled(emb_c, w_c, emb_r, w_r, max(1, budget // 2))
+    return torch.stack((P, R)).reshape(1, 1, 2)
 
 
 def _block_end(len_c: np.ndarray, len_r: np.ndarray, dim: int, budget: int) -> int:

@@ -24,7 +24,7 @@ Example:
     >>> BERTScoreSettings.from_kwargs({"num_layer": 2})
     Traceback (most recent call last):
     ...
-    uqlm_bert.exceptions.ConfigurationError: unknown BERTScore setting 'num_layer' (did you mean 'num_layers'?); accepted: baseline_path, batch_size, chunk_size, device, dtype, idf, idf_sents, lang, max_length, model_type, num_layers, rescale_with_baseline, trust_remote_code
+    uqlm_bert.exceptions.ConfigurationError: unknown BERTScore setting 'num_layer' (did you mean 'num_layers'?); accepted: baseline_path, batch_size, chunk_size, device, dtype, idf, idf_sents, lang, long_texts, max_length, model_type, num_layers, rescale_with_baseline, trust_remote_code
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ __all__ = [
     "BERTScoreSettings",
     "DTYPE_NAMES",
     "IDF_MODES",
+    "LONG_TEXT_MODES",
     "ModelSettings",
     "SCORER_DEFAULTS",
+    "check_long_texts",
     "check_model_type",
     "dtype_name",
 ]
@@ -65,6 +67,10 @@ _DTYPES = {
 DTYPE_NAMES = tuple(_DTYPES)
 #: The string values of ``idf``: ``"auto"`` is the fixed idf table for the model's tokenizer.
 IDF_MODES = ("auto",)
+#: The values of ``long_texts``: ``"window"`` reads a text longer than the model's window in
+#: overlapping windows and scores it whole; ``"truncate"`` cuts it at the window, as the
+#: reference ``bert_score`` package does.
+LONG_TEXT_MODES = ("window", "truncate")
 
 
 def dtype_name(dtype: Any) -> str | None:
@@ -144,12 +150,17 @@ class BERTScoreSettings:
         batch_size: ``None`` (forward passes sized by a budget of padded tokens for the
             device: see :func:`~uqlm_bert.bertscore.batching.default_token_budget`) or at most
             this many texts per forward pass (speed and memory only).
-        max_length: truncate texts to this many tokens (``None``: the model's maximum).
+        max_length: the most tokens the model reads at once (``None``: the model's maximum);
+            a longer text is cut there or read in windows of it (see ``long_texts``).
         dtype: ``None``/``"float32"`` (exact: the reference's numbers), ``"bfloat16"`` or
             ``"float16"`` (fast), or ``"auto"``: the fastest safe one for the device and model
             (:func:`~uqlm_bert.bertscore.resolve.auto_dtype`); kept by its canonical name.
         trust_remote_code: allow models whose code lives in their repository.
         chunk_size: pairs scored per chunk (bounds memory; does not change numbers).
+        long_texts: what happens to a text longer than ``max_length``: ``"truncate"`` cuts it
+            there, as the reference package does; ``"window"`` reads it in overlapping windows
+            and scores it whole (see :mod:`uqlm_bert.bertscore.windows`). Texts that fit give
+            the same numbers either way.
     """
 
     #: The keyword that passes these settings whole (``build_scorers(bertscore=...)``).
@@ -168,6 +179,7 @@ class BERTScoreSettings:
     dtype: str | None = None
     trust_remote_code: bool = False
     chunk_size: int = 1024
+    long_texts: str = "truncate"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -201,6 +213,7 @@ class BERTScoreSettings:
         check_int("chunk_size", self.chunk_size, 1)
         check_int("max_length", self.max_length, 2, none_ok=True)
         set_(self, "dtype", dtype_name(self.dtype))
+        check_long_texts(self.long_texts)
 
     @classmethod
     def accepted(cls) -> tuple[str, ...]:
@@ -274,6 +287,26 @@ class BERTScoreSettings:
         return dataclasses.replace(self, **changes)
 
 
+def check_long_texts(mode: Any) -> None:
+    """Check a ``long_texts`` setting.
+
+    Raises:
+        ConfigurationError: neither ``"window"`` nor ``"truncate"``.
+
+    Example:
+        >>> check_long_texts("windows")
+        Traceback (most recent call last):
+        ...
+        uqlm_bert.exceptions.ConfigurationError: long_texts must be 'window' (score a text longer than the model's window whole, in overlapping windows) or 'truncate' (cut it at the window, as bert_score does), got 'windows'
+    """
+    if not isinstance(mode, str) or mode not in LONG_TEXT_MODES:
+        raise ConfigurationError(
+            "long_texts must be 'window' (score a text longer than the model's window whole, "
+            "in overlapping windows) or 'truncate' (cut it at the window, as bert_score does), "
+            f"got {mode!r}"
+        )
+
+
 def _check_idf(idf: Any) -> None:
     if isinstance(idf, str):
         if idf not in IDF_MODES:
@@ -297,8 +330,11 @@ def _check_idf(idf: Any) -> None:
 #: :class:`~uqlm_bert.BERTScorer`'s (which match the reference package) where another choice
 #: serves the user better, each measured: idf weights come from the fixed table of general
 #: English, which ranks answers better and, unlike idf over the call's own samples, keeps a
-#: prompt's score independent of the other prompts; and the model runs in the fastest safe dtype
+#: prompt's score independent of the other prompts; the model runs in the fastest safe dtype
 #: for the device (``dtype="auto"``: float16 on CUDA, bfloat16 on CPUs with bfloat16 matrix
 #: units), whose confidences stay within 2e-3 of float32's with the same ranking (the measured
-#: differences are in docs/bertscore.md). Change a scorer default here, and only here.
-SCORER_DEFAULTS = BERTScoreSettings(idf="auto", dtype="auto")
+#: differences are in docs/bertscore.md); and a text longer than the model's window is read in
+#: overlapping windows and scored whole, not judged by its first 512 tokens (which tells a long
+#: answer whose second half is made up from a faithful one no better than chance). Change a
+#: scorer default here, and only here.
+SCORER_DEFAULTS = BERTScoreSettings(idf="auto", dtype="auto", long_texts="window")

@@ -10,7 +10,7 @@ Example:
     >>> import argparse
     >>> args = argparse.Namespace(
     ...     model_type=None, num_layers=3, dtype=None, device=None, batch_size=None, lang=None,
-    ...     idf="off", rescale_with_baseline=False)
+    ...     idf="off", rescale_with_baseline=False, long_texts=None)
     >>> bertscore_kwargs(args)
     {'num_layers': 3, 'idf': False}
 """
@@ -55,6 +55,7 @@ def bertscore_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "lang": args.lang,
         "idf": None if args.idf is None else IDF_WORDS[args.idf],
         "rescale_with_baseline": True if args.rescale_with_baseline else None,
+        "long_texts": args.long_texts,
     }
     return {k: v for k, v in kwargs.items() if v is not None}
 

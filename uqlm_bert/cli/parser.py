@@ -79,7 +79,7 @@ def _field_defaults(cls: type) -> dict[str, Any]:
 
 def _bertscore_options(defaults: dict[str, Any]) -> argparse.ArgumentParser:
     """The BERTScore options, their help giving the settings' ``defaults`` (by field)."""
-    from uqlm_bert.bertscore.settings import DTYPE_NAMES, dtype_name
+    from uqlm_bert.bertscore.settings import DTYPE_NAMES, LONG_TEXT_MODES, dtype_name
 
     options = argparse.ArgumentParser(add_help=False)
     group = options.add_argument_group("BERTScore settings")
@@ -127,6 +127,15 @@ def _bertscore_options(defaults: dict[str, Any]) -> argparse.ArgumentParser:
         words=IDF_WORDS,
         nargs="?",
         const="run",
+    )
+    _setting(
+        group,
+        "--long-texts",
+        "a text longer than the model reads at once (512 tokens for the embedded model): "
+        "window reads it in overlapping windows and scores it whole; truncate cuts it there, as "
+        "bert_score does (evaluate's default)",
+        defaults["long_texts"],
+        choices=list(LONG_TEXT_MODES),
     )
     group.add_argument(
         "--rescale-with-baseline",

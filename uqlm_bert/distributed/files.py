@@ -212,6 +212,7 @@ def _run_wide_idf(
     from uqlm_bert.bertscore.encoder import tokenize_texts
     from uqlm_bert.bertscore.idf import idf_from_token_ids
     from uqlm_bert.bertscore.models import load_token_limit
+    from uqlm_bert.bertscore.windows import MAX_TOKENS
 
     _, _, refs = present_pairs(ScoringInputs(list(responses), [list(s) for s in samples]))
     tokenizer, limit = load_token_limit(  # only the tokenizer is needed here
@@ -220,6 +221,8 @@ def _run_wide_idf(
         lang=bert.lang or "en",
         trust_remote_code=bert.trust_remote_code,
     )
+    if bert.long_texts == "window":
+        limit = MAX_TOKENS  # the scorers read long references whole: so does their idf
     weights = idf_from_token_ids(tokenize_texts(tokenizer, refs, limit)[0])
     logger.info("idf weights computed from the %d references of the run", len(refs))
     fixed = defaultdict(partial(float, weights.default), weights.weights)

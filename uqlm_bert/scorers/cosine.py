@@ -2,7 +2,10 @@
 
 Each text becomes one vector: the mean of the model's last-layer token embeddings over the real
 (non-padding) tokens, as sentence-transformers computes it for all-MiniLM-L6-v2 (texts stripped,
-truncated at the model's ``max_seq_length``, 256 tokens for that model). The confidence is the
+the model reading at most its ``max_seq_length``, 256 tokens for that model). A longer text is
+read in overlapping windows (:mod:`uqlm_bert.bertscore.windows`) and its vector is the mean over
+all its tokens, each token's state the mean over the windows that hold it; with
+``long_texts="truncate"`` it is cut at the window, as sentence-transformers does. The confidence is the
 mean cosine between the response's vector and each present sample's vector, mapped from [-1, 1]
 to [0, 1] as uqlm's normalised cosine similarity does::
 
@@ -32,6 +35,7 @@ from tqdm.auto import tqdm
 
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.models import load_encoder, resolve_model
+from uqlm_bert.bertscore.windows import MAX_TOKENS, Frame, embed_in_windows
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import text_list
 from uqlm_bert.scorers.base import Pairs, PairwiseScorer
@@ -59,8 +63,11 @@ class CosineSimScorer(PairwiseScorer):
             :func:`~uqlm_bert.bertscore.resolve.auto_dtype`), ``None``/"float32" (exact),
             "bfloat16" or "float16".
         batch_size: texts per forward pass.
-        max_length: truncate texts to this many tokens; ``None`` for the model's
+        max_length: the most tokens the model reads at once; ``None`` for the model's
             ``max_seq_length`` (from its sentence-transformers config) or else its maximum.
+        long_texts: ``"window"`` reads a longer text in overlapping windows and averages over
+            all its tokens; ``"truncate"`` cuts it at ``max_length``, as sentence-transformers
+            does.
 
     Example:
         >>> scorer = CosineSimScorer(device="cpu")
@@ -78,8 +85,9 @@ class CosineSimScorer(PairwiseScorer):
         dtype: str | torch.dtype | None = CosineSettings.dtype,
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_length: int | None = None,
+        long_texts: str = "window",
     ) -> None:
-        self._setup(CosineSettings(model_type, device, dtype, batch_size, max_length))
+        self._setup(CosineSettings(model_type, device, dtype, batch_size, max_length, long_texts))
 
     @classmethod
     def from_settings(cls, settings: CosineSettings) -> CosineSimScorer:
@@ -100,6 +108,7 @@ class CosineSimScorer(PairwiseScorer):
     def _setup(self, settings: CosineSettings) -> None:
         self.settings = settings
         self._encoder: Encoder | None = None
+        self._frame: Frame | None = None
 
     @property
     def batch_size(self) -> int:
@@ -117,6 +126,8 @@ class CosineSimScorer(PairwiseScorer):
                 prefix_space=False,  # tokenized as sentence-transformers does
                 max_length_default=_max_seq_length(location),
             )
+            if self.settings.long_texts == "window":
+                self._frame = Frame.of(self._encoder.tokenizer, self._encoder.max_length)
         return self._encoder
 
     @property
@@ -133,19 +144,30 @@ class CosineSimScorer(PairwiseScorer):
         """Unit-length float64 sentence embeddings, one row per text (each text stripped)."""
         texts = text_list(texts, "texts", allow_empty=True)
         enc = self.encoder
-        ids = enc.tokenize(texts)
+        frame = self._frame
+        ids = enc.tokenize(texts, MAX_TOKENS if frame is not None else None)
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
         dim = int(getattr(enc.loaded.config, "hidden_size", 0) or 0)
         rows: dict[int, np.ndarray] = {}
-        starts = range(0, len(order), self.batch_size)
+        batches = _batches([len(ids[i]) for i in order], self.batch_size, enc.max_length)
         with enc.reuse_workspace():
-            for start in tqdm(starts, desc="cosine_sim", disable=not show_progress_bars):
-                idx = order[start : start + self.batch_size]
-                for i, states in zip(idx, enc.hidden_states([ids[i] for i in idx]), strict=True):
-                    rows[i] = states.mean(dim=0).double().cpu().numpy()  # mean over real tokens
+            for start, stop in tqdm(batches, desc="cosine_sim", disable=not show_progress_bars):
+                idx = order[start:stop]
+                batch = [ids[i] for i in idx]
+                if frame is None:
+                    states = enc.hidden_states(batch)
+                else:  # a long text's windows, stitched: one state per token
+                    states = embed_in_windows(batch, frame, self._states, normalize=False)
+                for i, text_states in zip(idx, states, strict=True):
+                    rows[i] = text_states.mean(dim=0).double().cpu().numpy()  # over its tokens
         out = np.stack([rows[i] for i in range(len(ids))]) if rows else np.zeros((0, dim))
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1.0)
+
+    def _states(self, seqs: list[np.ndarray]) -> list[torch.Tensor]:
+        """Hidden states of sequences, ``batch_size`` per forward pass."""
+        enc, size = self.encoder, self.batch_size
+        return [h for b in range(0, len(seqs), size) for h in enc.hidden_states(seqs[b : b + size])]
 
     def score_pairs(self, pairs: Pairs) -> np.ndarray:
         """Each pair's cosine mapped to [0, 1]; every distinct text is embedded once."""
@@ -168,6 +190,29 @@ def cosine_to_confidence(mean_cosine: np.ndarray) -> np.ndarray:
         [1.0, 0.5, 0.0]
     """
     return np.clip((1.0 + np.asarray(mean_cosine, dtype=np.float64)) / 2.0, 0.0, 1.0)
+
+
+def _batches(lengths: list[int], size: int, window: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of consecutive batches of at most ``size`` texts and, when texts are
+    longer than the window (read in windows), at most ``size * window`` tokens (one text at
+    least): what a batch of texts that fit holds, so memory stays bounded.
+
+    Example:
+        >>> _batches([1000, 600, 100, 100, 100], size=2, window=512)
+        [(0, 1), (1, 3), (3, 5)]
+    """
+    out: list[tuple[int, int]] = []
+    start = 0
+    while start < len(lengths):
+        stop, tokens = start, 0
+        while stop < len(lengths) and stop - start < size:
+            if stop > start and tokens + lengths[stop] > size * window:
+                break
+            tokens += lengths[stop]
+            stop += 1
+        out.append((start, stop))
+        start = stop
+    return out
 
 
 def _max_seq_length(location: str) -> int | None:

@@ -9,7 +9,7 @@ defaults. The BERTScore scorers' object is :class:`~uqlm_bert.BERTScoreSettings`
 
 Example:
     >>> CosineSettings.for_scorers(sentence_transformer="my/model", batch_size=8)
-    CosineSettings(model_type='my/model', device=None, dtype='auto', batch_size=8, max_length=None)
+    CosineSettings(model_type='my/model', device=None, dtype='auto', batch_size=8, max_length=None, long_texts='window')
     >>> ExactMatchSettings.for_scorers(exact_match_normalize=False).normalize
     False
 """
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from uqlm_bert.bertscore.settings import check_model_type, dtype_name
+from uqlm_bert.bertscore.settings import check_long_texts, check_model_type, dtype_name
 from uqlm_bert.checks import check_int, check_names
 from uqlm_bert.exceptions import ConfigurationError
 
@@ -77,8 +77,12 @@ class CosineSettings:
         dtype: ``"auto"`` (the default: the fastest safe dtype for the device, as the
             ``bert_score`` scorers), ``None``/"float32" (exact), "bfloat16" or "float16".
         batch_size: texts per forward pass.
-        max_length: truncate texts to this many tokens; ``None`` for the model's
+        max_length: the most tokens the model reads at once; ``None`` for the model's
             ``max_seq_length`` (from its sentence-transformers config) or else its maximum.
+        long_texts: a text longer than ``max_length`` is read in overlapping windows and its
+            vector is the mean over all its tokens (``"window"``), or it is cut there, as
+            sentence-transformers does (``"truncate"``). Texts that fit give the same vector
+            either way.
     """
 
     keyword: ClassVar[str] = "cosine_sim"
@@ -93,6 +97,7 @@ class CosineSettings:
         "dtype": "dtype",
         "batch_size": "batch_size",
         "max_length": "max_length",
+        "long_texts": "long_texts",
     }
 
     model_type: str | None = None
@@ -100,6 +105,7 @@ class CosineSettings:
     dtype: str | None = "auto"
     batch_size: int = 64
     max_length: int | None = None
+    long_texts: str = "window"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -109,6 +115,7 @@ class CosineSettings:
         set_(self, "dtype", dtype_name(self.dtype))
         check_int("batch_size", self.batch_size, 1)
         check_int("max_length", self.max_length, 2, none_ok=True)
+        check_long_texts(self.long_texts)
 
     @classmethod
     def scorer_keywords(cls) -> tuple[str, ...]:

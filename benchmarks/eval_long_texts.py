@@ -1,0 +1,312 @@
+"""Long answers scored whole: does the second half of an answer count?
+
+**The task.** From the 30 WikiBio GPT-3 development passages (the shared data), long answers are
+built from six people's passages in a row (about 1,100 tokens): answer ``i`` is the original
+passages of people ``i, i+1, ..., i+5`` (modulo 30), and its samples are their sampled passages in
+the same order (sample ``j`` joins sample ``j`` of each of the six). A corrupted copy keeps the
+first three passages and replaces the last three by the passages of people ``i+6, i+7, i+8``:
+its second half is supported by no sample. The scorers rank each faithful answer and its
+corrupted copy against the same samples; the report gives, per scorer and ``long_texts``
+setting, the AUROC of the confidence telling faithful (positive) from corrupted answers, the
+mean confidence of each and their mean paired drop, on the first set of 5 samples and, for
+``bert_score`` with ``--sets 4``, averaged over the 4 disjoint sets of 5.
+
+**The window choice.** Which overlap between windows, and which window should give a token its
+embedding, is measured where the answer is known: texts of 510 tokens, which the model reads
+whole, are also read in windows of 128 or 256 tokens, and the windowed embeddings are compared
+with the whole-text ones (each token's cosine to its whole-text embedding, and the F1 of each
+(answer, sample) pair, fixed idf weights) for each overlap (at most a quarter of the window, as
+the engine allows) and each rule: the window where the token has the most context on both
+sides, the first window that holds it, and the mean over the windows that hold it (the engine's
+rule, chosen on this table; the script checks that the engine's stitching gives the same). The
+cost column is the tokens the model reads per token of text.
+
+    python benchmarks/eval_long_texts.py [--data PATH] [--sets 4]   # 15-20 CPU-minutes
+
+Writes ``benchmarks/out/long_texts.md`` and prints it. Skips (exit 0) when the data is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "wikibio_gpt3_dev.jsonl"
+DEFAULT_OUT = ROOT / "benchmarks" / "out"
+
+PEOPLE = 6  # passages per long answer
+KEPT = 3  # passages a corrupted copy keeps
+SAMPLES = 5  # samples per set
+WINDOW_SIZES = (128, 256)
+OVERLAPS = (0, 16, 32, 64)
+RULES = ("most context", "first window", "mean of windows")
+FIDELITY_SAMPLES = 2  # samples per answer in the window-choice measurement
+
+
+def load_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def long_answers(
+    rows: Sequence[dict], sample_set: int
+) -> tuple[list[str], list[str], list[list[str]]]:
+    """``(faithful, corrupted, samples)``: one of each per starting person (see the module doc)."""
+    n = len(rows)
+    faithful, corrupted, samples = [], [], []
+    for i in range(n):
+        people = [(i + j) % n for j in range(PEOPLE)]
+        others = [(i + PEOPLE + j) % n for j in range(PEOPLE - KEPT)]
+        faithful.append("\n\n".join(rows[p]["response"] for p in people))
+        corrupted.append(
+            "\n\n".join(
+                [rows[p]["response"] for p in people[:KEPT]] + [rows[q]["response"] for q in others]
+            )
+        )
+        samples.append(
+            [
+                "\n\n".join(rows[p]["sampled_responses"][s] for p in people)
+                for s in range(sample_set * SAMPLES, (sample_set + 1) * SAMPLES)
+            ]
+        )
+    return faithful, corrupted, samples
+
+
+# -- the task ----------------------------------------------------------------------------------
+
+
+def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
+    """AUROC, mean confidences and the mean paired drop of one scorer on one set of samples."""
+    from uqlm_bert.evaluation import auroc
+
+    conf = scorer.score(faithful + corrupted, samples + samples)
+    good, bad = conf[: len(faithful)], conf[len(faithful) :]
+    labels = np.r_[np.ones(len(good)), np.zeros(len(bad))]
+    return {
+        "auroc": auroc(np.r_[good, bad], labels),
+        "faithful": float(good.mean()),
+        "corrupted": float(bad.mean()),
+        "drop": float((good - bad).mean()),
+    }
+
+
+def task_table(rows: Sequence[dict], sets: int, device: str) -> list[dict]:
+    from uqlm_bert.scorers import build_scorer
+
+    out = []
+    for name in ("bert_score", "cosine_sim"):
+        for mode in ("window", "truncate"):
+            scorer = build_scorer(name, device=device, long_texts=mode)
+            per_set = []
+            started = time.perf_counter()
+            for s in range(sets if name == "bert_score" else 1):
+                per_set.append(separation(scorer, *long_answers(rows, s)))
+            row = {k: float(np.mean([p[k] for p in per_set])) for k in per_set[0]}
+            row |= {
+                "scorer": name,
+                "long_texts": mode,
+                "sets": len(per_set),
+                "auroc_per_set": [round(p["auroc"], 3) for p in per_set],
+                "seconds": time.perf_counter() - started,
+            }
+            out.append(row)
+            print(row, flush=True)
+    return out
+
+
+# -- the window choice ---------------------------------------------------------------------------
+
+
+def fidelity_texts(enc, rows: Sequence[dict]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+    """Token ids of the first 510 tokens of each long answer and of its first samples (texts
+    the model reads whole), and the (answer, sample) pairs among them."""
+    faithful, _, samples = long_answers(rows, 0)
+    texts, pairs = [], []
+    for answer, group in zip(faithful, samples, strict=True):
+        a = len(texts)
+        texts.append(answer)
+        for sample in group[:FIDELITY_SAMPLES]:
+            pairs.append((a, len(texts)))
+            texts.append(sample)
+    ids = [np.asarray(i, dtype=np.int64) for i in enc.tokenize(texts)]
+    return ids, pairs
+
+
+def embed_all(enc, seqs: list[np.ndarray], batch: int = 32) -> list[torch.Tensor]:
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    out: list[torch.Tensor | None] = [None] * len(seqs)
+    with enc.reuse_workspace():
+        for b in range(0, len(order), batch):
+            idx = order[b : b + batch]
+            for i, e in zip(idx, enc.embed_batch([seqs[i] for i in idx]), strict=True):
+                out[i] = e
+    return out  # type: ignore[return-value]
+
+
+def most_context_spans(windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The tokens each window gives its embedding to under the "most context" rule: each token's
+    from the window where min(context before, context after) is largest, a window reaching the
+    text's start or end having all the context there is on that side (ties go to the earlier).
+    For windows in order the cut between two falls at the middle of their overlap."""
+    cuts = [
+        (b - 1 + a_next) // 2 + 1 for (_, b), (a_next, _) in zip(windows, windows[1:], strict=False)
+    ]
+    return list(zip([windows[0][0], *cuts], [*cuts, windows[-1][1]], strict=True))
+
+
+def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dict, float]:
+    """Each text's embedding read in windows of ``window`` tokens, by each rule; and the tokens
+    read per token of text. The "mean of windows" rule is checked against the engine's."""
+    from uqlm_bert.bertscore.windows import Frame, plan_windows, split_in_windows
+
+    frame = Frame.of(enc.tokenizer, window)
+    p, s = len(frame.prefix), len(frame.suffix)
+    plans, seqs = [], []
+    for t in ids:
+        own = t[p : len(t) - s]
+        plan = plan_windows(len(own), frame.capacity, overlap)
+        plans.append((len(seqs), plan))
+        seqs += [np.concatenate((t[:p], own[a:b], t[len(t) - s :])) for a, b in plan]
+    embs = embed_all(enc, seqs)
+    out = {rule: [] for rule in RULES}
+    for t, (first, plan) in zip(ids, plans, strict=True):
+        parts = [embs[first + j][p : p + (b - a)] for j, (a, b) in enumerate(plan)]
+        head, tail = embs[first][:p], embs[first + len(plan) - 1][p + plan[-1][1] - plan[-1][0] :]
+        n = len(t) - p - s
+        spans = most_context_spans(plan)
+        most = torch.cat(
+            [
+                parts[j][ka - a : kb - a]
+                for j, ((a, _), (ka, kb)) in enumerate(zip(plan, spans, strict=True))
+            ]
+        )
+        firsts = torch.cat(
+            [parts[j][(plan[j - 1][1] - a if j else 0) :] for j, (a, _) in enumerate(plan)]
+        )
+        total = torch.zeros((n, parts[0].shape[1]))
+        count = torch.zeros((n, 1))
+        for (a, b), e in zip(plan, parts, strict=True):
+            total[a:b] += e
+            count[a:b] += 1
+        mean = torch.nn.functional.normalize(total / count, dim=-1)
+        for rule, own_emb in zip(RULES, (most, firsts, mean), strict=True):
+            out[rule].append(torch.cat((head, own_emb, tail)))
+    cost = sum(len(q) for q in seqs) / sum(len(t) for t in ids)
+    split = split_in_windows(ids, frame, overlap)
+    engine = split.stitch(embed_all(enc, split.sequences), normalize=True)
+    for mine, theirs in zip(out["mean of windows"], engine, strict=True):
+        assert torch.allclose(mine, theirs, atol=1e-5), "the engine's stitching differs"
+    return out, cost
+
+
+def f1(emb_a: torch.Tensor, w_a: torch.Tensor, emb_b: torch.Tensor, w_b: torch.Tensor) -> float:
+    from uqlm_bert.bertscore.matching import greedy_match
+
+    return float(greedy_match(emb_a @ emb_b.T, w_a, w_b)[2])
+
+
+def fidelity_table(device: str, rows: Sequence[dict]) -> list[dict]:
+    from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
+    from uqlm_bert.bertscore.models import load_encoder
+    from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+
+    enc = load_encoder(SCORER_DEFAULTS.replace(device=device))
+    idf = idf_for_tokenizer(enc.tokenizer)
+    zero = set(enc.special_ids)
+    ids, pairs = fidelity_texts(enc, rows)
+    weights = []
+    for t in ids:
+        w = torch.tensor([0.0 if i in zero else idf[int(i)] for i in t])
+        weights.append(w / w.sum())
+    whole = embed_all(enc, ids)
+    exact = [f1(whole[a], weights[a], whole[b], weights[b]) for a, b in pairs]
+    out = []
+    for window in WINDOW_SIZES:
+        # the overlap the windows get: at most a quarter of a window (see plan_windows)
+        for overlap in sorted({min(o, (window - 2) // 4) for o in OVERLAPS}):
+            by_rule, cost = windowed(enc, ids, window, overlap)
+            for rule, embs in by_rule.items():
+                cos = torch.cat([(e * w).sum(-1) for e, w in zip(embs, whole, strict=True)])
+                got = [f1(embs[a], weights[a], embs[b], weights[b]) for a, b in pairs]
+                diff = np.abs(np.asarray(got) - np.asarray(exact))
+                out.append(
+                    {
+                        "window": window,
+                        "overlap": overlap,
+                        "rule": rule,
+                        "cost": cost,
+                        "cos_mean": float(cos.mean()),
+                        "cos_p1": float(cos.quantile(0.01)),
+                        "df1_mean": float(diff.mean()),
+                        "df1_max": float(diff.max()),
+                    }
+                )
+                print(out[-1], flush=True)
+    return out
+
+
+# -- report --------------------------------------------------------------------------------------
+
+
+def markdown(task: list[dict], fidelity: list[dict]) -> str:
+    lines = [
+        "### Long answers: faithful against second half replaced (sets of 5 samples)",
+        "",
+        "| scorer | long_texts | sets | AUROC | mean confidence, faithful | corrupted | mean drop |"
+        " AUROC per set |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in task:
+        lines.append(
+            f"| {r['scorer']} | {r['long_texts']} | {r['sets']} | {r['auroc']:.3f} | "
+            f"{r['faithful']:.4f} | "
+            f"{r['corrupted']:.4f} | {r['drop']:.4f} | {r['auroc_per_set']} |"
+        )
+    lines += [
+        "",
+        "### Window choice: windowed against whole-text embeddings (510-token texts)",
+        "",
+        "| window | overlap | rule | tokens read per token | token cosine, mean | 1st pct |"
+        " abs F1 change, mean | max |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in fidelity:
+        lines.append(
+            f"| {r['window']} | {r['overlap']} | {r['rule']} | {r['cost']:.3f} | "
+            f"{r['cos_mean']:.4f} | {r['cos_p1']:.4f} | {r['df1_mean']:.5f} | "
+            f"{r['df1_max']:.5f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--sets", type=int, default=1, choices=(1, 2, 3, 4))
+    parser.add_argument("--skip-fidelity", action="store_true", help="only the task")
+    parser.add_argument("--skip-task", action="store_true", help="only the window choice")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(f"skipped: {args.data} not found (the shared WikiBio passages)")
+        return 0
+    torch.manual_seed(0)
+    rows = load_rows(args.data)
+    task = [] if args.skip_task else task_table(rows, args.sets, args.device)
+    fidelity = [] if args.skip_fidelity else fidelity_table(args.device, rows)
+    report = markdown(task, fidelity)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "long_texts.md").write_text(report, encoding="utf-8")
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
