@@ -24,8 +24,9 @@ turn. The per-prompt sample counters are reset before every run, so every run of
 receives exactly the same texts per prompt (checked), and their confidences must agree.
 
 Runs, for each latency: uqlm, uqlm-bert with BERTScore matched to uqlm's (embedded
-all-MiniLM-L6-v2, layer 5, ``idf=False``, no rescaling) and uqlm-bert with its own default scorer
-settings, in an order that turns each round (A B C, then B C A, then C A B, ...), so that every
+all-MiniLM-L6-v2, layer 5, ``idf=False``, no rescaling, float32, texts cut at the model's window)
+and uqlm-bert with its own default scorer settings (``dtype="auto"``, fixed idf weights, long
+texts read whole), in an order that turns each round (A B C, then B C A, then C A B, ...), so that every
 run takes every place in a round equally often (alternating A B C and C B A kept B always in the
 middle, and the middle run of a round measured up to 2 s slower). Both libraries keep their
 default generation settings: uqlm sends all of a stage's calls at once, every answer, then every
@@ -90,6 +91,10 @@ from loopback import (  # noqa: E402, F401 (Passage, PassageAnswers: re-exported
 SYSTEM_PROMPT = "You are a helpful assistant."  # uqlm's default for string prompts
 LAYER = 5
 TOLERANCE = 1e-5
+# The default scorer runs in a reduced dtype where the CPU or GPU has one (dtype="auto"): prompts
+# scored as they complete meet other company each round, which moves a confidence by the
+# reduced dtype's rounding, at most 1e-3 ("Batch invariance" in docs/bertscore.md).
+REDUCED_TOLERANCE = 1e-3
 PROMPT_TEMPLATES = (
     "This is a Wikipedia passage about concept {idx}:",
     "Here is a Wikipedia passage about concept {idx}:",
@@ -197,7 +202,14 @@ def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> An
 
     scorer: dict[str, Any] = {}
     if model_path is not None:
-        scorer = {"model_type": model_path, "num_layers": LAYER, "idf": False}
+        # uqlm's numbers: its model and layer, no idf, float32, texts cut at the window
+        scorer = {
+            "model_type": model_path,
+            "num_layers": LAYER,
+            "idf": False,
+            "dtype": "float32",
+            "long_texts": "truncate",
+        }
     return BlackBoxUQ(
         llm=llm,
         scorers=["bert_score"],
@@ -512,7 +524,11 @@ def checks(rows: Sequence[dict[str, Any]], n_prompts: int, m: int) -> dict[str, 
             for r in rows
         ),
         "texts as expected": all(r["text_mismatches"] == 0 for r in rows),
-        "stable over rounds": all(r["max_abs_diff_between_rounds"] <= TOLERANCE for r in rows),
+        "stable over rounds (the default scorer within its dtype's rounding)": all(
+            r["max_abs_diff_between_rounds"]
+            <= (REDUCED_TOLERANCE if r["variant"] == OURS_DEFAULT else TOLERANCE)
+            for r in rows
+        ),
     }
     # the default scorer weighs tokens with the fixed idf table, which uqlm does not have: only
     # the variant with uqlm's BERTScore settings must give its numbers
