@@ -81,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--long-prompts", type=int, default=6)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--dtype", default=None, help="the scorer's dtype (default: its own, 'auto')"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out")
     args = parser.parse_args(argv)
 
@@ -89,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from uqlm_bert.bertscore.windows import split_in_windows
     from uqlm_bert.scorers import build_scorer
 
-    scorer = build_scorer("bert_score", device=args.device)
+    settings = {"dtype": args.dtype} if args.dtype else {}
+    scorer = build_scorer("bert_score", device=args.device, **settings)
     engine = scorer.engine
     tok = engine.encoder.tokenizer
     n_short = args.long_prompts * LONG_TOKENS // SHORT_TOKENS
@@ -119,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for lt, st in zip(times["long"], times["short"], strict=True)
     ]
     lines = [
-        f"Machine: {machine_summary()}; torch threads {torch.get_num_threads()}. Texts: {source}.",
+        f"Machine: {machine_summary()}; torch threads {torch.get_num_threads()}. Texts: {source}. "
+        f"Model dtype: {str(engine.dtype).removeprefix('torch.')}.",
         "",
         "| texts | prompts | unique tokens | tokens read per token | median s per 1,000 tokens "
         "| rounds (s) |",
