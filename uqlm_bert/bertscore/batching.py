@@ -46,6 +46,12 @@ logger = logging.getLogger("uqlm_bert")
 # per text (each waits for the GIL beside generate_and_score's event loop), small enough that
 # the workspace stays a few hundred MB.
 CPU_TOKEN_BUDGET = 1 << 15
+# On the CPU a batch also stops growing before its padded attention (texts times width squared)
+# exceeds its texts' own by more than this share: attention is the one step of the packed pass
+# that works on padding, and one batch of texts from 50 to 400 tokens spends most of its
+# attention on it. Measured on 144 WikiBio texts (2 cores): 20% faster in bfloat16, 11% in
+# float32, than batches bounded by padded tokens alone.
+CPU_ATTENTION_PADDING = 0.25
 # On an accelerator: the most padded tokens per forward pass, and the share of the device's free
 # memory (when it can be read) that one pass's activations may take.
 ACCELERATOR_TOKEN_BUDGET = 1 << 17
@@ -92,30 +98,36 @@ def plan_batches(
     (its count times its longest length, rounded up to a multiple of 16 as the packed pass
     pads attention); a sequence longer than the budget gets a batch of its own. With
     ``max_attention_padding`` p, a batch also stops growing before its padded attention (count
-    times width squared) exceeds ``1 + p`` times its texts' own (the sum of their squared
-    lengths): attention is the one step that works on padding. ``None`` lifts a limit.
+    times width squared) exceeds ``1 + p`` times what its texts would have alone (the sum of
+    their squared widths, each rounded up to 16): attention is the one step that works on
+    padding. ``None`` lifts a limit.
 
     Example:
         >>> plan_batches([10, 20, 30, 40], max_texts=None, max_tokens=64)
         [(0, 2), (2, 3), (3, 4)]
         >>> plan_batches([16, 16, 32, 32], None, None, max_attention_padding=0.5)
         [(0, 2), (2, 4)]
+        >>> plan_batches([11, 12, 13, 16], None, None, max_attention_padding=0.25)
+        [(0, 4)]
     """
+    def rounded(length: int) -> int:  # the width the packed pass gives a text alone
+        return -(-length // 16) * 16
+
     out: list[tuple[int, int]] = []
     start, n = 0, len(lengths)
     while start < n:
-        stop, longest, area = start + 1, lengths[start], lengths[start] ** 2
+        stop, longest, area = start + 1, lengths[start], rounded(lengths[start]) ** 2
         while stop < n and (max_texts is None or stop - start < max_texts):
             longest = max(longest, lengths[stop])
-            width, count = -(-longest // 16) * 16, stop - start + 1
+            width, count = rounded(longest), stop - start + 1
             if max_tokens is not None and count * width > max_tokens:
                 break
-            if (
-                max_attention_padding is not None
-                and count * width * width > (1 + max_attention_padding) * (area + lengths[stop] ** 2)
-            ):
+            own = area + rounded(lengths[stop]) ** 2
+            if max_attention_padding is not None and count * width * width > (
+                1 + max_attention_padding
+            ) * own:
                 break
-            area += lengths[stop] ** 2
+            area = own
             stop += 1
         out.append((start, stop))
         start = stop
@@ -179,7 +191,8 @@ def embed_in_batches(
     lengths = [len(s) for s in seqs]
     out: list[torch.Tensor] = []
     with encoder.reuse_workspace():
-        for start, stop in plan_batches(lengths, max_texts, max_tokens):
+        padding = CPU_ATTENTION_PADDING if encoder.device.type == "cpu" else None
+        for start, stop in plan_batches(lengths, max_texts, max_tokens, padding):
             _embed_splitting(encoder, seqs, start, stop, out, on_embedded)
     return out
 
