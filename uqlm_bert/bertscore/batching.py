@@ -110,6 +110,7 @@ def plan_batches(
         >>> plan_batches([11, 12, 13, 16], None, None, max_attention_padding=0.25)
         [(0, 4)]
     """
+
     def rounded(length: int) -> int:  # the width the packed pass gives a text alone
         return -(-length // 16) * 16
 
@@ -123,9 +124,10 @@ def plan_batches(
             if max_tokens is not None and count * width > max_tokens:
                 break
             own = area + rounded(lengths[stop]) ** 2
-            if max_attention_padding is not None and count * width * width > (
-                1 + max_attention_padding
-            ) * own:
+            if (
+                max_attention_padding is not None
+                and count * width * width > (1 + max_attention_padding) * own
+            ):
                 break
             area = own
             stop += 1

@@ -39,6 +39,7 @@ __all__ = ["BERTScorer"]
 
 logger = logging.getLogger("uqlm_bert")
 
+
 class BERTScorer:
     """BERTScore between candidates and references, matching ``bert_score.BERTScorer``.
 
@@ -141,7 +142,8 @@ class BERTScorer:
         self._encoder: Encoder = load_encoder(settings)
         tok = self._encoder.tokenizer
         self._uniform_zero = {
-            i for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
+            i
+            for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
             if i is not None
         }
         self._baseline: list[float] | None = None
@@ -290,7 +292,13 @@ class BERTScorer:
             )
             with bar:
                 scores = score_pairs(
-                    enc, texts, keys_c, keys_r, chunk, max_texts, on_embedded=bar.update,
+                    enc,
+                    texts,
+                    keys_c,
+                    keys_r,
+                    chunk,
+                    max_texts,
+                    on_embedded=bar.update,
                     frame=frame,
                 )
         if texts.truncated and frame is not None:
@@ -328,18 +336,26 @@ class BERTScorer:
         checks = (
             ("empty candidate text (no tokens)", pair_cand, "empty", "raw P, R and F are 0"),
             ("empty reference text (no tokens)", pair_ref, "empty", "raw P, R and F are 0"),
-            ("candidate whose idf weights are all 0", pair_cand, "zero_weight",
-             "precision and F are 0"),
-            ("reference whose idf weights are all 0", pair_ref, "zero_weight",
-             "recall and F are 0"),
+            (
+                "candidate whose idf weights are all 0",
+                pair_cand,
+                "zero_weight",
+                "precision and F are 0",
+            ),
+            (
+                "reference whose idf weights are all 0",
+                pair_ref,
+                "zero_weight",
+                "recall and F are 0",
+            ),
         )
         for what, side, flag, effect in checks:
-            bad = sorted({g for t, g in zip(side, pair_group, strict=True) if getattr(texts[t], flag)})
+            bad = sorted(
+                {g for t, g in zip(side, pair_group, strict=True) if getattr(texts[t], flag)}
+            )
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
-                warn_user(
-                    f"{what} at index {shown}: its {effect}", UserWarning
-                )
+                warn_user(f"{what} at index {shown}: its {effect}", UserWarning)
 
     def __repr__(self) -> str:
         idf = self.settings.idf if not isinstance(self.settings.idf, Mapping) else "mapping"

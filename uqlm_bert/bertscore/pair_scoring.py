@@ -96,9 +96,11 @@ def score_pairs(
         texts.wait(group)
         group_stop = min(n, group_start + chunk_size)
         for start, stop, first in _chunks(
-            texts, keys_c, keys_r, group_start, group_stop, texts.group(group), frame
+            texts, keys_c, keys_r, (group_start, group_stop), texts.group(group), frame, chunk_size
         ):
-            new = sorted((k for k in first if len(texts[k].ids) > 0), key=lambda k: len(texts[k].ids))
+            new = sorted(
+                (k for k in first if len(texts[k].ids) > 0), key=lambda k: len(texts[k].ids)
+            )
             embs = embed_texts(
                 encoder, [texts[k].ids for k in new], frame, max_texts, max_tokens, on_embedded
             )
@@ -159,19 +161,20 @@ def _chunks(
     texts: CallTexts,
     keys_c: list[str],
     keys_r: list[str],
-    start: int,
-    stop: int,
+    pairs: tuple[int, int],
     first: list[str],
     frame: Frame | None,
+    chunk_size: int,
 ) -> list[tuple[int, int, list[str]]]:
-    """``(start, stop, new)`` of the chunks pairs ``[start, stop)`` are scored in, with the
-    texts each chunk needs first (``first``: those of the whole range). One chunk, unless texts
-    are read in windows and ``first`` holds more tokens than ``2 * (stop - start)`` texts of the
+    """``(start, stop, new)`` of the chunks the ``pairs`` range is scored in, with the texts
+    each chunk needs first (``first``: those of the whole range). One chunk, unless texts are
+    read in windows and ``first`` holds more tokens than ``2 * chunk_size`` texts of the
     window's length: then a chunk ends before its new texts would (one pair at least), so that
     it holds no more than a chunk of texts that fit does, however long its texts."""
+    start, stop = pairs
     if frame is None or all(len(texts[k].ids) <= frame.window for k in first):
         return [(start, stop, first)]
-    limit = 2 * (stop - start) * frame.window
+    limit = 2 * chunk_size * frame.window
     pending = set(first)
     out: list[tuple[int, int, list[str]]] = []
     lo, tokens, new = start, 0, []
@@ -203,7 +206,9 @@ def _redo_in_float32(
     bad = [k for k in new if not finite[table.rows[k] : table.rows[k] + len(texts[k].ids)].all()]
     if not bad:
         return 0
-    embs = embed_texts(encoder.in_float32(), [texts[k].ids for k in bad], frame, max_texts, max_tokens)
+    embs = embed_texts(
+        encoder.in_float32(), [texts[k].ids for k in bad], frame, max_texts, max_tokens
+    )
     rows = np.concatenate(
         [np.arange(table.rows[k], table.rows[k] + len(texts[k].ids)) for k in bad]
     )

@@ -206,14 +206,17 @@ class WindowSplit:
         device = packed.device
         out = packed.new_zeros((total, dim))
         out.index_add_(
-            0, torch.from_numpy(dst_a).to(device), packed.index_select(0, torch.from_numpy(src_a).to(device))
+            0,
+            torch.from_numpy(dst_a).to(device),
+            packed.index_select(0, torch.from_numpy(src_a).to(device)),
         )
         shared = np.flatnonzero(count > 1)
         if len(shared):  # rows held by several windows: their mean
             rows = torch.from_numpy(shared).to(device)
-            mean = out.index_select(0, rows) / torch.from_numpy(
-                count[shared].astype(np.float32)
-            ).to(device, out.dtype)[:, None]
+            mean = (
+                out.index_select(0, rows)
+                / torch.from_numpy(count[shared].astype(np.float32)).to(device, out.dtype)[:, None]
+            )
             out.index_copy_(0, rows, F.normalize(mean, dim=-1, eps=0.0) if normalize else mean)
         return out
 
