@@ -21,6 +21,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_report  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "out"
 HEAVY = ("torch", "transformers", "langchain_core", "pandas", "numpy")
@@ -69,9 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines.append(f"| `{name}` | {times[0]:.3f} | {times[len(times) // 2]:.3f} | {heavy} |")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     report = "\n".join(lines) + f"\n\n1-minute load average at the end: {load:.2f}\n"
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "import.md").write_text(report, encoding="utf-8")
-    print(report)
+    write_report(OUT, "import.md", report)
     return 0
 
 

@@ -27,7 +27,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, WIKIBIO, _synthetic_passage, machine_summary  # noqa: E402
+from common import (  # noqa: E402
+    REPO,
+    WIKIBIO,
+    _synthetic_passage,
+    machine_summary,
+    write_report,
+)
 
 LONG_TOKENS = 1500
 SHORT_TOKENS = 200
@@ -142,9 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"per round {', '.join(f'{x:.3f}' for x in ratios)} (median {np.median(ratios):.3f}).",
     ]
     report = "\n".join(lines) + "\n"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "long_texts_speed.md").write_text(report, encoding="utf-8")
-    print(report)
+    write_report(args.out, "long_texts_speed.md", report)
     return 0
 
 

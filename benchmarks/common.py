@@ -74,6 +74,15 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
+def write_report(out: Path, name: str, report: str) -> Path:
+    """Write a Markdown report as ``out/name`` (creating ``out``) and print it."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    path.write_text(report, encoding="utf-8")
+    print(report)
+    return path
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process so far, in MiB."""
     r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -30,12 +30,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "wikibio_gpt3_dev.jsonl"
@@ -302,9 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     task = [] if args.skip_task else task_table(rows, args.sets, args.device)
     fidelity = [] if args.skip_fidelity else fidelity_table(args.device, rows)
     report = markdown(task, fidelity)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "long_texts.md").write_text(report, encoding="utf-8")
-    print(report)
+    write_report(args.out, "long_texts.md", report)
     return 0
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_report  # noqa: E402
 from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, load_passages  # noqa: E402
 
 from uqlm_bert import BlackBoxUQ  # noqa: E402
@@ -116,9 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{np.median(unrelated):.3f} | {unrelated.max():.3f} |",
     ]
     report = "\n".join(lines) + "\n"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "threshold.md").write_text(report, encoding="utf-8")
-    print(report)
+    write_report(args.out, "threshold.md", report)
     if chosen != DEFAULT_THRESHOLD:
         print(f"the rule gives {chosen:.2f}, not DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}")
         return 1

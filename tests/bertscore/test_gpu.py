@@ -16,11 +16,11 @@ import torch
 
 from tests.bertscore.test_parity import (  # noqa: F401 - baseline_file is a fixture
     TOL,
-    _pairs,
     _ref,
     _ref_alone,
     _stack,
     baseline_file,
+    grid_case,
 )
 from tests.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, BlackBoxUQ, DeviceOutOfMemoryError
@@ -42,21 +42,10 @@ def test_float32_on_cuda_matches_the_reference(
     idf,
     rescale,
 ):
-    cands, refs = _pairs()
-    idf_key = tuple(refs) if idf else None
-    baseline = baseline_file if rescale else None
-    ours = BERTScorer(
-        num_layers=layer,
-        idf=idf,
-        idf_sents=list(idf_key) if idf else None,
-        rescale_with_baseline=rescale,
-        baseline_path=baseline,
-        device="cuda",
-        show_progress_bars=False,
+    ours, got, expected = grid_case(
+        embedded_model_path, baseline_file, layer, idf, rescale, device="cuda"
     )
     assert ours.device.type == "cuda" and ours.dtype == torch.float32
-    expected = _ref_alone(_ref(embedded_model_path, layer, idf_key, baseline), cands, refs)
-    got = _stack(ours.score(cands, refs))
     assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()
 
 

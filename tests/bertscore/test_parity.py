@@ -77,25 +77,33 @@ def baseline_file(tmp_path_factory) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("layer", [1, 3, 6])
-@pytest.mark.parametrize("idf", [False, True])
-@pytest.mark.parametrize("rescale", [False, True])
-def test_single_reference_grid(embedded_model_path, baseline_file, layer, idf, rescale):
+def grid_case(
+    model_path: str, baseline_file: str, layer: int, idf: bool, rescale: bool, device=None
+) -> tuple[BERTScorer, torch.Tensor, torch.Tensor]:
+    """One point of the parity grid: our scorer on ``device``, its P/R/F of :func:`_pairs`, and
+    the reference's for the same settings (each pair scored alone)."""
     cands, refs = _pairs()
     idf_key = tuple(refs) if idf else None
     baseline = baseline_file if rescale else None
-    ref = _ref(embedded_model_path, layer, idf_key, baseline)
     ours = BERTScorer(
         num_layers=layer,
         idf=idf,
         idf_sents=list(idf_key) if idf else None,
         rescale_with_baseline=rescale,
         baseline_path=baseline,
+        device=device,
         show_progress_bars=False,
     )
-    expected = _ref_alone(ref, cands, refs)
-    got = _stack(ours.score(cands, refs))
-    assert got.shape == expected.shape == (3, len(cands))
+    expected = _ref_alone(_ref(model_path, layer, idf_key, baseline), cands, refs)
+    return ours, _stack(ours.score(cands, refs)), expected
+
+
+@pytest.mark.parametrize("layer", [1, 3, 6])
+@pytest.mark.parametrize("idf", [False, True])
+@pytest.mark.parametrize("rescale", [False, True])
+def test_single_reference_grid(embedded_model_path, baseline_file, layer, idf, rescale):
+    _, got, expected = grid_case(embedded_model_path, baseline_file, layer, idf, rescale)
+    assert got.shape == expected.shape == (3, len(_pairs()[0]))
     assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()
 
 

@@ -19,7 +19,7 @@ import warnings
 import pytest
 import torch
 
-from tests.bertscore.test_parity import baseline_file  # noqa: F401  (a fixture)
+from tests.bertscore.test_parity import _pairs, baseline_file  # noqa: F401 (a fixture)
 from tests.texts import LONG, OVERLONG, SHORT
 from tests.tiny_models import build_tiny_bert
 from uqlm_bert import BERTScorer
@@ -27,14 +27,8 @@ from uqlm_bert.bertscore.matching import greedy_match, greedy_match_tiled
 from uqlm_bert.bertscore.windows import MIN_OVERLAP, plan_windows
 
 
-def _stack(prf) -> torch.Tensor:
+def _stack(prf) -> torch.Tensor:  # in the scores' own dtype (float32), as the matching below
     return torch.stack([torch.as_tensor(x) for x in prf])
-
-
-def _pairs():
-    texts = SHORT + LONG
-    return texts + texts[:4], texts[1:] + texts[:1] + texts[:4]
-
 
 @pytest.mark.parametrize("layer", [1, 3, 6])
 @pytest.mark.parametrize("idf", [False, True, "auto"])

@@ -92,7 +92,8 @@ def plan_batches(
     max_tokens: int | None,
     max_attention_padding: float | None = None,
 ) -> list[tuple[int, int]]:
-    """Consecutive ``(start, stop)`` batches of sequences of these (ascending) lengths.
+    """Consecutive ``(start, stop)`` batches of sequences of these lengths (sorted, either way,
+    so that batches pad little).
 
     A batch holds at most ``max_texts`` sequences and at most ``max_tokens`` padded tokens
     (its count times its longest length, rounded up to a multiple of 16 as the packed pass

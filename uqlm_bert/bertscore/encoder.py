@@ -14,7 +14,6 @@ a text with less than one token per 128 characters is cut at ``max_length * 128`
 Example:
     >>> from uqlm_bert.bertscore.models import load_encoder
     >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
-    >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
     >>> enc = load_encoder(BERTScoreSettings(num_layers=5, device="cpu"))
     >>> ids = enc.tokenize(["Hello world", "hello  world  "])
     >>> ids[0] == ids[1], [t.shape for t in enc.embed_batch(ids)]

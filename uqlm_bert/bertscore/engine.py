@@ -157,6 +157,10 @@ class BERTScorer:
             Frame.of(tok, self._encoder.max_length) if settings.long_texts == "window" else None
         )
         self._idf_weights, self._idf_from_refs = self._idf(settings)
+        # the token weights of every call, unless idf comes from each call's references
+        self._weight_lookup: WeightLookup | None = (
+            None if self._idf_from_refs else weight_lookup(self._idf_weights, self._uniform_zero)
+        )
 
     def _idf(self, settings: BERTScoreSettings) -> tuple[IdfWeights | None, bool]:
         """The idf weights ``settings`` call for, and whether they come from each call's
@@ -272,7 +276,7 @@ class BERTScorer:
         enc = self._encoder
         chunk = self.settings.chunk_size
         from_refs = self._idf_from_refs
-        weights = None if from_refs else self._weights(self._idf_weights)
+        weights = self._weight_lookup
         # on an accelerator the next chunk's texts are tokenized while this one's run
         ahead = enc.device.type != "cpu" and not from_refs
         frame = self._frame
@@ -318,13 +322,6 @@ class BERTScorer:
             )
         self._warn_empty(keys_c, keys_r, pair_group, texts)
         return scores
-
-    def _weights(self, idf: IdfWeights | None) -> WeightLookup:
-        """The token weights of ``idf`` (fixed for the scorer: built once)."""
-        cached = getattr(self, "_weight_cache", None)
-        if cached is None or cached[0] is not idf:
-            cached = self._weight_cache = (idf, weight_lookup(idf, self._uniform_zero))
-        return cached[1]
 
     def _warn_empty(
         self,

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -281,11 +282,14 @@ def _match_chunk(
     empty = np.fromiter(
         (c.empty or r.empty for c, r in zip(info_c, info_r, strict=True)), dtype=bool, count=m
     )
+    # pairs with an empty side score 0 by construction: only the others are matched
     order = np.lexsort((len_r, len_c))
+    order = order[~empty[order]]
+    n_matched = len(order)
     dim = table.emb.shape[1]
     blocks: list[torch.Tensor] = []
     pos = 0
-    while pos < m:
+    while pos < n_matched:
         end = _block_end(len_c[order[pos:]], len_r[order[pos:]], dim, budget) + pos
         sel = order[pos:end]
         try:
@@ -312,21 +316,21 @@ def _match_chunk(
                     )
                 )
             budget = max(1, budget // 4)  # a smaller block, and smaller ones from here on
-    pr = np.empty((m, 2), dtype=np.float32)
+    pr = np.zeros((m, 2), dtype=np.float32)
     if blocks:
-        pr[order] = torch.cat(blocks).cpu().numpy().reshape(m, 2)
+        pr[order] = torch.cat(blocks).cpu().numpy().reshape(n_matched, 2)
     P, R = pr[:, 0], pr[:, 1]
     with np.errstate(invalid="ignore", divide="ignore"):
         F = 2 * P * R / (P + R)
     F[(P + R) == 0] = 0.0
-    out = np.stack((P, R, F), axis=1)
-    out[empty] = 0.0
-    return out
+    return np.stack((P, R, F), axis=1)
 
 
-def _pair_cost(len_c: int, len_r: int, dim: int) -> int:
-    """Floats one pair takes in a matching block (see :func:`_block_end`)."""
-    return 3 * int(len_c) * int(len_r) + (int(len_c) + int(len_r)) * (dim + 2)
+def _pair_cost(len_c: Any, len_r: Any, dim: int) -> Any:
+    """Floats a pair of these lengths takes in a matching block: its similarities (the product
+    and two masked copies) and its gathered rows with their weights and biases. Lengths may be
+    ints or arrays."""
+    return 3 * len_c * len_r + (len_c + len_r) * (dim + 2)
 
 
 def _match_tiled(
@@ -349,7 +353,7 @@ def _block_end(len_c: np.ndarray, len_r: np.ndarray, dim: int, budget: int) -> i
     floats (at least one)."""
     lc = np.maximum.accumulate(len_c)
     lr = np.maximum.accumulate(len_r)
-    cost = np.arange(1, len(lc) + 1) * (3 * lc * lr + (lc + lr) * (dim + 2))
+    cost = np.arange(1, len(lc) + 1) * _pair_cost(lc, lr, dim)
     return max(1, int(np.searchsorted(cost, budget, side="right")))
 
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from uqlm_bert.bertscore.packed import to_device
 from uqlm_bert.checks import check_int
 
 __all__ = [
@@ -169,8 +170,7 @@ class WindowSplit:
     def stitch(self, outputs: Sequence[torch.Tensor], normalize: bool) -> list[torch.Tensor]:
         """Each text's ``[tokens, dim]`` output from the sequences' ``outputs`` (one per
         sequence, in order): a text that fits gets its sequence's output as it is; a windowed
-        text, per token the mean over the windows that hold it, L2-normalised again with
-        ``normalize`` (embeddings to match; hidden states to pool are not)."""
+        text, per token the mean over the windows that hold it (see :meth:`stitch_packed`)."""
         texts = []
         for pieces, n in zip(self.pieces, self.lengths, strict=True):
             if len(pieces) == 1:
@@ -178,17 +178,13 @@ class WindowSplit:
                 continue
             rows = torch.cat([outputs[s][a:b] for s, a, b, _ in pieces])
             where = np.concatenate([np.arange(d, d + b - a) for _, a, b, d in pieces])
-            count = torch.from_numpy(np.bincount(where, minlength=n).astype(np.float32))
-            total = torch.zeros((n, rows.shape[1]), dtype=rows.dtype, device=rows.device)
-            total.index_add_(0, torch.from_numpy(where).to(rows.device), rows)
-            mean = total / count.to(rows.device, rows.dtype)[:, None]
-            texts.append(F.normalize(mean, dim=-1, eps=0.0) if normalize else mean)
+            texts.append(_mean_rows(rows, where, n, normalize))
         return texts
 
     def stitch_packed(self, packed: torch.Tensor, normalize: bool) -> torch.Tensor:
         """:meth:`stitch` for packed outputs: ``packed`` holds every sequence's rows one after
         the other (``[sum of sequence lengths, dim]``); the result holds every text's rows one
-        after the other, in the texts' order. A row a single sequence gives is copied as it is."""
+        after the other, in the texts' order."""
         seq_lens = np.fromiter((len(s) for s in self.sequences), np.int64, len(self.sequences))
         seq_start = np.concatenate(([0], np.cumsum(seq_lens)[:-1]))
         text_start = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
@@ -197,28 +193,12 @@ class WindowSplit:
             for s, a, b, d in pieces:
                 src.append(np.arange(seq_start[s] + a, seq_start[s] + b))
                 dst.append(np.arange(text_start[t] + d, text_start[t] + d + b - a))
-        total = int(sum(self.lengths))
-        dim = packed.shape[1]
         if not src:
-            return packed.new_zeros((0, dim))
-        src_a, dst_a = np.concatenate(src), np.concatenate(dst)
-        count = np.bincount(dst_a, minlength=total)
-        device = packed.device
-        out = packed.new_zeros((total, dim))
-        out.index_add_(
-            0,
-            torch.from_numpy(dst_a).to(device),
-            packed.index_select(0, torch.from_numpy(src_a).to(device)),
+            return packed.new_zeros((0, packed.shape[1]))
+        rows = packed.index_select(
+            0, to_device(torch.from_numpy(np.concatenate(src)), packed.device)
         )
-        shared = np.flatnonzero(count > 1)
-        if len(shared):  # rows held by several windows: their mean
-            rows = torch.from_numpy(shared).to(device)
-            mean = (
-                out.index_select(0, rows)
-                / torch.from_numpy(count[shared].astype(np.float32)).to(device, out.dtype)[:, None]
-            )
-            out.index_copy_(0, rows, F.normalize(mean, dim=-1, eps=0.0) if normalize else mean)
-        return out
+        return _mean_rows(rows, np.concatenate(dst), int(sum(self.lengths)), normalize)
 
     def texts_done(self, sequences_done: int) -> int:
         """How many texts have all their sequences among the first ``sequences_done``."""
@@ -226,6 +206,22 @@ class WindowSplit:
         last = np.full(len(self.pieces), -1, dtype=np.int64)
         np.maximum.at(last, self.sequence_texts, np.arange(len(self.sequence_texts)))
         return int((last < sequences_done).sum())
+
+
+def _mean_rows(rows: torch.Tensor, where: np.ndarray, n: int, normalize: bool) -> torch.Tensor:
+    """``[n, dim]``: row ``i`` the mean of the ``rows`` whose ``where`` is ``i``. A row given once
+    is copied as it is; a mean of several is L2-normalised again with ``normalize``."""
+    device = rows.device
+    count = np.bincount(where, minlength=n)
+    out = rows.new_zeros((n, rows.shape[1]))
+    out.index_add_(0, to_device(torch.from_numpy(where), device), rows)
+    shared = np.flatnonzero(count > 1)
+    if len(shared):
+        at = to_device(torch.from_numpy(shared), device)
+        counts = to_device(torch.from_numpy(count[shared].astype(np.float32)), device)
+        mean = out.index_select(0, at) / counts.to(out.dtype)[:, None]
+        out.index_copy_(0, at, F.normalize(mean, dim=-1, eps=0.0) if normalize else mean)
+    return out
 
 
 def split_in_windows(

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from uqlm_bert.bertscore.batching import plan_batches
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.models import load_encoder, resolve_model
 from uqlm_bert.bertscore.windows import MAX_TOKENS, Frame, embed_in_windows
@@ -147,9 +148,11 @@ class CosineSimScorer(PairwiseScorer):
         frame = self._frame
         ids = enc.tokenize(texts, MAX_TOKENS if frame is not None else None)
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        dim = int(getattr(enc.loaded.config, "hidden_size", 0) or 0)
         rows: dict[int, np.ndarray] = {}
-        batches = _batches([len(ids[i]) for i in order], self.batch_size, enc.max_length)
+        # at most batch_size texts, and no more padded tokens than batch_size texts that fit
+        # the window: long texts (read in windows) come fewer to a batch
+        size = self.batch_size
+        batches = plan_batches([len(ids[i]) for i in order], size, size * enc.max_length)
         with enc.reuse_workspace():
             for start, stop in tqdm(batches, desc="cosine_sim", disable=not show_progress_bars):
                 idx = order[start:stop]
@@ -160,7 +163,9 @@ class CosineSimScorer(PairwiseScorer):
                     states = embed_in_windows(batch, frame, self._states, normalize=False)
                 for i, text_states in zip(idx, states, strict=True):
                     rows[i] = text_states.mean(dim=0).double().cpu().numpy()  # over its tokens
-        out = np.stack([rows[i] for i in range(len(ids))]) if rows else np.zeros((0, dim))
+        out = (
+            np.stack([rows[i] for i in range(len(ids))]) if rows else np.zeros((0, enc.hidden_size))
+        )
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1.0)
 
@@ -190,29 +195,6 @@ def cosine_to_confidence(mean_cosine: np.ndarray) -> np.ndarray:
         [1.0, 0.5, 0.0]
     """
     return np.clip((1.0 + np.asarray(mean_cosine, dtype=np.float64)) / 2.0, 0.0, 1.0)
-
-
-def _batches(lengths: list[int], size: int, window: int) -> list[tuple[int, int]]:
-    """``(start, stop)`` of consecutive batches of at most ``size`` texts and, when texts are
-    longer than the window (read in windows), at most ``size * window`` tokens (one text at
-    least): what a batch of texts that fit holds, so memory stays bounded.
-
-    Example:
-        >>> _batches([1000, 600, 100, 100, 100], size=2, window=512)
-        [(0, 1), (1, 3), (3, 5)]
-    """
-    out: list[tuple[int, int]] = []
-    start = 0
-    while start < len(lengths):
-        stop, tokens = start, 0
-        while stop < len(lengths) and stop - start < size:
-            if stop > start and tokens + lengths[stop] > size * window:
-                break
-            tokens += lengths[stop]
-            stop += 1
-        out.append((start, stop))
-        start = stop
-    return out
 
 
 def _max_seq_length(location: str) -> int | None:
