@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 __all__ = [
     "FORMATS",
     "MAX_NESTING",
+    "nests_deeper_than",
     "TEXT_SUFFIXES",
     "clip",
     "json_error",
@@ -44,6 +46,36 @@ TEXT_SUFFIXES = (".txt",)
 
 #: How deeply lists and objects may nest in a JSON record; a deeper record is unreadable.
 MAX_NESTING = 100
+
+# A quoted string (JSON's double quotes, or Python's single ones), or a bracket.
+_BRACKET_TOKEN = re.compile(
+    r""""[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'|[\[\]{}()]""", re.DOTALL
+)
+
+
+def nests_deeper_than(text: str, limit: int = MAX_NESTING) -> bool:
+    """Whether brackets outside quoted strings nest more than ``limit`` deep in ``text``.
+
+    Scans without recursion, so that a parser is never handed a text that would take it to
+    Python's recursion limit: there, a garbage collection that runs a finalizer (any object's
+    ``__del__``, the caller's included) fails with ``RecursionError`` too.
+
+    Example:
+        >>> nests_deeper_than("[" * 101 + "]" * 101), nests_deeper_than('["[[[[", "x"]', 2)
+        (True, False)
+    """
+    if sum(text.count(c) for c in "[{(") <= limit:
+        return False
+    depth = 0
+    for match in _BRACKET_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{(":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in "]})":
+            depth = max(0, depth - 1)
+    return False
 
 
 def table_format(path: str | os.PathLike[str]) -> str:

@@ -27,7 +27,14 @@ import pandas as pd
 from uqlm_bert._warn import warn_user
 from uqlm_bert.exceptions import InputValidationError
 from uqlm_bert.inputs import repair_text
-from uqlm_bert.io.formats import MAX_NESTING, clip, json_error, json_type, number_error
+from uqlm_bert.io.formats import (
+    MAX_NESTING,
+    clip,
+    json_error,
+    json_type,
+    nests_deeper_than,
+    number_error,
+)
 from uqlm_bert.io.table import Table
 
 __all__ = ["read_json", "read_jsonl"]
@@ -189,6 +196,8 @@ def _end_of_item(text: str, pos: int) -> int | None:
 
 def _parse_json(text: str) -> tuple[Any, str | None]:
     """``(value, None)``, or ``(None, why)`` when ``text`` is not one readable JSON value."""
+    if nests_deeper_than(text):  # refused before the decoder recurses that deep
+        return None, _TOO_DEEP
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

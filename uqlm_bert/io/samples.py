@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from uqlm_bert.inputs import is_missing
-from uqlm_bert.io.formats import clip, json_error, json_type, number_error
+from uqlm_bert.io.formats import (
+    MAX_NESTING,
+    clip,
+    json_error,
+    json_type,
+    nests_deeper_than,
+    number_error,
+)
 
 __all__ = ["parse_samples"]
 
@@ -69,6 +76,11 @@ def parse_samples(value: Any) -> list[str | None]:
 
 def _list_from_text(text: str) -> list[Any]:
     """The list a text cell holds: JSON, else (for text that starts with ``[``) Python."""
+    if nests_deeper_than(text):  # no samples list nests; and no parser recursing that deep
+        raise ValueError(
+            f"not a JSON list (nested too deeply to read) nor a Python list (nested more than "
+            f"{MAX_NESTING} levels deep)"
+        )
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
