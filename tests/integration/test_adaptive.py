@@ -60,7 +60,7 @@ async def test_a_provider_capped_at_n_in_flight_is_held_near_n_without_a_429_sto
     ) as s:
         calls = await run(s, prompts, m, use_n_param=False)
         seen = statuses(s)
-    # the run started with every call in flight, far above the provider's capacity
+    # the run started allowing every call in flight, far above the provider's capacity
     assert calls["concurrency_start"] == calls_in_run and not calls["learned_start"]
     # every slot was filled, the 429s retried: 360 answers plus one retry per 429
     assert calls["succeeded"] == calls_in_run
@@ -97,8 +97,9 @@ async def test_a_limit_learned_from_429s_carries_to_the_next_call_on_the_same_cl
     assert second["learned_start"] and not first["learned_start"]
     assert second["concurrency_start"] == first["concurrency_final"]
     assert n - 2 <= second["concurrency_start"] <= 2 * n
-    # so the second call meets no burst: only the rare probe above the capacity
-    assert refused_first > 100 and refused_second < n
+    # so the second call meets no burst, only the rare probe above the capacity: fewer refusals
+    # than the first call's burst, and fewer than the capacity
+    assert refused_second < min(n, refused_first)
     assert s.max_in_flight == n
 
 
@@ -111,13 +112,17 @@ async def test_a_provider_with_no_limit_gets_the_whole_run_in_flight_within_the_
         with s.lock:
             s.log.clear()
             s.max_in_flight = 0
+            # calls start one per turn of the event loop: replies that take longer than the
+            # client needs to send 300 requests leave all of them in flight at once
+            s.default_latency = 2.0
         whole = await run(s, 50, 5, max_concurrency=None, use_n_param=False)
+        peak_whole = s.max_in_flight
     # the cap from the first call on, and held there
     assert peak_capped == cap
     assert capped["max_in_flight"] == capped["concurrency_start"] == capped["concurrency_peak"]
     assert capped["concurrency_start"] == capped["concurrency_final"] == cap
     # no cap: every call of the run in flight at once (the first window is the whole run)
-    assert whole["concurrency_start"] == whole["max_in_flight"] == 300
+    assert whole["concurrency_start"] == whole["max_in_flight"] == peak_whole == 300
     assert capped["rate_limited"] == whole["rate_limited"] == 0
 
 

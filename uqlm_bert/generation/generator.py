@@ -279,6 +279,10 @@ class _Run:
                 task = asyncio.ensure_future(self._call(job, permit))
                 tasks.add(task)
                 task.add_done_callback(finished)
+                # One call started per turn of the event loop, not a whole window in one turn:
+                # replies (a first 429 above all) are read between starts, so a provider that
+                # refuses the first window's early calls lowers the limit before the rest go out.
+                await asyncio.sleep(0)
             if self.errors:
                 raise self.errors[0]
         except BaseException:
