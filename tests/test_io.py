@@ -695,6 +695,44 @@ def test_deeply_nested_item_of_a_json_array_is_one_unreadable_row(tmp_path):
     assert table.frame["response"].tolist() == ["a", None, "c"]
 
 
+def _spy_on_the_json_decoder(monkeypatch) -> list[str]:
+    """The text of every value json's decoder read (to the end, where it failed)."""
+    seen: list[str] = []
+    raw_decode = json.JSONDecoder.raw_decode
+
+    def spy(self, s, idx=0):
+        try:
+            value, end = raw_decode(self, s, idx)
+        except BaseException:
+            seen.append(s[idx:])
+            raise
+        seen.append(s[idx:end])
+        return value, end
+
+    monkeypatch.setattr(json.JSONDecoder, "raw_decode", spy)
+    return seen
+
+
+@pytest.mark.parametrize("layout", ["array", "one object", "json lines"])
+def test_a_json_file_nested_too_deep_is_never_handed_to_the_decoder(tmp_path, monkeypatch, layout):
+    # the decoder would recurse to Python's limit, where a garbage collection running any
+    # finalizer fails too: the depth is found by a scan first
+    deep_row = '{"response": "b", "sampled_responses": ' + DEEP + "}"
+    text = {
+        "array": '[{"response": "a", "sampled_responses": ["a"]},\n ' + deep_row + "]\n",
+        "one object": deep_row + "\n",
+        "json lines": '{"response": "a", "sampled_responses": ["a"]}\n' + deep_row + "\n",
+    }[layout]
+    path = write_text(tmp_path / "deep.json", text)
+    seen = _spy_on_the_json_decoder(monkeypatch)
+    table = load_table(path)
+    assert not any(part.count("[") > MAX_NESTING for part in seen)
+    assert seen or layout == "one object"  # the readable rows were decoded
+    bad = len(table.lines) - 1
+    assert list(table.unreadable) == [bad]
+    assert f"nested more than {MAX_NESTING} levels" in table.unreadable[bad]
+
+
 def test_nesting_deeper_than_the_limit_but_readable_is_refused_too(tmp_path):
     # deep enough to break writing it back (recursion), shallow enough for json to parse
     deep = "[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1)

@@ -78,7 +78,9 @@ def read_json(name: str, text: str) -> Table:
     if text.startswith("[", start):
         return _read_json_array(name, text, start)
     try:
-        whole = json.loads(text)
+        # a text nested too deep is not handed to the decoder (it would recurse to Python's
+        # limit): read as JSON Lines, each line is refused on its own
+        whole = None if nests_deeper_than(text) else json.loads(text)
     except (ValueError, RecursionError):
         whole = None  # several values (JSON Lines), or broken: each line is checked on its own
     if isinstance(whole, dict):
@@ -95,10 +97,13 @@ def read_json(name: str, text: str) -> Table:
 def _read_json_array(name: str, text: str, start: int) -> Table:
     """The records of a JSON array, each with the line it starts on.
 
-    The array is decoded item by item, so that an item nested too deeply for Python is one
-    unreadable row. A syntax error stops the file: where items begin and end is then unknown.
+    The array is decoded item by item, so that an item nested too deeply is one unreadable row;
+    such an item is found by a scan without recursion and never handed to the decoder. A syntax
+    error stops the file: where items begin and end is then unknown.
     """
     decoder = json.JSONDecoder()
+    # one scan of the whole text; only when it finds brackets too deep is each item scanned
+    deep_items = nests_deeper_than(text, MAX_NESTING + 1)  # the array's own bracket counts
     records: list[Any] = []
     lines: list[int] = []
     unreadable: dict[int, str] = {}
@@ -117,7 +122,14 @@ def _read_json_array(name: str, text: str, start: int) -> Table:
     else:
         while True:
             problem: str | None = None
+            if deep_items:  # an item too deep is refused before the decoder recurses into it
+                item_end = _end_of_item(text, pos)
+                too_deep = nests_deeper_than(text[pos:item_end])
+                if too_deep and item_end is None:
+                    raise fail(pos, "an array item that never ends")
             try:
+                if deep_items and too_deep:
+                    raise RecursionError
                 record, end = decoder.raw_decode(text, pos)
                 if _nesting_exceeds(record, text, pos, end):
                     problem = _TOO_DEEP
