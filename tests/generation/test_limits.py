@@ -81,6 +81,23 @@ async def test_a_burst_of_refusals_drops_the_limit_to_what_the_provider_served()
     assert p.limit.limit == served - 1 and p.limit.cuts == 2
 
 
+async def test_a_refusal_read_while_the_run_drains_drops_to_what_was_in_flight_when_it_was_sent():
+    capacity = 12
+    limit = AdaptiveConcurrency(capacity + 1)
+    calls = [await limit.acquire() for _ in range(capacity + 1)]  # a probe: one above capacity
+    probe = calls[-1]
+    assert probe.others == capacity
+    # the run is draining: four calls end and nothing takes their places, before the probe's
+    # 429 is read
+    for permit in calls[:4]:
+        limit.release(permit, None)
+    limit.congestion(probe, "rate_limit")
+    limit.release(probe, None)
+    # the provider refused one call above the 12 in flight when the probe was sent: 12, not the
+    # 8 still in flight when its refusal was read
+    assert limit.limit == capacity and limit.in_flight == capacity - 4
+
+
 def one_place(delta: float, limit: float, rate: float = 1.0) -> bool:
     """Whether a round trip grew the limit by ``rate`` places: ``rate / limit`` for each of the
     ``floor(limit)`` replies of the round trip."""

@@ -130,13 +130,17 @@ class Permit:
     Attributes:
         epoch: the number of drops of the limit before the place was taken: a refusal of a call
             taken before the last drop belongs to the burst that caused it.
+        others: the other calls in flight when the place was taken: at most what the provider
+            was serving when the call reached it, so a refusal of the call puts its capacity
+            there or below.
         refused: whether this call's refusal was already counted.
     """
 
-    __slots__ = ("epoch", "refused")
+    __slots__ = ("epoch", "others", "refused")
 
-    def __init__(self, epoch: int) -> None:
+    def __init__(self, epoch: int, others: int = 0) -> None:
         self.epoch = epoch
+        self.others = others
         self.refused = False
 
     def __repr__(self) -> str:
@@ -253,7 +257,11 @@ class AdaptiveConcurrency:
         """A refusal (429, 5xx or timeout, ``kind`` as classified) of the call holding
         ``permit``: drop the limit to the other calls in flight, the ones the provider was still
         serving; a refusal of a call started before the last drop belongs to a burst already
-        answered by a drop, and takes one place more."""
+        answered by a drop, and takes one place more.
+
+        While a run drains (calls that end are not replaced), fewer calls are in flight when the
+        refusal is read than when the provider refused: the drop then goes no lower than the
+        others in flight when the refused call was sent."""
         if not self.adaptive or permit.refused:
             return
         permit.refused = True
@@ -262,7 +270,7 @@ class AdaptiveConcurrency:
             before = self._limit
             self._epoch += 1
             self.cuts += 1
-            self._limit = max(1.0, min(before, others))
+            self._limit = max(1.0, min(before, max(others, float(permit.others))))
             self._regrow_to = before / 2 if kind in _PASSING else 0.0
         else:  # refused in a burst that caused an earlier drop
             self._limit = max(1.0, min(self._limit - 1.0, others))
@@ -280,7 +288,7 @@ class AdaptiveConcurrency:
         self.in_flight += 1
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
-        return Permit(self._epoch)
+        return Permit(self._epoch, self.in_flight - 1)
 
     def _hand_over(self) -> None:
         """Give free places to waiting calls, retries first."""
