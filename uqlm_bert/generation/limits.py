@@ -15,9 +15,11 @@ Two limits work together, both on the event loop of one run:
   the whole run gets it in one round trip. The first 429, 5xx or timeout shows that the provider
   was given more than it could serve: the limit drops at once to the calls in flight that it was
   still serving, one place less for each further refusal of the calls sent before the drop, so
-  after a burst of refusals the limit is what the provider actually served. From there the limit
-  grows by one place per round trip (one place per four round trips within one place of where
-  the provider last pushed back, so a provider with a fixed capacity is probed there rarely);
+  after a burst of refusals the limit is what the provider actually served (no lower than the
+  calls in flight when the refused call was sent: a draining run replaces no call that ends).
+  From there the limit grows by one place per round trip (one place per four round trips within
+  one place of where the provider last pushed back, so a provider with a fixed capacity is
+  probed there rarely);
   after a drop on 5xx or timeouts, which may be passing faults rather than a capacity, it first
   doubles each round trip back to half the limit it had. Growth holds while latency is more than
   twice (and 0.25 s above) the lowest seen. A call that must wait to try again gives its place
