@@ -122,13 +122,9 @@ def _read_json_array(name: str, text: str, start: int) -> Table:
     else:
         while True:
             problem: str | None = None
-            if deep_items:  # an item too deep is refused before the decoder recurses into it
-                item_end = _end_of_item(text, pos)
-                too_deep = nests_deeper_than(text[pos:item_end])
-                if too_deep and item_end is None:
-                    raise fail(pos, "an array item that never ends")
             try:
-                if deep_items and too_deep:
+                # an item too deep is refused before the decoder recurses into it
+                if deep_items and nests_deeper_than(text[pos : _end_of_item(text, pos)]):
                     raise RecursionError
                 record, end = decoder.raw_decode(text, pos)
                 if _nesting_exceeds(record, text, pos, end):
