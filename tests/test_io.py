@@ -744,6 +744,17 @@ def test_nesting_deeper_than_the_limit_but_readable_is_refused_too(tmp_path):
     assert load_table(str(tmp_path / "out.jsonl")).unreadable == {}
 
 
+def test_an_array_item_one_level_past_the_limit_is_refused_and_one_at_it_is_read(tmp_path):
+    # the record itself is the first level: a field MAX_NESTING - 1 deep is at the limit
+    deep = "[" * MAX_NESTING + "]" * MAX_NESTING
+    at_limit = "[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1)
+    path = write_text(tmp_path / "t.json", f'[{{"x": {deep}}},\n {{"x": {at_limit}}}]\n')
+    table = load_table(path)
+    assert list(table.unreadable) == [0]
+    assert f"nested more than {MAX_NESTING} levels" in table.unreadable[0]
+    assert table.lines == [1, 2]
+
+
 def test_deeply_nested_samples_cell_in_csv_is_a_row_problem(tmp_path):
     path = write_text(tmp_path / "deep.csv", f'response,sampled_responses\na,"[""a""]"\nb,{DEEP}\n')
     table = load_table(path)

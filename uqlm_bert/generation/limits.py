@@ -140,13 +140,13 @@ class Permit:
 
     __slots__ = ("epoch", "others", "refused")
 
-    def __init__(self, epoch: int, others: int = 0) -> None:
+    def __init__(self, epoch: int, others: int) -> None:
         self.epoch = epoch
         self.others = others
         self.refused = False
 
     def __repr__(self) -> str:
-        return f"Permit(epoch={self.epoch})"
+        return f"Permit(epoch={self.epoch}, others={self.others})"
 
 
 @dataclass(frozen=True)

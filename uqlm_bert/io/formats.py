@@ -47,10 +47,9 @@ TEXT_SUFFIXES = (".txt",)
 #: How deeply lists and objects may nest in a JSON record; a deeper record is unreadable.
 MAX_NESTING = 100
 
-# A quoted string (JSON's double quotes, or Python's single ones), or a bracket.
-_BRACKET_TOKEN = re.compile(
-    r""""[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'|[\[\]{}()]""", re.DOTALL
-)
+# A quoted string (JSON's double quotes, or Python's single ones); a bracket.
+_QUOTED = re.compile(r""""[^"\\]*(?:\\.[^"\\]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'""", re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}()]")
 
 
 def nests_deeper_than(text: str, limit: int = MAX_NESTING) -> bool:
@@ -67,8 +66,9 @@ def nests_deeper_than(text: str, limit: int = MAX_NESTING) -> bool:
     if sum(text.count(c) for c in "[{(") <= limit:
         return False
     depth = 0
-    for match in _BRACKET_TOKEN.finditer(text):
-        token = match.group()
+    # strings are cut out and the brackets found by the regex engine: the loop below sees
+    # brackets only, not every quoted string of a large file
+    for token in _BRACKET.findall(_QUOTED.sub("", text)):
         if token in "[{(":
             depth += 1
             if depth > limit:

@@ -127,8 +127,6 @@ def _read_json_array(name: str, text: str, start: int) -> Table:
                 if deep_items and nests_deeper_than(text[pos : _end_of_item(text, pos)]):
                     raise RecursionError
                 record, end = decoder.raw_decode(text, pos)
-                if _nesting_exceeds(record, text, pos, end):
-                    problem = _TOO_DEEP
             except json.JSONDecodeError as exc:
                 raise fail(exc.pos, exc.msg.removesuffix(" at")) from None
             except (RecursionError, ValueError) as exc:  # too deep, or a number too long
@@ -214,26 +212,7 @@ def _parse_json(text: str) -> tuple[Any, str | None]:
         return None, _TOO_DEEP
     except ValueError as exc:  # a number longer than Python converts
         return None, number_error(exc)
-    if _nesting_exceeds(value, text):
-        return None, _TOO_DEEP
     return value, None
-
-
-def _nesting_exceeds(value: Any, text: str, start: int = 0, end: int | None = None) -> bool:
-    """Whether lists and objects nest more than :data:`MAX_NESTING` deep in ``value``, the JSON
-    value parsed from ``text[start:end]``. Walks without recursion, and only when the text has
-    enough brackets to be that deep."""
-    stop = len(text) if end is None else end
-    if text.count("[", start, stop) + text.count("{", start, stop) <= MAX_NESTING:
-        return False
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        if depth > MAX_NESTING:
-            return True
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
-    return False
 
 
 def _records_table(
