@@ -217,6 +217,35 @@ def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_pa
             assert torch.equal(a, b)
 
 
+def test_a_big_bfloat16_batch_gives_the_same_states_on_rounded_rows(embedded_model_path):
+    """On the CPU in bfloat16, a batch of at least 16,384 tokens runs its row-wise steps on a
+    multiple of 256 rows (spare rows, dropped at the end): each token's states are the ones the
+    exact row count gives, and only the tokens' rows come back."""
+    from uqlm_bert.bertscore import packed as packed_module
+    from uqlm_bert.bertscore.models import load_encoder
+
+    enc = load_encoder(BERTScoreSettings(num_layers=2, device="cpu", dtype="bfloat16"))
+    packed = enc.loaded.packed
+    assert packed.round_rows
+    ids = enc.tokenize(LONG)
+    batch: list[list[int]] = []
+    while sum(map(len, batch)) < packed_module._ROW_ROUNDING_FROM:
+        batch.append(ids[len(batch) % len(ids)][: 20 + 7 * len(batch) % 150])
+    if sum(map(len, batch)) % packed_module._ROW_MULTIPLE == 0:
+        batch.append(ids[0][:5])
+    tokens = sum(map(len, batch))
+    assert tokens >= packed_module._ROW_ROUNDING_FROM and tokens % packed_module._ROW_MULTIPLE
+    rounded = packed(batch, all_layers=True)
+    packed.round_rows = False
+    try:
+        exact = packed(batch, all_layers=True)
+    finally:
+        packed.round_rows = True
+    for a, b in zip(rounded, exact, strict=True):
+        assert a.shape == (tokens, enc.hidden_size)
+        assert torch.equal(a, b)
+
+
 def test_embedded_model_by_path_is_the_embedded_model(embedded_model_path, tiny_bert):
     """Naming the embedded model by its directory gives the same model, layer and baseline as
     model_type=None, whichever is loaded first; other models never share its cache entry."""
