@@ -65,6 +65,7 @@ PUBLIC = {
         "Frame",
         "MAX_TOKENS",
         "MIN_OVERLAP",
+        "WINDOW_TOKENS",
         "WindowSplit",
         "embed_in_windows",
         "plan_windows",

@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from uqlm_bert.bertscore.models import load_tokenizer
-from uqlm_bert.bertscore.windows import Frame, embed_in_windows, plan_windows, split_in_windows
+from uqlm_bert.bertscore.windows import (
+    WINDOW_TOKENS,
+    Frame,
+    embed_in_windows,
+    plan_windows,
+    split_in_windows,
+)
 
 CASES = [
     (n, cap, o)
@@ -162,3 +168,22 @@ def test_texts_done_counts_texts_whose_windows_are_all_read(bert_frame):
     assert split.texts_done(1) == 1  # the short text comes first
     assert split.texts_done(n - 1) == 1
     assert split.texts_done(n) == 2
+
+
+def test_a_text_longer_than_the_model_window_is_read_in_windows_of_at_most_256_tokens():
+    """The embedded model reads 512 tokens at once: a text of up to 512 tokens is one sequence,
+    as in truncate mode; a longer one is read in windows of at most WINDOW_TOKENS (256) tokens,
+    special tokens included, as few as overlap by MIN_OVERLAP."""
+    frame = Frame.of(load_tokenizer(None), 512)
+    assert WINDOW_TOKENS == 256 and frame.window_capacity == 254
+    whole, longer = _ids(510), _ids(511)  # 512 and 513 tokens with [CLS] and [SEP]
+    split = split_in_windows([whole, longer, _ids(1500)], frame)
+    assert [s.tolist() for s in split.sequences[:1]] == [whole]
+    lengths = [len(s) for s, t in zip(split.sequences, split.sequence_texts, strict=True) if t == 1]
+    # 511 own tokens in windows of at most 254 overlapping by 32: three of 192
+    assert lengths == [192 + 2] * 3
+    lengths = [len(s) for s, t in zip(split.sequences, split.sequence_texts, strict=True) if t == 2]
+    # 1,500 own tokens: 1500 + 6 * 32 <= 7 * 254, and six windows hold at most 1,364
+    assert len(lengths) == 7 and max(lengths) <= 256 and 6 * 254 - 5 * 32 < 1500
+    # a model whose window is smaller than 256 keeps its own
+    assert Frame.of(load_tokenizer(None), 64).window_capacity == 62

@@ -8,10 +8,21 @@ outputs are stitched back into one ``[tokens, dim]`` embedding of the whole text
 works on it as on any text: every token of one text against every token of the other, with the
 same weights.
 
+- **How long a window is**: at most :data:`WINDOW_TOKENS` tokens with its special tokens (256;
+  the model's window when that is smaller). A text is read in windows only when it is longer
+  than the model's window (512 tokens for the embedded model); up to there it is read whole, as
+  in ``"truncate"`` mode. Windows shorter than the model's are cheaper per token: attention's
+  cost per token grows with the window's length, and on a CPU in bfloat16 attention takes about
+  a third of the model's time at 200 tokens. Windows of 256 tokens kept the time per token of
+  1,500-token texts within 1.24x of 200-token texts' where windows of about 400 (the fewest of
+  at most 512) gave 1.39x, and 320-token windows 1.31x (``benchmarks/bench_long_texts.py``);
+  read in windows of 256, a 510-token text's token embeddings keep a cosine of 0.946 to the
+  whole-text ones, and its F1 against a sample moves by 0.006 on average
+  (``benchmarks/eval_long_texts.py``, benchmarks/RESULTS.md).
 - **Where windows start** (:func:`plan_windows`): as few windows as overlap by at least
   :data:`MIN_OVERLAP` tokens, all of one length, spread evenly from the first token to the last.
   The model reads about ``n + MIN_OVERLAP * (k - 1)`` tokens for ``k`` windows over ``n``, so
-  the cost grows linearly with length (7% more than ``n`` for 1,500 tokens in windows of 512).
+  the cost grows linearly with length (14% more than ``n`` for 1,500 tokens in windows of 256).
 - **Which window gives a token its embedding**: every window that holds it, averaged (and, for
   BERTScore, L2-normalised again). The special tokens at the start come from the first window,
   those at the end from the last.
@@ -48,6 +59,7 @@ from uqlm_bert.checks import check_int
 __all__ = [
     "MAX_TOKENS",
     "MIN_OVERLAP",
+    "WINDOW_TOKENS",
     "Frame",
     "WindowSplit",
     "embed_in_windows",
@@ -57,6 +69,9 @@ __all__ = [
 
 #: The fewest tokens two neighbouring windows share (chosen by measurement, see the module doc).
 MIN_OVERLAP = 32
+#: The most tokens of one window, special tokens included, when a text longer than the model's
+#: window is read in windows (chosen by measurement, see the module doc).
+WINDOW_TOKENS = 256
 #: The most tokens of one text that are scored in window mode (special tokens included).
 MAX_TOKENS = 1 << 15
 
@@ -126,8 +141,22 @@ class Frame:
 
     @property
     def capacity(self) -> int:
-        """How many of a text's own tokens one window holds."""
+        """How many of a text's own tokens the model's window holds."""
         return self.window - len(self.prefix) - len(self.suffix)
+
+    @property
+    def window_capacity(self) -> int:
+        """How many of a text's own tokens one window holds when a longer text is read in
+        windows: :data:`WINDOW_TOKENS` with the special tokens, or the model's window when that
+        is smaller.
+
+        Example:
+            >>> Frame((101,), (102,), window=512).window_capacity
+            254
+            >>> Frame((101,), (102,), window=64).window_capacity
+            62
+        """
+        return min(self.window, WINDOW_TOKENS) - len(self.prefix) - len(self.suffix)
 
     def content(self, ids: np.ndarray) -> tuple[int, int]:
         """``(first, stop)``: where a tokenized text's own tokens lie (between the frame's special
@@ -230,10 +259,10 @@ def split_in_windows(
     """The sequences the model reads for these texts' token ids (see :class:`WindowSplit`).
 
     A text of at most ``frame.window`` tokens is one sequence, its ids unchanged. A longer one
-    is cut into the windows of :func:`plan_windows` over its own tokens, each framed by its
-    special tokens; the special tokens at its start come from the first window, those at its
-    end from the last (a text without them, which the tokenizer would not give, is cut as it
-    is).
+    is cut into the windows of :func:`plan_windows` over its own tokens (at most
+    :attr:`Frame.window_capacity` each), each framed by its special tokens; the special tokens
+    at its start come from the first window, those at its end from the last (a text without
+    them, which the tokenizer would not give, is cut as it is).
 
     Example:
         >>> frame = Frame((101,), (102,), window=6)
@@ -259,7 +288,8 @@ def split_in_windows(
         head = ids[:first] if framed else ids[:0]
         tail = ids[stop:] if framed else ids[:0]
         own = ids[first:stop]
-        windows = plan_windows(len(own), frame.capacity if framed else frame.window, min_overlap)
+        capacity = frame.window_capacity if framed else min(frame.window, WINDOW_TOKENS)
+        windows = plan_windows(len(own), capacity, min_overlap)
         pieces = []
         for j, (a, b) in enumerate(windows):
             # rows of the window [head, own[a:b], tail] that go to the text: its own tokens,
