@@ -23,6 +23,7 @@ __all__ = [
     "greedy_match",
     "greedy_match_padded",
     "greedy_match_rows",
+    "greedy_match_rows_found_in",
     "greedy_match_tiled",
     "f1_from_pr",
 ]
@@ -128,6 +129,65 @@ def greedy_match_rows(
     best_p = (sim + bias[:, None, lc:, 0]).amax(dim=2)  # each candidate token's best match
     best_r = (sim + bias[:, :lc]).amax(dim=1)  # each reference token's best match
     # P and R at once: the weights sit in column 0 for candidate tokens, 1 for reference ones
+    return torch.bmm(torch.cat((best_p, best_r), dim=1)[:, None, :], weight)
+
+
+def greedy_match_rows_found_in(
+    emb: torch.Tensor,
+    found_in: torch.Tensor,
+    aux: torch.Tensor,
+    rows: torch.Tensor,
+    cand_width: int,
+) -> torch.Tensor:
+    """:func:`greedy_match_rows` with each token's best match found in a reduced dtype and
+    its similarity then computed in ``emb``'s (float32).
+
+    The similarity matrices, where the time goes, are computed from ``found_in`` (``emb`` in
+    bfloat16, whose matrix products a CPU with AVX512-BF16 or AMX units runs several times as
+    fast as float32's), as similarity minus 1: the subtraction happens in the float32
+    accumulator, before the result is rounded, and near 0 bfloat16 numbers lie far closer than
+    near 1 (0.004 apart), where best matches lie, so the rounding does not tie a token's best
+    match with the next ones. Each candidate token's best reference token there, and each
+    reference token's best candidate token, then get their similarity from ``emb``: one float32
+    dot product per token. Where the bfloat16 best is the float32 best, the result is
+    :func:`greedy_match_rows`'s up to float32 rounding; rounding the embeddings to bfloat16 can
+    swap two matches whose similarities are within about 1e-3 (the slightly lower one then
+    counts). A text scored against itself gets 1 within 1e-4.
+
+    Args:
+        emb, aux, rows, cand_width: as for :func:`greedy_match_rows`.
+        found_in: ``emb`` in the reduced dtype.
+
+    Returns:
+        ``[B, 1, 2]``: each pair's P and R, as :func:`greedy_match_rows` gives them.
+
+    Example (tokens as unit vectors):
+        >>> import torch
+        >>> emb = torch.tensor([[1.0, 0.0], [0.6, 0.8], [0.0, 0.0]])  # a, b, padding
+        >>> aux = torch.tensor([[1.0, 0, 0], [1.0, 0, 0], [0, 0, -3e38],
+        ...                     [0, 1.0, 0], [0, 1.0, 0], [0, 0, -3e38]])
+        >>> rows = torch.tensor([[[0, 1]], [[0, 4]]])  # candidate "a", reference "b"
+        >>> out = greedy_match_rows_found_in(emb, emb.bfloat16(), aux, rows, 1)
+        >>> [round(x, 6) for x in out.flatten().tolist()]
+        [0.6, 0.6]
+    """
+    lc = cand_width
+    rows_e, rows_a = rows.unbind(0)
+    rows_c, rows_r = rows_e.split([lc, rows_e.shape[1] - lc], dim=1)
+    cand, ref = embedding(rows_e, found_in).split([lc, rows_r.shape[1]], dim=1)
+    weight, bias = embedding(rows_a, aux).split([2, 1], dim=2)
+    # float32's lowest is past bfloat16's range: the reduced dtype's own lowest masks padding
+    bias = bias.clamp(min=torch.finfo(found_in.dtype).min).to(found_in.dtype)
+    minus_one = torch.full((), -1.0, dtype=found_in.dtype, device=found_in.device)
+    shape = (rows_e.shape[0], lc, rows_r.shape[1])
+    shifted = torch.baddbmm(minus_one.expand(shape), cand, ref.transpose(1, 2))  # sim - 1
+    best_ref = (shifted + bias[:, None, lc:, 0]).max(dim=2).indices  # [B, Lc]
+    best_cand = (shifted + bias[:, :lc]).max(dim=1).indices  # [B, Lr]
+    # the table rows of each token's best match, and the float32 similarity of the two
+    best_p = torch.linalg.vecdot(embedding(rows_c, emb), embedding(rows_r.gather(1, best_ref), emb))
+    best_r = torch.linalg.vecdot(
+        embedding(rows_r, emb), embedding(rows_c.gather(1, best_cand), emb)
+    )
     return torch.bmm(torch.cat((best_p, best_r), dim=1)[:, None, :], weight)
 
 
