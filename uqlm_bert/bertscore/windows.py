@@ -13,9 +13,9 @@ same weights.
   than the model's window (512 tokens for the embedded model); up to there it is read whole, as
   in ``"truncate"`` mode. Windows shorter than the model's are cheaper per token: attention's
   cost per token grows with the window's length, and on a CPU in bfloat16 attention takes about
-  a third of the model's time at 200 tokens. Windows of 256 tokens kept the time per token of
-  1,500-token texts within 1.24x of 200-token texts' where windows of about 400 (the fewest of
-  at most 512) gave 1.39x, and 320-token windows 1.31x (``benchmarks/bench_long_texts.py``);
+  a third of the model's time at 200 tokens. With windows of 256 tokens a token of a 1,500-token
+  text cost 1.23x a token of a 200-token text, with windows of 320, 384 and about 400 (the
+  fewest of at most 512) 1.30x, 1.39x and 1.44x (``benchmarks/bench_long_texts.py``, bfloat16);
   read in windows of 256, a 510-token text's token embeddings keep a cosine of 0.946 to the
   whole-text ones, and its F1 against a sample moves by 0.006 on average
   (``benchmarks/eval_long_texts.py``, benchmarks/RESULTS.md).
@@ -27,7 +27,8 @@ same weights.
   BERTScore, L2-normalised again). The special tokens at the start come from the first window,
   those at the end from the last.
 
-Both were chosen by measurement (``benchmarks/eval_long_texts.py``, see benchmarks/RESULTS.md):
+The overlap and the rule were chosen by measurement (``benchmarks/eval_long_texts.py``, see
+benchmarks/RESULTS.md):
 texts the model reads whole were also read in smaller windows, and the windowed embeddings
 compared with the whole-text ones. The mean over windows changed BERTScore F1 least (against
 the window where the token has the most context on both sides, and the first window that holds
