@@ -346,19 +346,20 @@ def _match_chunk(
     blocks: list[torch.Tensor] = []
     pos = 0
     while pos < n_matched:
-        end = _block_end(len_c[order[pos:]], len_r[order[pos:]], dim, budget) + pos
+        finding = pos >= switch
+        end = _block_end(len_c[order[pos:]], len_r[order[pos:]], dim, budget, finding) + pos
         if pos < switch:
             end = min(end, switch)
         sel = order[pos:end]
         try:
-            if end - pos == 1 and _pair_cost(len_c[sel[0]], len_r[sel[0]], dim) > budget:
+            if end - pos == 1 and _pair_cost(len_c[sel[0]], len_r[sel[0]], dim, finding) > budget:
                 # one pair of long texts: its similarities a block of rows at a time
                 i = int(sel[0])
                 blocks.append(_match_tiled(table, texts, keys_c[i], keys_r[i], budget))
             else:
                 rows, lc = _block_rows(row_c[sel], len_c[sel], row_r[sel], len_r[sel], pad)
                 rows_t = to_device(torch.from_numpy(rows), table.device)
-                if pos < switch or found_in is None:
+                if not finding or found_in is None:
                     blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc))
                 else:
                     blocks.append(
@@ -389,10 +390,14 @@ def _match_chunk(
     return np.stack((P, R, F), axis=1)
 
 
-def _pair_cost(len_c: Any, len_r: Any, dim: int) -> Any:
+def _pair_cost(len_c: Any, len_r: Any, dim: int, finding: bool = False) -> Any:
     """Floats a pair of these lengths takes in a matching block: its similarities (the product
-    and two masked copies) and its gathered rows with their weights and biases. Lengths may be
-    ints or arrays."""
+    and two masked copies) and its gathered rows with their weights and biases. When its best
+    matches are found in bfloat16 (``finding``), the three matrices are bfloat16 (half a float
+    each) and the rows are gathered once in bfloat16, then twice in float32 with a product of
+    the two for the dot products. Lengths may be ints or arrays."""
+    if finding:
+        return 3 * len_c * len_r // 2 + (len_c + len_r) * (4 * dim + 2)
     return 3 * len_c * len_r + (len_c + len_r) * (dim + 2)
 
 
@@ -411,12 +416,14 @@ def _match_tiled(
     return torch.stack((P, R)).reshape(1, 1, 2)
 
 
-def _block_end(len_c: np.ndarray, len_r: np.ndarray, dim: int, budget: int) -> int:
+def _block_end(
+    len_c: np.ndarray, len_r: np.ndarray, dim: int, budget: int, finding: bool = False
+) -> int:
     """How many of these pairs (sorted by candidate length) one block takes within ``budget``
-    floats (at least one)."""
+    floats (at least one); ``finding``: see :func:`_pair_cost`."""
     lc = np.maximum.accumulate(len_c)
     lr = np.maximum.accumulate(len_r)
-    cost = np.arange(1, len(lc) + 1) * _pair_cost(lc, lr, dim)
+    cost = np.arange(1, len(lc) + 1) * _pair_cost(lc, lr, dim, finding)
     return max(1, int(np.searchsorted(cost, budget, side="right")))
 
 
