@@ -29,7 +29,8 @@ grows with length: in float32 it took 0.44 s of 3.2 s for 1,500-token texts agai
 products run about 6x as fast, and its similarity computed in float32
 (:func:`~uqlm_bert.bertscore.matching.greedy_match_rows_found_in`): 0.19 s instead of 0.44 s for
 those 1,500-token texts. Shorter pairs are matched in float32 as before, where the float32 dot
-products that finding needs would cost more than they save.
+products that finding needs would cost more than they save, and so is a pair too long for one
+matching block (matched a block of rows at a time).
 
 Example:
     >>> from uqlm_bert.bertscore.models import load_encoder
@@ -359,7 +360,7 @@ def _match_chunk(
             else:
                 rows, lc = _block_rows(row_c[sel], len_c[sel], row_r[sel], len_r[sel], pad)
                 rows_t = to_device(torch.from_numpy(rows), table.device)
-                if not finding or found_in is None:
+                if found_in is None or not finding:
                     blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc))
                 else:
                     blocks.append(
