@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from uqlm_bert.bertscore import pair_scoring
+from uqlm_bert.bertscore import pair_scoring, resolve
 from uqlm_bert.bertscore.matching import greedy_match_rows, greedy_match_rows_found_in
 from uqlm_bert.bertscore.pair_scoring import FIND_IN_REDUCED_FROM, _aux_table, _block_rows
 
@@ -133,6 +133,8 @@ def test_the_engine_finds_in_bfloat16_for_long_pairs_only_and_only_in_bfloat16(m
         return real(emb, found_in, aux, rows, lc)
 
     monkeypatch.setattr(pair_scoring, "greedy_match_rows_found_in", spy)
+    # as on a CPU with bfloat16 matrix instructions, wherever the test runs
+    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
     scorer = BERTScorer(device="cpu", dtype=dtype, long_texts="window", show_progress_bars=False)
     short_c, short_r = _long_pairs(60)
     long_c, long_r = _long_pairs(700)
@@ -147,3 +149,17 @@ def test_the_engine_finds_in_bfloat16_for_long_pairs_only_and_only_in_bfloat16(m
     f32 = torch.stack(scorer.score(short_c + long_c, short_r + long_r), dim=1)
     assert torch.equal(got[:2], f32[:2])
     assert (got[2:] <= f32[2:] + 1e-6).all() and (f32[2:] - got[2:] <= SWAP_BOUND).all()
+
+
+def test_bfloat16_finding_needs_the_cpu_s_bfloat16_instructions(monkeypatch):
+    from uqlm_bert.bertscore.models import load_encoder
+    from uqlm_bert.bertscore.settings import BERTScoreSettings
+
+    enc = load_encoder(BERTScoreSettings(device="cpu", dtype="bfloat16", num_layers=1))
+    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
+    assert pair_scoring.match_dtype(enc) == torch.bfloat16
+    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: False)  # emulated: slower
+    assert pair_scoring.match_dtype(enc) == torch.float32
+    f32 = load_encoder(BERTScoreSettings(device="cpu", dtype="float32", num_layers=1))
+    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
+    assert pair_scoring.match_dtype(f32) == torch.float32

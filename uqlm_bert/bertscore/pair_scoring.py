@@ -53,6 +53,7 @@ import numpy as np
 import torch
 
 from uqlm_bert._warn import warn_user
+from uqlm_bert.bertscore import resolve
 from uqlm_bert.bertscore.batching import embed_in_batches, is_out_of_memory, too_long_message
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.matching import (
@@ -90,8 +91,9 @@ MATCH_BUDGET_ACCELERATOR = 1 << 27
 
 
 def match_dtype(encoder: Encoder) -> torch.dtype:
-    """The dtype token similarities are computed in: bfloat16 when the model runs in bfloat16 on
-    the CPU (see the module doc), float32 otherwise.
+    """The dtype long pairs' best matches are found in: bfloat16 when the model runs in bfloat16
+    on a CPU with bfloat16 matrix instructions (see the module doc; where they are emulated,
+    bfloat16 products are slower than float32's), float32 otherwise.
 
     Example:
         >>> from uqlm_bert.bertscore.models import load_encoder
@@ -99,7 +101,11 @@ def match_dtype(encoder: Encoder) -> torch.dtype:
         >>> match_dtype(load_encoder(BERTScoreSettings(device="cpu", dtype="float32")))
         torch.float32
     """
-    if encoder.device.type == "cpu" and encoder.dtype == torch.bfloat16:
+    if (
+        encoder.device.type == "cpu"
+        and encoder.dtype == torch.bfloat16
+        and resolve.cpu_has_bfloat16_units()
+    ):
         return torch.bfloat16
     return torch.float32
 
