@@ -47,7 +47,7 @@ def _layout(texts: list[torch.Tensor], pairs: list[tuple[int, int]]):
 def _both(texts, pairs):
     emb, aux, rows, lc = _layout(texts, pairs)
     exact = greedy_match_rows(emb, aux, rows, lc).reshape(-1, 2)
-    found = greedy_match_rows_found_in(emb, emb.bfloat16(), aux, rows, lc).reshape(-1, 2)
+    found = greedy_match_rows_found_in(emb, aux, rows, lc).reshape(-1, 2)
     return exact, found
 
 
@@ -128,9 +128,9 @@ def test_the_engine_finds_in_bfloat16_for_long_pairs_only_and_only_in_bfloat16(m
     used = []
     real = pair_scoring.greedy_match_rows_found_in
 
-    def spy(emb, found_in, aux, rows, lc):
-        used.append((found_in.dtype, lc, rows.shape[2] - lc))
-        return real(emb, found_in, aux, rows, lc)
+    def spy(emb, aux, rows, lc, dtype):
+        used.append((dtype, lc, rows.shape[2] - lc))
+        return real(emb, aux, rows, lc, dtype)
 
     monkeypatch.setattr(pair_scoring, "greedy_match_rows_found_in", spy)
     # as on a CPU with bfloat16 matrix instructions, wherever the test runs

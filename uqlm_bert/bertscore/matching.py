@@ -134,17 +134,17 @@ def greedy_match_rows(
 
 def greedy_match_rows_found_in(
     emb: torch.Tensor,
-    found_in: torch.Tensor,
     aux: torch.Tensor,
     rows: torch.Tensor,
     cand_width: int,
+    dtype: torch.dtype = torch.bfloat16,
 ) -> torch.Tensor:
-    """:func:`greedy_match_rows` with each token's best match found in a reduced dtype and
+    """:func:`greedy_match_rows` with each token's best match found in a reduced ``dtype`` and
     its similarity then computed in ``emb``'s (float32).
 
-    The similarity matrices, where the time goes, are computed from ``found_in`` (``emb`` in
-    bfloat16, whose matrix products a CPU with AVX512-BF16 or AMX units runs several times as
-    fast as float32's), as similarity minus 1: the subtraction happens in the float32
+    The similarity matrices, where the time goes, are computed from the pairs' rows rounded to
+    ``dtype`` (bfloat16, whose matrix products a CPU with AVX512-BF16 or AMX units runs several
+    times as fast as float32's), as similarity minus 1: the subtraction happens in the float32
     accumulator, before the result is rounded, and near 0 bfloat16 numbers lie far closer than
     near 1 (0.004 apart), where best matches lie, so the rounding does not tie a token's best
     match with the next ones. Each candidate token's best reference token there, and each
@@ -158,7 +158,7 @@ def greedy_match_rows_found_in(
 
     Args:
         emb, aux, rows, cand_width: as for :func:`greedy_match_rows`.
-        found_in: ``emb`` in the reduced dtype.
+        dtype: the dtype best matches are found in.
 
     Returns:
         ``[B, 1, 2]``: each pair's P and R, as :func:`greedy_match_rows` gives them.
@@ -169,27 +169,27 @@ def greedy_match_rows_found_in(
         >>> aux = torch.tensor([[1.0, 0, 0], [1.0, 0, 0], [0, 0, -3e38],
         ...                     [0, 1.0, 0], [0, 1.0, 0], [0, 0, -3e38]])
         >>> rows = torch.tensor([[[0, 1]], [[0, 4]]])  # candidate "a", reference "b"
-        >>> out = greedy_match_rows_found_in(emb, emb.bfloat16(), aux, rows, 1)
+        >>> out = greedy_match_rows_found_in(emb, aux, rows, 1)
         >>> [round(x, 6) for x in out.flatten().tolist()]
         [0.6, 0.6]
     """
     lc = cand_width
     rows_e, rows_a = rows.unbind(0)
     rows_c, rows_r = rows_e.split([lc, rows_e.shape[1] - lc], dim=1)
-    cand, ref = embedding(rows_e, found_in).split([lc, rows_r.shape[1]], dim=1)
+    gathered = embedding(rows_e, emb)  # [B, Lc + Lr, D] float32, rounded once below
+    cand, ref = gathered.split([lc, rows_r.shape[1]], dim=1)
+    cand_low, ref_low = gathered.to(dtype).split([lc, rows_r.shape[1]], dim=1)
     weight, bias = embedding(rows_a, aux).split([2, 1], dim=2)
     # float32's lowest is past bfloat16's range: the reduced dtype's own lowest masks padding
-    bias = bias.clamp(min=torch.finfo(found_in.dtype).min).to(found_in.dtype)
-    minus_one = torch.full((), -1.0, dtype=found_in.dtype, device=found_in.device)
+    bias = bias.clamp(min=torch.finfo(dtype).min).to(dtype)
+    minus_one = torch.full((), -1.0, dtype=dtype, device=emb.device)
     shape = (rows_e.shape[0], lc, rows_r.shape[1])
-    shifted = torch.baddbmm(minus_one.expand(shape), cand, ref.transpose(1, 2))  # sim - 1
+    shifted = torch.baddbmm(minus_one.expand(shape), cand_low, ref_low.transpose(1, 2))
     best_ref = (shifted + bias[:, None, lc:, 0]).max(dim=2).indices  # [B, Lc]
     best_cand = (shifted + bias[:, :lc]).max(dim=1).indices  # [B, Lr]
-    # the table rows of each token's best match, and the float32 similarity of the two
-    best_p = torch.linalg.vecdot(embedding(rows_c, emb), embedding(rows_r.gather(1, best_ref), emb))
-    best_r = torch.linalg.vecdot(
-        embedding(rows_r, emb), embedding(rows_c.gather(1, best_cand), emb)
-    )
+    # each token against its best match, in float32: the match's table row, one dot product
+    best_p = torch.linalg.vecdot(cand, embedding(rows_r.gather(1, best_ref), emb))
+    best_r = torch.linalg.vecdot(ref, embedding(rows_c.gather(1, best_cand), emb))
     return torch.bmm(torch.cat((best_p, best_r), dim=1)[:, None, :], weight)
 
 

@@ -323,7 +323,7 @@ def _match_chunk(
     keys_c: list[str],
     keys_r: list[str],
     budget: int,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype,
 ) -> np.ndarray:
     """``[pairs, 3]`` P/R/F of pairs whose texts are all in ``table``, in blocks of similar
     lengths, similarities in ``dtype``; one copy back to the host for the whole chunk."""
@@ -343,12 +343,11 @@ def _match_chunk(
     order = order[~empty[order]]
     n_matched = len(order)
     # pairs matched in float32 first, then those whose best matches are found in ``dtype``
-    found = np.zeros(m, dtype=bool)
+    switch = n_matched
     if dtype != table.emb.dtype:
-        found = len_c * len_r >= FIND_IN_REDUCED_FROM * (len_c + len_r)
-        order = np.concatenate((order[~found[order]], order[found[order]]))
-    switch = n_matched - int(found[order].sum())
-    found_in = table.emb.to(dtype) if switch < n_matched else None
+        found = (len_c * len_r >= FIND_IN_REDUCED_FROM * (len_c + len_r))[order]
+        order = np.concatenate((order[~found], order[found]))
+        switch -= int(found.sum())
     dim = table.emb.shape[1]
     blocks: list[torch.Tensor] = []
     pos = 0
@@ -366,12 +365,12 @@ def _match_chunk(
             else:
                 rows, lc = _block_rows(row_c[sel], len_c[sel], row_r[sel], len_r[sel], pad)
                 rows_t = to_device(torch.from_numpy(rows), table.device)
-                if found_in is None or not finding:
-                    blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc))
-                else:
+                if finding:
                     blocks.append(
-                        greedy_match_rows_found_in(table.emb, found_in, table.aux, rows_t, lc)
+                        greedy_match_rows_found_in(table.emb, table.aux, rows_t, lc, dtype)
                     )
+                else:
+                    blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc))
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -401,8 +400,8 @@ def _pair_cost(len_c: Any, len_r: Any, dim: int, finding: bool = False) -> Any:
     """Floats a pair of these lengths takes in a matching block: its similarities (the product
     and two masked copies) and its gathered rows with their weights and biases. When its best
     matches are found in bfloat16 (``finding``), the three matrices are bfloat16 (half a float
-    each) and the rows are gathered once in bfloat16, then twice in float32 with a product of
-    the two for the dot products. Lengths may be ints or arrays."""
+    each) and the rows are gathered in float32, rounded to bfloat16, and gathered once more in
+    float32 with a product of the two for the dot products. Lengths may be ints or arrays."""
     if finding:
         return 3 * len_c * len_r // 2 + (len_c + len_r) * (4 * dim + 2)
     return 3 * len_c * len_r + (len_c + len_r) * (dim + 2)

@@ -146,10 +146,15 @@ class Frame:
         return self.window - len(self.prefix) - len(self.suffix)
 
     @property
+    def window_length(self) -> int:
+        """The most tokens of one window, special tokens included, when a longer text is read
+        in windows: :data:`WINDOW_TOKENS`, or the model's window when that is smaller."""
+        return min(self.window, WINDOW_TOKENS)
+
+    @property
     def window_capacity(self) -> int:
-        """How many of a text's own tokens one window holds when a longer text is read in
-        windows: :data:`WINDOW_TOKENS` with the special tokens, or the model's window when that
-        is smaller.
+        """How many of a text's own tokens one window holds (:attr:`window_length` less the
+        special tokens).
 
         Example:
             >>> Frame((101,), (102,), window=512).window_capacity
@@ -157,7 +162,7 @@ class Frame:
             >>> Frame((101,), (102,), window=64).window_capacity
             62
         """
-        return min(self.window, WINDOW_TOKENS) - len(self.prefix) - len(self.suffix)
+        return self.window_length - len(self.prefix) - len(self.suffix)
 
     def content(self, ids: np.ndarray) -> tuple[int, int]:
         """``(first, stop)``: where a tokenized text's own tokens lie (between the frame's special
@@ -289,7 +294,7 @@ def split_in_windows(
         head = ids[:first] if framed else ids[:0]
         tail = ids[stop:] if framed else ids[:0]
         own = ids[first:stop]
-        capacity = frame.window_capacity if framed else min(frame.window, WINDOW_TOKENS)
+        capacity = frame.window_capacity if framed else frame.window_length
         windows = plan_windows(len(own), capacity, min_overlap)
         pieces = []
         for j, (a, b) in enumerate(windows):
