@@ -19,6 +19,11 @@ each answered in turn. ``ignore_n=True`` plays a provider that ignores ``n`` (on
 OpenAI-compatible servers do), and ``max_n`` one that refuses larger ``n`` with HTTP 400 (OpenAI
 allows 128).
 
+``serving_slots`` plays a server that serves that many requests at once and queues the rest in
+arrival order, never refusing one (llama.cpp's server, vLLM, Ollama): a queued request waits for
+a slot, and is still served after its client gave up on it; ``max_queued`` is the most that
+waited at once.
+
 ``concurrency_limit`` plays a provider with a cap on requests in flight: a request that arrives
 while that many are being served is answered 429 at once (with ``concurrency_retry_after`` as
 ``Retry-After`` when set) and is not counted in flight. A request counts as in flight from its
@@ -109,6 +114,7 @@ class FakeOpenAIServer:
         concurrency_retry_after: str | None = None,
         ignore_n: bool = False,
         max_n: int | None = None,
+        serving_slots: int | None = None,
     ) -> None:
         self.default_latency = default_latency
         self.answer = answer
@@ -117,6 +123,11 @@ class FakeOpenAIServer:
         self.concurrency_retry_after = concurrency_retry_after
         self.ignore_n = ignore_n
         self.max_n = max_n
+        self.serving_slots = serving_slots
+        self.max_queued = 0
+        self._slots = threading.Condition()
+        self._queued: list[object] = []
+        self._serving = 0
         self.rules: list[Rule] = []
         self.log: list[RequestLog] = []
         self.lock = threading.Lock()
@@ -219,9 +230,37 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self._entry: RequestLog | None = entry
             rule = server._pick_rule(prompt, temperature)
             try:
-                self._respond(rule, prompt, temperature, body, entry)
+                if server.serving_slots is None:
+                    self._respond(rule, prompt, temperature, body, entry)
+                elif self._take_slot():
+                    try:
+                        self._respond(rule, prompt, temperature, body, entry)
+                    finally:
+                        self._give_slot()
             finally:
                 self._leave()
+
+        def _take_slot(self) -> bool:
+            """Wait in line for a serving slot (False: the server stopped first)."""
+            me = object()
+            with server._slots:
+                server._queued.append(me)
+                server.max_queued = max(server.max_queued, len(server._queued))
+                while server._queued[0] is not me or server._serving >= server.serving_slots:
+                    if server.stopping.is_set():
+                        server._queued.remove(me)
+                        server._slots.notify_all()
+                        return False
+                    server._slots.wait(0.05)
+                server._queued.pop(0)
+                server._serving += 1
+                server._slots.notify_all()
+            return True
+
+        def _give_slot(self) -> None:
+            with server._slots:
+                server._serving -= 1
+                server._slots.notify_all()
 
         def _leave(self) -> None:
             """The request stops counting in flight (once): its reply is about to be written,

@@ -46,9 +46,9 @@ def pipeline(
     min_batch: int | None = None,
 ) -> ScoringPipeline:
     p = ScoringPipeline([scorer], n, max_batch, show=False)
-    p.GATHER_S = gather_s
+    p.queue.GATHER_S = gather_s
     if min_batch is not None:
-        p._min_batch = min_batch
+        p.queue.min_batch = min_batch
     p.start()
     return p
 
@@ -148,11 +148,11 @@ async def test_batches_score_with_the_thread_count_of_the_thread_that_started_th
 
 
 def test_the_loop_counts_as_busy_above_a_share_of_a_core_per_torch_thread():
-    p = ScoringPipeline([Recording()], 4, 256, show=False)
-    p._threads = 2  # LOOP_SHARE of a core per thread: busy above half a core
-    assert p.loop_busy(0.6) and not p.loop_busy(0.4)
-    p._threads = 4  # the loop uses one core at most: never busy enough to hold scoring
-    assert not p.loop_busy(1.0)
+    q = ScoringPipeline([Recording()], 4, 256, show=False).queue
+    q._threads = 2  # LOOP_SHARE of a core per thread: busy above half a core
+    assert q.loop_busy(0.6) and not q.loop_busy(0.4)
+    q._threads = 4  # the loop uses one core at most: never busy enough to hold scoring
+    assert not q.loop_busy(1.0)
 
 
 async def test_a_ready_batch_waits_while_generation_keeps_the_loop_busy():
@@ -160,8 +160,8 @@ async def test_a_ready_batch_waits_while_generation_keeps_the_loop_busy():
     # so the batch waits for the loop to calm down or for generation to end
     scorer = Recording()
     p = pipeline(scorer, 6, min_batch=2)
-    p.LOOP_SHARE = 0.05  # busy above a tenth of a core with 2 threads, however loaded the machine
-    p.HOLD_S = 0.05
+    p.queue.LOOP_SHARE = 0.05  # busy above a tenth of a core with 2 threads, however loaded the machine
+    p.queue.HOLD_S = 0.05
     submit(p, [0, 1, 2])  # a batch is ready while more prompts are coming
 
     def spin(seconds: float) -> None:  # the loop's thread working, as on many fast replies
@@ -184,7 +184,7 @@ async def test_a_ready_batch_waits_while_generation_keeps_the_loop_busy():
 async def test_a_ready_batch_is_scored_beside_generation_while_the_loop_waits_on_replies():
     scorer = Recording()
     p = pipeline(scorer, 6, min_batch=2)
-    p.HOLD_S = 0.05
+    p.queue.HOLD_S = 0.05
     submit(p, [0, 1, 2])
     await until(lambda: p.batch_sizes)  # the loop idles (awaiting), so scoring goes ahead
     assert p.batch_sizes == [3] and p.more_coming()

@@ -24,6 +24,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from uqlm_bert._delegate import SettingsField
 from uqlm_bert._verbose import verbose_logging
 from uqlm_bert.assembly import Assembly, sentence_result
 from uqlm_bert.bertscore.settings import BERTScoreSettings
@@ -38,10 +39,12 @@ from uqlm_bert.pipeline import Scored, generate_and_score, score_rows
 from uqlm_bert.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.registry import build_scorers, scorer_spec
+from uqlm_bert.scoring_queue import ScoringQueues
 from uqlm_bert.uqlm_arguments import refuse_what_needs_another_model, sentence_transformer_setting
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.engine import BERTScorer
+    from uqlm_bert.generation.lanes import SharedLimits
     from uqlm_bert.generation.records import GenerationResult
 
 __all__ = ["BlackBoxUQ"]
@@ -49,22 +52,9 @@ __all__ = ["BlackBoxUQ"]
 CheckpointArg = "str | os.PathLike[str] | Checkpoint | None"
 
 
-class _GenerationField:
-    """A generation setting as an attribute of ``BlackBoxUQ``: reading gives the current value,
-    writing replaces the settings object with one that has the new value (checked)."""
-
-    def __init__(self, doc: str) -> None:
-        self.__doc__ = f"{doc} A generation setting (see ``BlackBoxUQ.generation``)."
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        return self if obj is None else getattr(obj.generation, self.name)
-
-    def __set__(self, obj: Any, value: Any) -> None:
-        obj.generation = obj.generation.replace(**{self.name: value})
+def _setting(doc: str) -> SettingsField:
+    """A generation setting as an attribute of ``BlackBoxUQ`` (see ``BlackBoxUQ.generation``)."""
+    return SettingsField("generation", doc)
 
 
 class BlackBoxUQ:
@@ -247,6 +237,8 @@ class BlackBoxUQ:
         if self.verbose:
             self.show_progress_bars = True
         self.last_generation: GenerationResult | None = None
+        self._limits: SharedLimits | None = None  # shared by the calls in flight, as the
+        self._queues = ScoringQueues()  # scoring queues (docs/black_box.md, "In an async app")
         self._runner = EventLoopThread()
         weakref.finalize(self, self._runner.close)
 
@@ -265,13 +257,13 @@ class BlackBoxUQ:
             )
         self._generation = value
 
-    sampling_temperature = _GenerationField("The temperature of the samples.")
-    system_prompt = _GenerationField("The system message put before prompts that have none.")
-    max_calls_per_min = _GenerationField("The rate limit: calls arriving per rate_limit_period.")
-    max_concurrency = _GenerationField("The cap on calls in flight.")
-    use_n_param = _GenerationField("Whether samples are asked for in one call with n.")
-    request_timeout = _GenerationField("Seconds an attempt may take.")
-    rate_limit_period = _GenerationField("The window of max_calls_per_min, in seconds.")
+    sampling_temperature = _setting("The temperature of the samples.")
+    system_prompt = _setting("The system message put before prompts that have none.")
+    max_calls_per_min = _setting("The rate limit: calls arriving per rate_limit_period.")
+    max_concurrency = _setting("The cap on calls in flight.")
+    use_n_param = _setting("Whether samples are asked for in one call with n.")
+    request_timeout = _setting("Seconds an attempt may take.")
+    rate_limit_period = _setting("The window of max_calls_per_min, in seconds.")
 
     @property
     def bertscore_settings(self) -> BERTScoreSettings | None:
@@ -519,6 +511,7 @@ class BlackBoxUQ:
                 use_best=self.use_best,
                 postprocess=self._assembly().postprocess,
                 checkpoint=checkpoint,
+                queue=self._queues.of_running_loop(self.score_batch_size),
             )
         self.last_generation = generation
         return self._result(generation, scored, num_responses, timings, checkpoint)
@@ -579,7 +572,11 @@ class BlackBoxUQ:
                 "generate, or score answers you already have with .score(responses, "
                 "sampled_responses)"
             )
-        return ResponseGenerator(self.llm, self.generation)
+        if self._limits is None:
+            from uqlm_bert.generation.lanes import SharedLimits
+
+            self._limits = SharedLimits()
+        return ResponseGenerator(self.llm, self.generation, limits=self._limits)
 
     def _bert_engine(self, build: bool) -> BERTScorer | None:
         """The engine of a ``bert_score`` scorer of this instance, else (``build``) a new one
@@ -596,4 +593,3 @@ class BlackBoxUQ:
 
     def _show(self, override: bool | None) -> bool:
         return self.show_progress_bars if override is None else bool(override)
-

@@ -1,13 +1,16 @@
-"""Scoring prompts as they complete, beside generation: the overlap scheduler of
-``BlackBoxUQ.generate_and_score``.
+"""Scoring prompts as they complete, beside generation: a call's side of the shared scoring
+queue, and the one scoring step of every path.
 
-A prompt is queued for scoring as soon as its last LLM call returns, and a worker thread scores
-whatever has queued up as one batch while the event loop keeps the LLM calls going. A scorer
-whose numbers depend on the whole batch (BERTScore with ``idf=True`` and no ``idf_sents``: idf
-comes from the references it is given) is run once over all prompts at the end instead, so the
-result never depends on the order in which calls complete. :func:`generate_and_score` runs
-a generator with a :class:`ScoringPipeline` beside it; :func:`score_rows` is the one scoring step
-both paths take (and ``BlackBoxUQ.score``).
+A prompt is queued for scoring as soon as its last LLM call returns; the queue
+(:class:`~uqlm_bert.scoring_queue.ScoringQueue`, one per ``BlackBoxUQ`` and event loop) scores
+the prompts of every call in flight together, in batches, in a worker thread, while the event
+loop keeps the LLM calls going. :class:`ScoringPipeline` is one call's side: it queues the call's
+prompts, receives exactly their rows back, and counts them on the call's own progress bar. A
+scorer whose numbers depend on the whole batch (BERTScore with ``idf=True`` and no
+``idf_sents``: idf comes from the references it is given) is run once over the call's prompts at
+the end instead, so the result never depends on the order in which calls complete, nor on other
+calls. :func:`generate_and_score` runs a generator with a :class:`ScoringPipeline` beside it;
+:func:`score_rows` is the one scoring step every path takes (and ``BlackBoxUQ.score``).
 
 Example:
     >>> import asyncio
@@ -26,7 +29,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ import numpy as np
 from uqlm_bert.inputs import ScoringInputs
 from uqlm_bert.scorers.base import Scorer, score_all
 from uqlm_bert.scorers.best import ORIGINAL, best_of
+from uqlm_bert.scoring_queue import Row, ScoringQueue, recipe_of
 
 if TYPE_CHECKING:
     from uqlm_bert.generation.generator import ResponseGenerator
@@ -44,34 +47,27 @@ if TYPE_CHECKING:
 
 __all__ = ["Scored", "ScoringPipeline", "generate_and_score", "score_rows"]
 
+Postprocess = Callable[[list[str | None], list[list[str | None]]], ScoringInputs]
+
 
 class ScoringPipeline:
-    """Scores prompts in batches, in a worker thread, as generation finishes them.
+    """One call's prompts, scored in the shared queue as generation finishes them.
 
-    The queued prompts are scored as one batch once ``MIN_BATCH`` of them have queued, or
-    ``GATHER_S`` after the oldest of them queued, or at once when no more prompts are coming
-    (every prompt is queued, or generation is over): a small batch wastes the engine's forward
-    passes, and waiting for prompts that will not come wastes time. At most ``max_batch``
-    prompts go in one batch. ``busy_seconds`` is the time spent scoring.
+    Args:
+        scorers: the call's scorers.
+        n: the call's prompts.
+        max_batch: at most this many prompts per batch (of a queue of the call's own).
+        show: a progress bar over the call's prompts.
+        use_best: choose each prompt's best candidate (all scorers then run together).
+        postprocess: what the scorers see of the texts (``ScoringInputs`` as they are).
+        queue: the queue shared with the owner's other calls; ``None``: one of the call's own.
 
-    While generation runs, a ready batch also waits while the event loop is busy with the CPU:
-    when its thread used more than ``LOOP_SHARE`` of a core per torch thread over the last
-    window (half a core with 2 threads; never with 4 or more, as the loop uses one core at
-    most). Then generation is bound by the client's CPU, not by the provider's latency, and
-    scoring beside it only time-shares the cores: both go slower, and the run takes as long as
-    generation and scoring one after the other. The batch is scored once the loop calms down or
-    generation ends.
+    Attributes:
+        scores: each scorer's confidences, by prompt (NaN until scored).
+        busy_seconds: time spent scoring the batches that held the call's prompts.
+        held_seconds: time those batches waited for a busy event loop.
+        batch_sizes: the size of each batch that held the call's prompts.
     """
-
-    #: Wait at most this long after a prompt queues for more before scoring a small batch.
-    GATHER_S = 0.2
-    #: A batch this large is scored without waiting.
-    MIN_BATCH = 32
-    #: While generation runs, hold a batch while the loop uses more than this share of a core
-    #: per torch thread (0.25: half a core with 2 threads).
-    LOOP_SHARE = 0.25
-    #: How long a held batch waits before the loop's load is measured again.
-    HOLD_S = 0.2
 
     def __init__(
         self,
@@ -80,8 +76,8 @@ class ScoringPipeline:
         max_batch: int,
         show: bool,
         use_best: bool = False,
-        postprocess: Callable[[list[str | None], list[list[str | None]]], ScoringInputs]
-        | None = None,
+        postprocess: Postprocess | None = None,
+        queue: ScoringQueue | None = None,
     ) -> None:
         # best-of needs every scorer on the same candidates: all run together, at the end if
         # one of them depends on the whole batch
@@ -90,189 +86,130 @@ class ScoringPipeline:
         self.deferred = [s for s in scorers if s not in self.overlapped]
         self.scores = {s.name: np.full(n, np.nan) for s in scorers}
         self.best: list[int] | None = [ORIGINAL] * n if use_best else None
+        self.queue = queue if queue is not None else ScoringQueue(max_batch)
+        self.recipe = recipe_of(self.overlapped, use_best, postprocess)
+        self.busy_seconds = 0.0
+        self.held_seconds = 0.0
+        self.batch_sizes: list[int] = []
         self._use_best = use_best
         self._postprocess = postprocess or ScoringInputs
-        self.busy_seconds = 0.0
-        self.batch_sizes: list[int] = []
         self._n = n
-        self._max_batch = max_batch
-        self._min_batch = min(max_batch, self.MIN_BATCH)
         self._show = show
-        # (queued at, index, response, samples), oldest first
-        self._queue: list[tuple[float, int, str | None, list[str | None]]] = []
         self._submitted = 0
+        self._pending = 0
         self._ended = False
-        self._changed: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._joined = False
+        self._error: BaseException | None = None
+        self._settled: asyncio.Event | None = None
         self._bar: Any = None
-        self._threads: int | None = None
-        # the loop thread's CPU time and the wall clock when its load was last measured (start)
-        self._loop_mark = (0.0, 0.0)
-        # set once no more prompts can come, to end a held batch's wait at once
-        self._all_in: asyncio.Event | None = None
-        self.held_seconds = 0.0
 
     def start(self) -> None:
+        """Join the queue (on the running loop); nothing to do without overlapped scorers."""
         if not self.overlapped:
             return
         from tqdm.auto import tqdm
 
-        # the torch thread count of the caller's thread (the event loop's), for the worker
-        # threads that score (see _score_batch)
-        torch = sys.modules.get("torch")
-        self._threads = torch.get_num_threads() if torch is not None else None
-        self._changed = asyncio.Event()
-        self._all_in = asyncio.Event()
-        self._loop_mark = (time.thread_time(), time.perf_counter())
+        self._settled = asyncio.Event()
         self._bar = tqdm(total=self._n, desc="Scoring", unit="prompt", disable=not self._show)
-        self._task = asyncio.ensure_future(self._consume())
+        self._joined = True
+        self.queue.join(self)
 
     def submit(self, index: int, response: str | None, samples: list[str | None]) -> None:
-        """Queue a finished prompt; re-raise a scoring failure so that generation stops."""
-        if self._task is None or self._changed is None:
+        """Queue a finished prompt; re-raise a scoring failure of this call so that its
+        generation stops."""
+        if not self._joined:
             return
-        if self._task.done() and not self._task.cancelled() and self._task.exception():
-            raise self._task.exception()  # type: ignore[misc]
-        self._queue.append((time.monotonic(), index, response, samples))
+        if self._error is not None:
+            raise self._error
         self._submitted += 1
-        self._wake()
-
-    async def finish(self, generation: GenerationResult) -> Scored:
-        if self._task is not None and self._changed is not None:
-            self._ended = True
-            self._wake()
-            try:
-                await self._task
-            finally:
-                self._bar.close()
-        if self.deferred:
-            await asyncio.to_thread(
-                self._score,
-                self.deferred,
-                list(range(self._n)),
-                list(generation.responses),
-                [list(s) for s in generation.sampled_responses],
-            )
-        return Scored(self.scores, self.best)
-
-    async def abort(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._bar is not None:
-            self._bar.close()
-
-    def _wake(self) -> None:
-        """Tell the consumer the queue or generation changed (after :meth:`start`)."""
-        assert self._changed is not None and self._all_in is not None
-        self._changed.set()
-        if not self.more_coming():
-            self._all_in.set()
+        self._pending += 1
+        self.queue.put(self, index, response, samples)
 
     def more_coming(self) -> bool:
         """Whether prompts not yet queued may still come."""
-        return not self._ended and self._submitted < self._n
+        return self._joined and not self._ended and self._submitted < self._n
 
-    def waited(self) -> float:
-        """Seconds since the oldest queued prompt queued (0 with none queued)."""
-        return time.monotonic() - self._queue[0][0] if self._queue else 0.0
+    async def finish(self, generation: GenerationResult) -> Scored:
+        """Wait until the call's queued prompts are scored, run the deferred scorers over all
+        its prompts, and return its scores.
 
-    def batch_ready(self) -> bool:
-        """Whether to score the queued prompts now."""
-        queued = len(self._queue)
-        return queued > 0 and (
-            queued >= self._min_batch or not self.more_coming() or self.waited() >= self.GATHER_S
-        )
-
-    async def _next_batch(self) -> list[tuple[float, int, str | None, list[str | None]]]:
-        """The next batch to score; empty when generation is over and every prompt scored."""
-        assert self._changed is not None
-        while not self.batch_ready():
-            if not self._queue and not self.more_coming():
-                return []
-            self._changed.clear()
-            timeout = self.GATHER_S - self.waited() if self._queue else None
-            try:
-                await asyncio.wait_for(self._changed.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
-        await self._wait_while_loop_busy()
-        batch = self._queue[: self._max_batch]
-        del self._queue[: self._max_batch]
-        return batch
-
-    def loop_load(self) -> float:
-        """Cores' worth of CPU the event loop's thread used since the last call (this runs on
-        that thread), and start a new window."""
-        cpu, wall = time.thread_time(), time.perf_counter()
-        last_cpu, last_wall = self._loop_mark
-        self._loop_mark = (cpu, wall)
-        return (cpu - last_cpu) / max(wall - last_wall, 1e-9)
-
-    def loop_busy(self, load: float) -> bool:
-        """Whether a loop using ``load`` cores leaves scoring too little CPU to overlap."""
-        threads = self._threads or 1
-        return load > self.LOOP_SHARE * threads
-
-    async def _wait_while_loop_busy(self) -> None:
-        """Hold the ready batch while generation runs and keeps the loop busy (class doc)."""
-        assert self._all_in is not None
-        started = time.perf_counter()
-        while self.more_coming():
-            # a short window mostly sees the loop running this very code: measure over HOLD_S
-            wait = self.HOLD_S - (time.perf_counter() - self._loop_mark[1])
-            if wait <= 0:
-                if not self.loop_busy(self.loop_load()):
-                    break
-                wait = self.HOLD_S
-            try:
-                await asyncio.wait_for(self._all_in.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
-        self.held_seconds += time.perf_counter() - started
-
-    async def _consume(self) -> None:
-        while batch := await self._next_batch():
-            await asyncio.to_thread(
-                self._score_batch,
-                self.overlapped,
-                [i for _, i, _, _ in batch],
-                [r for _, _, r, _ in batch],
-                [s for _, _, _, s in batch],
-            )
-            self._bar.update(len(batch))
-
-    def _score_batch(self, *args: Any) -> None:
-        """:meth:`_score`, in a worker thread, with the torch thread count of the thread that
-        started the pipeline.
-
-        A thread that starts using torch takes the count the last ``torch.set_num_threads``
-        anywhere in the process set, not the main thread's, so without this a batch could be
-        scored on one core. Every core is used, also while generation runs: a batch waits
-        instead while the loop is busy (see the class doc), since a core spared for the loop
-        made scoring slower, not the run faster (benchmarks/RESULTS.md).
+        Raises:
+            Exception: what scoring the call's prompts raised.
         """
-        torch = sys.modules.get("torch")  # loaded when _threads was read, if it is set
-        if self._threads is not None and torch.get_num_threads() != self._threads:
-            torch.set_num_threads(self._threads)
-        self._score(*args)
+        if self._joined:
+            assert self._settled is not None
+            self._ended = True
+            self._settle()
+            self.queue.wake()
+            try:
+                await self._settled.wait()
+            finally:
+                await self._close()
+        if self._error is not None:
+            raise self._error
+        if self.deferred:
+            await asyncio.to_thread(self._score_deferred, generation)
+        return Scored(self.scores, self.best)
 
-    def _score(
-        self,
-        scorers: list[Scorer],
-        indices: list[int],
-        responses: list[str | None],
-        samples: list[list[str | None]],
-    ) -> None:
+    async def abort(self) -> None:
+        """The call ends without its scores (cancelled, or generation failed): its queued
+        prompts are dropped and batches being scored write nothing back to it."""
+        await self._close()
+
+    # -- called by the queue ------------------------------------------------------------------
+
+    def score(self, rows: list[Row]) -> Scored:
+        """Score ``rows`` (a worker thread of the queue)."""
+        responses = [r.response for r in rows]
+        samples = [r.samples for r in rows]
+        return score_rows(self.overlapped, self._postprocess(responses, samples), self._use_best)
+
+    def scored(self, rows: list[Row], scored: Scored, seconds: float, batch_size: int) -> None:
+        """Write back the scores of the call's ``rows`` from a batch of ``batch_size``."""
+        if not self._joined or self._error is not None:
+            return
+        self._write([r.index for r in rows], scored)
+        self.busy_seconds += seconds
+        self.batch_sizes.append(batch_size)
+        self._pending -= len(rows)
+        self._bar.update(len(rows))
+        self._settle()
+
+    def failed(self, error: BaseException) -> None:
+        """Scoring the call's prompts raised ``error``: the call stops with it."""
+        if self._error is None:
+            self._error = error
+        self.queue.leave(self)
+        if self._settled is not None:
+            self._settled.set()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        if self._settled is not None and self._ended and self._pending == 0:
+            self._settled.set()
+
+    async def _close(self) -> None:
+        if self._joined:
+            self._joined = False
+            self.queue.leave(self)
+            self._bar.close()
+        await self.queue.stop_if_idle()
+
+    def _score_deferred(self, generation: GenerationResult) -> None:
         started = time.perf_counter()
-        scored = score_rows(scorers, self._postprocess(responses, samples), self._use_best)
+        inputs = self._postprocess(
+            list(generation.responses), [list(s) for s in generation.sampled_responses]
+        )
+        self._write(list(range(self._n)), score_rows(self.deferred, inputs, self._use_best))
+        self.busy_seconds += time.perf_counter() - started
+
+    def _write(self, indices: list[int], scored: Scored) -> None:
         for name, values in scored.scores.items():
             self.scores[name][indices] = values
         if self.best is not None and scored.best is not None:
             for i, k in zip(indices, scored.best, strict=True):
                 self.best[i] = k
-        self.busy_seconds += time.perf_counter() - started
-        self.batch_sizes.append(len(indices))
 
 
 @dataclass(frozen=True)
@@ -281,6 +218,11 @@ class Scored:
 
     scores: dict[str, np.ndarray]
     best: list[int] | None
+
+    def rows(self, start: int, stop: int) -> Scored:
+        """The scores of rows ``start`` to ``stop`` (a call's share of a shared batch)."""
+        best = None if self.best is None else self.best[start:stop]
+        return Scored({k: np.asarray(v)[start:stop] for k, v in self.scores.items()}, best)
 
 
 def score_rows(
@@ -302,11 +244,12 @@ async def generate_and_score(
     max_batch: int,
     show: bool,
     use_best: bool = False,
-    postprocess: Callable[[list[str | None], list[list[str | None]]], ScoringInputs]
-    | None = None,
+    postprocess: Postprocess | None = None,
     checkpoint: Any = None,
+    queue: ScoringQueue | None = None,
 ) -> tuple[GenerationResult, Scored, dict[str, float]]:
-    """Generate for ``prompts`` (checked prompts) and score each one as its calls complete.
+    """Generate for ``prompts`` (checked prompts) and score each one as its calls complete,
+    in ``queue`` (shared with the owner's other calls; ``None``: the call's own).
 
     Returns:
         The generation, the scores, and the run's timings: ``generation_s``, ``scoring_s``
@@ -314,7 +257,9 @@ async def generate_and_score(
         batches waited for a busy event loop) and ``total_s``.
     """
     started = time.perf_counter()
-    pipeline = ScoringPipeline(scorers, len(prompts), max_batch, show, use_best, postprocess)
+    pipeline = ScoringPipeline(
+        scorers, len(prompts), max_batch, show, use_best, postprocess, queue=queue
+    )
     pipeline.start()
     try:
         generation = await generator.generate(

@@ -53,7 +53,7 @@ def generator(llm, **settings) -> ResponseGenerator:
 async def call_once(llm, messages, *, sample, sleep=None, **settings):
     """One slot through a fresh caller: ``(text, failure), caller``."""
     async with LLMCaller(llm, GenerationSettings(**settings), sleep=sleep) as caller:
-        permit = await caller.concurrency.acquire()
+        permit = await caller.acquire()
         texts, failure = await caller.call(messages, sample=sample, permit=permit)
         return (texts[0] if texts is not None else None, failure), caller
 

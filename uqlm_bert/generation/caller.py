@@ -1,20 +1,22 @@
 """Calling a LangChain chat model for one run: limits, timeouts, retries and failures.
 
-An :class:`LLMCaller` lives for one run and is used on that run's event loop. It calls copies of
-the caller's model (:func:`~uqlm_bert.generation.clients.derive_llm`), one as the user configured
-it (for the original response) and one at the sampling temperature with the response cache off
-(for samples), with the client's own retries off, so that every HTTP request goes through this
-module's rate limit and retry accounting; an OpenAI-SDK model on the default HTTP client gets a
-connection pool of the run's own, closed with the run, so runs on different event loops
-(notebooks, repeated ``asyncio.run``) never share one.
+An :class:`LLMCaller` lives for one run and is used on that run's event loop. It takes its
+limits from a lane (:mod:`uqlm_bert.generation.lanes`) shared with the other calls of the same
+owner running at the same time: the rate limit, the cap on calls in flight, the provider's
+congestion control and the copies of the caller's model it sends through (one as the user
+configured it, for answers, and one at the sampling temperature with the response cache off,
+for samples; the client's own retries off, so that every HTTP request goes through this
+module's rate limit and retry accounting; an OpenAI-SDK model on the default HTTP client gets
+connection pools of the calls' own, closed when the last call using them ends, so calls on
+different event loops (notebooks, repeated ``asyncio.run``) never share one).
 
-Each call takes a place among the calls in flight (:class:`~uqlm_bert.generation.limits.
-AdaptiveConcurrency`) and each attempt a token of the rate limit
-(:class:`~uqlm_bert.generation.limits.RateLimiter`). A call for samples may ask for several at
-once with the provider's ``n`` parameter (:meth:`LLMCaller.samples_per_call` says how many): one
-request, one token, one place. Where congestion control stood at the end of the run, and whether
-the provider honours ``n``, are kept for the next run against the same provider
-(:mod:`uqlm_bert.generation.memory`).
+Each call takes a place in flight and each attempt a token of the rate limit. A call for samples
+may ask for several at once with the provider's ``n`` parameter (:meth:`LLMCaller.
+samples_per_call` says how many): one request, one token, one place. An attempt times out
+``request_timeout`` seconds after it was sent, or after the last answer to an attempt sent before
+it, whichever is later (a server that queues calls is working through its queue). Where
+congestion control stands, and whether the provider honours ``n``, are kept for later runs
+against the same provider (:mod:`uqlm_bert.generation.memory`).
 
 Example:
     >>> import asyncio
@@ -22,7 +24,7 @@ Example:
     >>> from uqlm_bert.generation.prompts import to_messages
     >>> async def one_call():
     ...     async with LLMCaller(ParrotFakeChatModel(), GenerationSettings()) as caller:
-    ...         permit = await caller.concurrency.acquire()
+    ...         permit = await caller.acquire()
     ...         return await caller.call(to_messages("echo me"), sample=True, permit=permit)
     >>> asyncio.run(one_call())
     (['echo me'], None)
@@ -34,7 +36,6 @@ import asyncio
 import logging
 import random
 import sys
-import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -56,11 +57,9 @@ from uqlm_bert.generation.clients import (
     llm_endpoint,
     llm_temperature,
     message_text,
-    provider_key,
-    run_http_clients,
     unbind,
 )
-from uqlm_bert.generation.limits import AdaptiveConcurrency, Permit, RateLimiter
+from uqlm_bert.generation.lanes import Place, SharedLimits
 from uqlm_bert.generation.records import CallFailure, CallStats
 from uqlm_bert.generation.settings import GenerationSettings
 from uqlm_bert.inputs import repair_text
@@ -78,49 +77,35 @@ logger = logging.getLogger("uqlm_bert")
 
 #: Failure kinds that mean the provider is overloaded: the calls in flight are cut.
 _CONGESTION = frozenset({"rate_limit", "server", "timeout"})
-#: Connections per HTTP pool of a run. The OpenAI client's pool looks at every one of its
-#: connections for each request it sends and each reply it reads, so the CPU a call costs grows
-#: with the connections in its pool: a run with hundreds of calls in flight spreads them over
-#: several pools of its own (measured: one pool of 714 connections took about a third of the
-#: client's CPU for 714 calls).
-_POOL_CONNECTIONS = 48
 #: With no call answered yet, this many connection failures per starting place in flight (three
 #: rounds of attempts) show that the provider cannot be reached.
 _UNREACHABLE_ROUNDS = 3
 
 
-
-async def _within(awaitable: Awaitable[Any], seconds: float | None) -> Any:
-    """``await awaitable``, raising ``asyncio.TimeoutError`` after ``seconds`` (no extra task
-    where ``asyncio.timeout`` exists)."""
-    if sys.version_info >= (3, 11):
-        async with asyncio.timeout(seconds):
-            return await awaitable
-    return await asyncio.wait_for(awaitable, seconds)  # pragma: no cover - Python 3.10
-
-
 class LLMCaller:
     """Sends the chat calls of one run, through its limits and its retry loop.
 
-    Use it as an async context manager on the run's event loop; leaving the block closes the
-    connection pool made for the run and records what the run learned about the provider.
+    Use it as an async context manager on the run's event loop; leaving the block gives the
+    run's share of the lane back (the last call out closes the connection pools) and records
+    what the run learned about the provider.
 
     Args:
         llm: a LangChain chat model (``BaseChatModel``) or a binding of one; it is not modified.
         settings: the generation settings.
-        total_calls: how many calls the run will make at most, one per slot: the calls allowed
-            in flight at the start, within the cap.
+        total_calls: how many calls the run will make at most, one per slot: the calls it may
+            have in flight at the start, within the limits.
         first_round: how many calls the run starts with (fewer than ``total_calls`` where
             samples are asked for with ``n``): with none answered, three rounds of them failing
             to connect stop the run.
         rng: random source for backoff jitter.
         sleep: the coroutine function that waits between attempts (``asyncio.sleep``; a test
             may pass a recorder).
+        limits: the lanes this run shares with other runs of the same owner (a ``BlackBoxUQ``);
+            ``None``: limits of the run's own.
 
     Attributes:
         stats: the run's call counts.
-        concurrency: the places in flight.
-        rate: the rate limit, or None.
+        lane: the limits the run shares (rate limit, cap, the provider's level).
     """
 
     def __init__(
@@ -132,90 +117,74 @@ class LLMCaller:
         first_round: int | None = None,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
+        limits: SharedLimits | None = None,
     ) -> None:
         check_int("total_calls", total_calls, 0, none_ok=True)
         check_int("first_round", first_round, 0, none_ok=True)
         self.settings = settings
         self.stats = CallStats()
         self.endpoint = llm_endpoint(llm)
-        self._key = provider_key(llm)
-        known = memory.recall(self._key)
-        starting = settings.starting_concurrency(
-            total_calls if total_calls is not None else settings.max_concurrency or 1
-        )
-        self.concurrency = AdaptiveConcurrency(
-            starting,
-            settings.max_concurrency,
-            settings.adaptive,
-            learned=known.concurrency if known is not None else None,
-        )
-        self.rate: RateLimiter | None = None
-        if settings.max_calls_per_min is not None:
-            self.rate = RateLimiter(settings.max_calls_per_min, settings.rate_limit_period)
-            self.concurrency.cap(settings.max_calls_per_min)
-        self.stats.concurrency_start = self.concurrency.start
-        self.stats.learned_start = known is not None and known.concurrency is not None
-        pools = -(-self.concurrency.limit // _POOL_CONNECTIONS)
-        self._http_clients = run_http_clients(llm, pools)
-        no_retry = settings.disable_client_retries
-        self._original = [
-            derive_llm(llm, disable_client_retries=no_retry, http_client=pool)
-            for pool in self._http_clients or [None]
-        ]
-        self._sampling = [
-            derive_llm(
-                llm,
-                temperature=settings.sampling_temperature,
-                disable_client_retries=no_retry,
-                disable_cache=True,
-                http_client=pool,
-            )
-            for pool in self._http_clients or [None]
-        ]
-        self._n_models: dict[int, tuple[Any, dict[str, Any]]] = {}
-        self._turn = 0  # the copy (and pool) the next call uses
+        self._llm = llm
+        self._limits = limits or SharedLimits()
+        self._calls = total_calls if total_calls is not None else settings.max_concurrency or 1
+        self._first_round = first_round
         use_n = settings.use_n_param
         self._max_choices = 1
         if use_n is True or (use_n == "auto" and accepts_n(llm)):
             self._max_choices = settings.max_samples_per_call
-            if known is not None and known.max_choices is not None:
-                self._max_choices = min(self._max_choices, known.max_choices)
-        first = self.concurrency.limit
-        if first_round is not None:
-            first = max(1, min(first, first_round))
-        self._unreachable_after = _UNREACHABLE_ROUNDS * first
+        self._unreachable_after = _UNREACHABLE_ROUNDS
         self._connect_failures = 0
         self._answered = False
         self._rng = rng or random.Random()
         self._sleep = sleep or asyncio.sleep
 
     async def __aenter__(self) -> LLMCaller:
+        """Take the run's lane (on the running event loop) and its share of it."""
+        self.lane = self._limits.lane(self._llm, self.settings)
+        self.provider, self._clients = self.lane.enter(self._llm, self.settings, self._calls)
+        stats = self.stats
+        stats.concurrency_start = stats.concurrency_peak = self._level()
+        stats.learned_start = self.provider.concurrency.learned() is not None
+        first = stats.concurrency_start
+        if self._first_round is not None:
+            first = max(1, min(first, self._first_round))
+        self._unreachable_after = _UNREACHABLE_ROUNDS * first
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.stats.max_in_flight = self.concurrency.max_in_flight
-        self.stats.concurrency_peak = self.concurrency.peak
-        self.stats.concurrency_final = self.concurrency.limit
-        self.stats.max_choices = self._max_choices
-        learned = self.concurrency.learned()
-        if learned is not None:
-            memory.remember(self._key, concurrency=learned)
-        for pool in self._http_clients:
-            await pool.aclose()
+        self.stats.concurrency_final = self._level()
+        self.stats.max_choices = self.samples_per_call()
+        await self.lane.leave(self.provider, self._clients)
 
-    @property
-    def original_llm(self) -> Any:
-        """The copy of the model that answers (as the user configured it)."""
-        return self._original[0]
+    def _level(self) -> int:
+        """The calls this run may have in flight now: the lane's limit, up to the run's calls."""
+        return int(min(self.lane.limit, max(1, self._calls)))
 
-    @property
-    def sampling_llm(self) -> Any:
-        """The copy of the model that samples (at the sampling temperature, no cache)."""
-        return self._sampling[0]
+    # -- places in flight ------------------------------------------------------------------
+
+    async def acquire(self, priority: bool = False) -> Place:
+        """Wait for a place in flight (``priority``: a call trying again takes the next free
+        place before any new call)."""
+        place = await self.lane.acquire(self.provider, priority)
+        stats = self.stats
+        stats.max_in_flight = max(stats.max_in_flight, self.lane.in_flight)
+        stats.concurrency_peak = max(stats.concurrency_peak, self._level())
+        return place
+
+    def release(self, place: Place, latency: float | None) -> None:
+        """Give a place back: the call is done (``latency`` of its successful attempt), or was
+        never sent (None)."""
+        self.lane.release(self.provider, place, latency)
+
+    # -- what the provider accepts ---------------------------------------------------------
 
     def samples_per_call(self) -> int:
         """The most samples one call asks for now: 1 without ``n``."""
-        return self._max_choices
+        known = self.provider.max_choices
+        return self._max_choices if known is None else min(self._max_choices, known)
+
+    def _where(self) -> str:
+        return self.endpoint or llm_description(self._llm)["type"]
 
     def choices_returned(self, asked: int, got: int) -> None:
         """A call asked for ``asked`` choices and the provider returned ``got``: fewer means it
@@ -224,43 +193,51 @@ class LLMCaller:
             return
         self.stats.choices_missing += asked - got
         got = max(1, got)
-        if got < self._max_choices:
-            self._max_choices = got
-            memory.remember(self._key, max_choices=got)
-            where = self.endpoint or llm_description(self.sampling_llm)["type"]
+        if got < self.samples_per_call():
+            self._learn_choices(got)
             if got == 1:
                 logger.info(
                     "%s returned 1 choice where %d were asked with n: it ignores n, so its "
                     "samples are asked for one call each from now on (and the missing ones "
-                    "again)", where, asked,
+                    "again)",
+                    self._where(),
+                    asked,
                 )
             else:
                 logger.info(
                     "%s returned %d choices where %d were asked with n: at most %d samples "
                     "are asked per call from now on (and the missing ones again)",
-                    where, got, asked, got,
+                    self._where(),
+                    got,
+                    asked,
+                    got,
                 )
 
     def n_refused(self) -> None:
         """A call that asked for several samples with ``n`` failed for good where the same
         samples asked one by one were answered: the provider refuses ``n``, which is not used
         with it from now on."""
-        if self._max_choices > 1:
-            self._max_choices = 1
-            memory.remember(self._key, max_choices=1)
+        if self.samples_per_call() > 1:
+            self._learn_choices(1)
             logger.info(
                 "%s refused a call that asked for several samples with n, and answered them "
                 "asked one by one: its samples are asked for one call each from now on",
-                self.endpoint or llm_description(self.sampling_llm)["type"],
+                self._where(),
             )
 
+    def _learn_choices(self, most: int) -> None:
+        self.provider.max_choices = most
+        memory.remember(self.provider.key, max_choices=most)
+
+    # -- one call --------------------------------------------------------------------------
+
     async def call(
-        self, messages: Sequence[BaseMessage], *, sample: bool, permit: Permit, n: int = 1
+        self, messages: Sequence[BaseMessage], *, sample: bool, permit: Place, n: int = 1
     ) -> tuple[list[str] | None, CallFailure | None]:
-        """One call, holding ``permit`` (a place in flight) until it is done: the texts (``n``
-        samples asked with the provider's ``n`` parameter; the provider may return fewer), or
-        ``None`` and the failure after all retries. An attempt that failed gives its place back
-        while it waits to try again.
+        """One call, holding ``permit`` (a place in flight, from :meth:`acquire`) until it is
+        done: the texts (``n`` samples asked with the provider's ``n`` parameter; the provider
+        may return fewer), or ``None`` and the failure after all retries. An attempt that
+        failed gives its place back while it waits to try again.
 
         Raises:
             AuthenticationFailedError: the provider rejected the credentials (HTTP 401/403).
@@ -269,26 +246,29 @@ class LLMCaller:
             GenerationError: the client cannot run on this event loop (closed, or another's).
         """
         policy = self.settings.retry
+        rate = self.lane.rate
         latency = None
         attempts = 0
-        held: Permit | None = permit
+        held: Place | None = permit
         try:
             while True:
                 attempts += 1
-                if self.rate is not None:
-                    await self.rate.acquire()
-                started = time.monotonic()
+                if rate is not None:
+                    await rate.acquire()
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                attempt = self.provider.attempt_sent()
+                answered_at = None
                 self.stats.attempts += 1
                 try:
-                    texts = await _within(
-                        self._send(messages, sample, n), self.settings.request_timeout
-                    )
+                    texts = await self._within(self._send(messages, sample, n), attempt, started)
+                    answered_at = loop.time()
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - every client error is classified
                     info = self._failed(exc, held)
                 else:
-                    latency = time.monotonic() - started
+                    latency = answered_at - started
                     self._answered = True
                     if n > 1:
                         self.stats.n_calls += 1
@@ -298,47 +278,90 @@ class LLMCaller:
                         self.stats.repaired_replies += repaired
                     return texts, None
                 finally:
-                    if self.rate is not None:
-                        self.rate.release()
+                    self.provider.attempt_done(attempt, answered_at)
+                    if rate is not None:
+                        rate.release()
                 if info.retryable and attempts <= policy.max_retries:
                     wait = policy.delay(attempts - 1, info.retry_after, self._rng)
                     logger.info(
                         "LLM call failed (%s), retry %d of %d in %.2f s: %s",
-                        info.kind, attempts, policy.max_retries, wait, info.message,
+                        info.kind,
+                        attempts,
+                        policy.max_retries,
+                        wait,
+                        info.message,
                     )
                     self.stats.retries += 1
-                    self.concurrency.release(held, None)
+                    self.release(held, None)
                     held = None
                     await self._sleep(wait)
-                    held = await self.concurrency.acquire(priority=True)
+                    held = await self.acquire(priority=True)
                     continue
                 failure = CallFailure(info.kind, info.message, attempts, info.status_code)
                 logger.info("LLM call failed for good: %s", failure)
                 return None, failure
         finally:
             if held is not None:
-                self.concurrency.release(held, latency)
+                self.release(held, latency)
+
+    async def _within(self, awaitable: Awaitable[Any], attempt: int, sent: float) -> Any:
+        """``await awaitable``, raising ``asyncio.TimeoutError`` once ``request_timeout``
+        seconds have passed since the attempt was sent, or since the last answer to an attempt
+        sent before it, whichever is later."""
+        timeout = self.settings.request_timeout
+        if timeout is None:
+            return await awaitable
+        loop = asyncio.get_running_loop()
+        if sys.version_info < (3, 11):  # pragma: no cover - Python 3.10: a task and a wait loop
+            task = asyncio.ensure_future(awaitable)
+            try:
+                while True:
+                    deadline = self.provider.clock_start(attempt, sent) + timeout
+                    if deadline <= loop.time():
+                        raise asyncio.TimeoutError
+                    done, _ = await asyncio.wait({task}, timeout=deadline - loop.time())
+                    if done:
+                        return task.result()
+            finally:
+                task.cancel()
+        handle: asyncio.TimerHandle | None = None
+        async with asyncio.timeout(None) as deadline:
+
+            def check() -> None:
+                nonlocal handle
+                due = self.provider.clock_start(attempt, sent) + timeout
+                if due <= loop.time():
+                    deadline.reschedule(loop.time())
+                else:
+                    handle = loop.call_at(due, check)
+
+            handle = loop.call_at(sent + timeout, check)
+            try:
+                return await awaitable
+            finally:
+                handle.cancel()
 
     async def _send(self, messages: Sequence[BaseMessage], sample: bool, n: int) -> list[str]:
         """One attempt: the reply's texts, ``n`` or fewer."""
-        turn = self._turn = (self._turn + 1) % len(self._sampling)
+        clients = self._clients
+        turn = clients.turn(self.lane.in_flight)
         if n == 1:
-            llm = self._sampling[turn] if sample else self._original[turn]
+            llm = clients.sampling[turn] if sample else clients.original[turn]
             return [message_text(await llm.ainvoke(list(messages)))]
-        if turn not in self._n_models:
+        if turn not in clients.n_models:
             # streaming merges the choices into one: off for calls that ask for several
-            model, kwargs = unbind(self._sampling[turn])
+            model, kwargs = unbind(clients.sampling[turn])
             if "disable_streaming" in getattr(type(model), "model_fields", {}):
                 model = model.model_copy(update={"disable_streaming": True})
-            self._n_models[turn] = (model, kwargs)
-        model, kwargs = self._n_models[turn]
+            clients.n_models[turn] = (model, kwargs)
+        model, kwargs = clients.n_models[turn]
         result = await model.agenerate([list(messages)], n=n, **kwargs)
         choices = result.generations[0][:n] if result.generations else []
         if not choices:
             raise MalformedReplyError("the LLM reply holds no choices")
         return [message_text(choice.message) for choice in choices]
 
-    def _failed(self, exc: BaseException, permit: Permit | None) -> ErrorInfo:
+    def _failed(self, exc: BaseException, permit: Place | None) -> ErrorInfo:
         """Classify a failed attempt, raise what stops the run, and feed back congestion."""
         info = classify_exception(exc)
         if isinstance(exc, asyncio.TimeoutError) and not str(exc):
@@ -360,7 +383,7 @@ class LLMCaller:
         if info.kind == "rate_limit":
             self.stats.rate_limited += 1
         if info.kind in _CONGESTION and permit is not None:
-            self.concurrency.congestion(permit, info.kind)
+            self.provider.concurrency.congestion(permit.provider, info.kind)
         if info.kind == "connection" and not self._answered:
             self._connect_failures += 1
             where = self.endpoint or "the LLM provider"
@@ -377,5 +400,3 @@ class LLMCaller:
                     "running and that the base URL and network settings are right."
                 ) from exc
         return info
-
-

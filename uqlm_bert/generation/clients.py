@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableBinding
@@ -26,12 +26,12 @@ from uqlm_bert.generation.classify import MalformedReplyError
 __all__ = [
     "accepts_n",
     "derive_llm",
+    "http_pool_factory",
     "llm_description",
     "llm_endpoint",
     "llm_temperature",
     "message_text",
     "provider_key",
-    "run_http_clients",
     "unbind",
 ]
 
@@ -177,28 +177,40 @@ def _first_text(obj: Any, attrs: Sequence[str]) -> str | None:
     return None
 
 
-def run_http_clients(llm: Any, count: int = 1) -> list[Any]:
-    """Connection pools of the run's own for an OpenAI-SDK model on the default HTTP client
-    (``count`` of them; none for other models).
+def http_pool_factory(llm: Any) -> Callable[[], Any] | None:
+    """What makes connection pools of the calls' own for an OpenAI-SDK model on the default HTTP
+    client (they share one TLS context); ``None`` for other models.
 
     langchain-openai shares one default pool per base URL across the whole process; a pool is
     bound to the event loop it first ran on, so a second loop (a new ``asyncio.run``, a notebook
     next to a script) would fail on it. A model given its own ``http_async_client`` keeps it.
+
+    Example:
+        >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+        >>> http_pool_factory(ParrotFakeChatModel()) is None
+        True
     """
     llm = _unbound(llm)
     root = getattr(llm, "root_async_client", None)
     if root is None or getattr(llm, "http_async_client", None) is not None:
-        return []
+        return None
     if not type(root).__module__.startswith("openai") or not hasattr(root, "with_options"):
-        return []
+        return None
     import openai
 
-    first = openai.DefaultAsyncHttpxClient()
-    # one TLS context for all the pools (each would load the certificate store again)
-    module = sys.modules.get(type(first).__mro__[1].__module__.split(".")[0])
-    make_context = getattr(module, "create_ssl_context", None)
-    shared = {"verify": make_context(verify=True, trust_env=True)} if make_context else {}
-    return [first] + [openai.DefaultAsyncHttpxClient(**shared) for _ in range(count - 1)]
+    shared: dict[str, Any] = {}
+
+    def new_pool() -> Any:
+        pool = openai.DefaultAsyncHttpxClient(**shared)
+        if not shared:
+            # one TLS context for all the pools (each would load the certificate store again)
+            module = sys.modules.get(type(pool).__mro__[1].__module__.split(".")[0])
+            make_context = getattr(module, "create_ssl_context", None)
+            if make_context is not None:
+                shared["verify"] = make_context(verify=True, trust_env=True)
+        return pool
+
+    return new_pool
 
 
 def _client_update(

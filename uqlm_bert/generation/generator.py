@@ -37,6 +37,7 @@ from uqlm_bert.exceptions import CheckpointError, ConfigurationError, InputValid
 from uqlm_bert.generation.caller import LLMCaller
 from uqlm_bert.generation.checkpoint import ORIGINAL_SLOT, Checkpoint
 from uqlm_bert.generation.clients import accepts_n, llm_description, llm_temperature
+from uqlm_bert.generation.lanes import SharedLimits
 from uqlm_bert.generation.prompts import fingerprint_prompt, to_messages, validate_prompts
 from uqlm_bert.generation.records import CallFailure, GenerationResult
 from uqlm_bert.generation.settings import GenerationSettings
@@ -56,6 +57,9 @@ class ResponseGenerator:
             read at every :meth:`generate` call.
         rng: random source for backoff jitter.
         sleep: what waits between attempts (``asyncio.sleep``; tests may pass a recorder).
+        limits: the limits shared by the calls in flight (a ``BlackBoxUQ`` passes its own);
+            ``None``: this generator's own, shared by its :meth:`generate` calls running at
+            the same time (see :mod:`uqlm_bert.generation.lanes`).
 
     Example:
         >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -72,6 +76,7 @@ class ResponseGenerator:
         *,
         rng: random.Random | None = None,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
+        limits: SharedLimits | None = None,
     ) -> None:
         if llm is None:
             raise ConfigurationError(
@@ -90,6 +95,7 @@ class ResponseGenerator:
         self.settings = settings or GenerationSettings()
         self._rng = rng
         self._sleep = sleep
+        self.limits = limits if limits is not None else SharedLimits()
 
     async def generate(
         self,
@@ -148,6 +154,7 @@ class ResponseGenerator:
                 first_round=_first_round(jobs, settings.use_n_param, self.llm),
                 rng=self._rng,
                 sleep=self._sleep,
+                limits=self.limits,
             ) as caller:
                 result.stats = caller.stats
                 caller.stats.from_checkpoint = from_checkpoint
@@ -272,9 +279,9 @@ class _Run:
                     await self._changed.wait()
                     continue
                 job = self._next_job()
-                permit = await self.caller.concurrency.acquire()
+                permit = await self.caller.acquire()
                 if self.errors:  # a call stopped the run: start nothing more
-                    self.caller.concurrency.release(permit, None)
+                    self.caller.release(permit, None)
                     break
                 task = asyncio.ensure_future(self._call(job, permit))
                 tasks.add(task)

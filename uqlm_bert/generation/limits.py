@@ -65,7 +65,9 @@ _PASSING = frozenset({"server", "timeout"})
 class RateLimiter:
     """At most ``max_calls`` calls per ``period`` seconds, counted where they arrive.
 
-    ``acquire`` before sending a request, ``release`` once its reply or failure is back.
+    ``acquire`` before sending a request, ``release`` once its reply or failure is back. Calls
+    waiting for a token get one in the order they asked (first come, first served), so calls
+    that share one limiter (every call in flight on one ``BlackBoxUQ``) take turns.
 
     Args:
         max_calls: calls allowed in any window of ``period`` seconds.
@@ -94,7 +96,8 @@ class RateLimiter:
         self._clock = clock
         self._active = 0
         self._expiries: deque[float] = deque()
-        self._changed = asyncio.Event()
+        self._waiting: deque[asyncio.Future[None]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
 
     def available(self) -> int:
         """Tokens free now."""
@@ -102,24 +105,48 @@ class RateLimiter:
         return self.max_calls - self._active - len(self._expiries)
 
     async def acquire(self) -> None:
-        """Wait for a token and take it."""
-        while True:
-            now = self._clock()
-            if self.available() > 0:
-                self._active += 1
-                return
-            self._changed.clear()
-            wait = self._expiries[0] - now if self._expiries else None
-            try:
-                await asyncio.wait_for(self._changed.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
+        """Wait for a token (after the calls that asked before) and take it."""
+        if not self._waiting and self.available() > 0:
+            self._active += 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.append(future)
+        self._wake_at_next_expiry()
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # handed a token while cancelled
+                self._active -= 1
+                self._hand_over()
+            elif future in self._waiting:
+                self._waiting.remove(future)
+            raise
 
     def release(self) -> None:
         """The call is back: its token frees one period from now."""
         self._active -= 1
         self._expiries.append(self._clock() + self.period)
-        self._changed.set()
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give free tokens to the waiting calls, oldest first; wake up again when the next
+        token frees."""
+        while self._waiting and self.available() > 0:
+            future = self._waiting.popleft()
+            if not future.done():
+                self._active += 1
+                future.set_result(None)
+        self._wake_at_next_expiry()
+
+    def _wake_at_next_expiry(self) -> None:
+        if not self._waiting or self._timer is not None or not self._expiries:
+            return
+        delay = max(0.0, self._expiries[0] - self._clock())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._hand_over()
 
     def _expire(self, now: float) -> None:
         while self._expiries and self._expiries[0] <= now:
@@ -168,7 +195,8 @@ class AdaptiveConcurrency:
     """The number of calls allowed in flight, adapted to how the provider copes.
 
     Args:
-        initial: calls in flight at the start (the run's calls, up to the cap).
+        initial: calls in flight at the start (up to the cap); ``None``: no limit until the
+            provider first pushes back, so every call waiting gets a place (within the cap).
         maximum: the hard cap (``None`` for none).
         adaptive: ``False`` keeps the limit at ``initial`` (pass the cap as ``initial``).
         learned: where an earlier run against the same provider ended; the run starts there
@@ -183,16 +211,16 @@ class AdaptiveConcurrency:
 
     def __init__(
         self,
-        initial: int,
+        initial: int | None,
         maximum: int | None = None,
         adaptive: bool = True,
         learned: LearnedLimit | None = None,
     ) -> None:
-        check_int("initial", initial, 1)
+        check_int("initial", initial, 1, none_ok=True)
         check_int("maximum", maximum, 1, none_ok=True)
         self.maximum = maximum
         self.adaptive = adaptive
-        self._limit = float(initial if maximum is None else min(initial, maximum))
+        self._limit = min(math.inf if initial is None else float(initial), self._hard_cap())
         self._threshold = math.inf  # below it the limit doubles each round trip
         self._ceiling: float | None = None  # the level last refused, while it stands
         self._regrow_to = 0.0  # after the last drop, the limit doubles back up to this
@@ -211,9 +239,10 @@ class AdaptiveConcurrency:
         self._retrying: deque[asyncio.Future[Permit]] = deque()
 
     @property
-    def limit(self) -> int:
-        """The calls allowed in flight now (at least 1)."""
-        return max(1, int(self._limit))
+    def limit(self) -> float:
+        """The calls allowed in flight now: an int of at least 1, or ``math.inf`` while there is
+        no limit (no cap, and the provider never pushed back)."""
+        return self._limit if self._limit == math.inf else max(1, int(self._limit))
 
     def learned(self) -> LearnedLimit | None:
         """Where the limit stands, for a later run; ``None`` while the provider never pushed back
@@ -270,6 +299,8 @@ class AdaptiveConcurrency:
         others = float(self.in_flight - 1)
         if permit.epoch == self._epoch:  # the first refusal since this call started: a drop
             before = self._limit
+            if before == math.inf:  # no limit yet: the provider was given what was in flight
+                before = float(max(self.in_flight, permit.others + 1))
             self._epoch += 1
             self.cuts += 1
             self._limit = max(1.0, min(before, max(others, float(permit.others))))

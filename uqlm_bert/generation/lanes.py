@@ -1,0 +1,337 @@
+"""Limits shared by every call in flight: one lane per owner and provider, one provider state
+per provider.
+
+An async app awaits many ``generate_and_score`` calls on one ``BlackBoxUQ`` at once. The limits
+its user set on the object hold across all of them, and what the provider can take belongs to
+the provider, whichever call meets it:
+
+- a :class:`Lane` per owner (a ``BlackBoxUQ``, or a ``ResponseGenerator`` used on its own),
+  event loop, provider and limit settings holds the rate limit (``max_calls_per_min`` per
+  ``rate_limit_period``) and the cap on calls in flight (``max_concurrency``), shared by the
+  owner's calls, and the copies of the model with their connection pools, shared while at least
+  one call runs;
+- a :class:`ProviderState` per provider (endpoint and model) and event loop is shared by every
+  lane of the process that calls it: congestion control (the adaptive level learned from the
+  provider's 429s, 5xx and timeouts, :class:`~uqlm_bert.generation.limits.AdaptiveConcurrency`),
+  how many choices one call may ask for with ``n``, and the provider's queue as the client sees
+  it (below). When its last call ends, what it learned is kept for later loops
+  (:mod:`uqlm_bert.generation.memory`).
+
+A call waits for a place in flight first within its lane's cap, then within the provider's
+level, each in a first-come, first-served line (retries first); each call has at most one new
+call waiting at a time, so the calls of a lane take turns: a one-prompt call that arrives while
+a 500-prompt call runs waits for the places already asked for, not for the 500 prompts. Two
+owners on one provider keep their own rate limits and caps (each is its user's setting) and share
+the provider's level, so together they do not push the provider past what it refused.
+
+**Queued calls are not timed out.** A server that queues what it cannot serve yet (llama.cpp,
+vLLM, Ollama) answers the calls sent earlier first. An attempt's ``request_timeout`` therefore
+counts from when it was sent, or from the last answer to an attempt sent before it, whichever is
+later: while the provider keeps answering the calls ahead of it, a call waiting behind them is
+waiting its turn, not hung. A provider that answers nothing times out as before.
+
+Example:
+    >>> import asyncio
+    >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+    >>> from uqlm_bert.generation.settings import GenerationSettings
+    >>> async def two_calls_one_cap():
+    ...     lanes = SharedLimits()
+    ...     settings = GenerationSettings(max_concurrency=1)
+    ...     first = lanes.lane(ParrotFakeChatModel(), settings)
+    ...     second = lanes.lane(ParrotFakeChatModel(), settings)
+    ...     return first is second, first.cap
+    >>> asyncio.run(two_calls_one_cap())
+    (True, 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from uqlm_bert.generation import memory
+from uqlm_bert.generation.clients import derive_llm, http_pool_factory, provider_key
+from uqlm_bert.generation.limits import AdaptiveConcurrency, Permit, RateLimiter
+from uqlm_bert.generation.settings import GenerationSettings
+
+__all__ = ["ClientSet", "Lane", "Place", "ProviderState", "SharedLimits", "provider_state"]
+
+#: Calls in flight per HTTP connection pool. The OpenAI client's pool looks at every one of its
+#: connections for each request it sends and each reply it reads, so the CPU a call costs grows
+#: with the connections in its pool: hundreds of calls in flight are spread over several pools.
+POOL_CONNECTIONS = 48
+
+
+class ProviderState:
+    """What the calls on one event loop share about one provider.
+
+    Args:
+        key: the provider (endpoint, model type, model name).
+        concurrency: its congestion control; ``None`` for lanes that do not adapt.
+        max_choices: the most choices one call may ask for with ``n``, where a reply showed it.
+
+    Attributes:
+        users: the calls using it now.
+    """
+
+    def __init__(self, key: Any, concurrency: AdaptiveConcurrency, max_choices: int | None) -> None:
+        self.key = key
+        self.concurrency = concurrency
+        self.max_choices = max_choices
+        self.users = 0
+        self.epoch = memory.epoch()
+        self._sent = 0
+        self._outstanding: dict[int, None] = {}  # attempts in flight, by send order
+        # answers as (attempt, time), both increasing: for an attempt, the latest answer to
+        # one sent before it is the last entry below it
+        self._answers: list[tuple[int, float]] = []
+
+    def attempt_sent(self) -> int:
+        """Number an attempt in send order; :meth:`attempt_done` once it is back."""
+        self._sent += 1
+        self._outstanding[self._sent] = None
+        return self._sent
+
+    def attempt_done(self, attempt: int, answered_at: float | None) -> None:
+        """The attempt is back: answered at ``answered_at`` (loop time), or failed (None)."""
+        self._outstanding.pop(attempt, None)
+        if answered_at is not None:
+            # an answer to a later attempt supersedes every earlier one for the attempts after it
+            while self._answers and self._answers[-1][0] >= attempt:
+                self._answers.pop()
+            self._answers.append((attempt, answered_at))
+        self._trim()
+
+    def clock_start(self, attempt: int, sent_at: float) -> float:
+        """When the attempt's timeout starts counting: when it was sent, or the last answer to
+        an attempt sent before it (the provider was still working through its queue)."""
+        k = bisect.bisect_left(self._answers, (attempt, -1.0))
+        return max(sent_at, self._answers[k - 1][1]) if k else sent_at
+
+    def _trim(self) -> None:
+        """Keep only the answers an attempt in flight can still ask for: of those to attempts
+        sent before every attempt in flight, the latest."""
+        oldest = next(iter(self._outstanding), self._sent + 1)
+        k = bisect.bisect_left(self._answers, (oldest, -1.0))
+        if k > 1:
+            del self._answers[: k - 1]
+
+
+#: The provider states of each event loop.
+_providers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, ProviderState]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def provider_state(key: Any, settings: GenerationSettings) -> ProviderState:
+    """The running loop's state of provider ``key``: shared while calls use it; a new one,
+    started from what earlier runs learned, once they all ended or the memory was emptied."""
+    states = _providers.setdefault(asyncio.get_running_loop(), {})
+    state = states.get(key)
+    if state is not None and (state.users or state.epoch == memory.epoch()):
+        return state
+    known = memory.recall(key)
+    learned = known.concurrency if known is not None else None
+    initial = settings.initial_concurrency if settings.adaptive else None
+    state = ProviderState(
+        key,
+        AdaptiveConcurrency(initial, None, settings.adaptive, learned=learned),
+        known.max_choices if known is not None else None,
+    )
+    states[key] = state
+    return state
+
+
+@dataclass
+class Place:
+    """A place in flight: one in the lane's cap and one in the provider's level."""
+
+    capped: Permit | None
+    provider: Permit
+
+
+class ClientSet:
+    """The copies of one model a lane's calls send through: one as the user configured it (for
+    answers) and one at the sampling temperature with the response cache off (for samples), per
+    connection pool; pools are added as calls in flight grow, and closed when the last call
+    using them ends."""
+
+    def __init__(self, llm: Any, settings: GenerationSettings) -> None:
+        self.llm = llm
+        self.settings = settings
+        self.users = 0
+        self.original: list[Any] = []
+        self.sampling: list[Any] = []
+        self.n_models: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._new_pool = http_pool_factory(llm)
+        self._pools: list[Any] = []
+        self._turn = 0
+        self._add()
+
+    def matches(self, llm: Any, settings: GenerationSettings) -> bool:
+        """Whether these are the copies a call of ``llm`` under ``settings`` sends through."""
+        mine = self.settings
+        return (
+            self.llm is llm
+            and mine.sampling_temperature == settings.sampling_temperature
+            and mine.disable_client_retries == settings.disable_client_retries
+        )
+
+    def _add(self) -> None:
+        """One more pool (where the model gets pools of the run's own) and its copies."""
+        pool = None
+        if self._new_pool is not None:
+            pool = self._new_pool()
+            self._pools.append(pool)
+        no_retry = self.settings.disable_client_retries
+        self.original.append(
+            derive_llm(self.llm, disable_client_retries=no_retry, http_client=pool)
+        )
+        self.sampling.append(
+            derive_llm(
+                self.llm,
+                temperature=self.settings.sampling_temperature,
+                disable_client_retries=no_retry,
+                disable_cache=True,
+                http_client=pool,
+            )
+        )
+
+    def reserve(self, in_flight: float) -> None:
+        """Pools enough for ``in_flight`` calls, made before the calls start (not between
+        their sends)."""
+        while self._new_pool is not None and in_flight > POOL_CONNECTIONS * len(self.original):
+            self._add()
+
+    def turn(self, in_flight: int) -> int:
+        """The copy (and pool) the next attempt uses, adding a pool where the calls in flight
+        outgrow the pools."""
+        self.reserve(in_flight)
+        self._turn = (self._turn + 1) % len(self.original)
+        return self._turn
+
+    async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
+
+
+class Lane:
+    """The limits one owner's calls to one provider share: the rate limit, the cap on calls in
+    flight, the provider's state, and the model's copies.
+
+    Args:
+        key: the provider.
+        settings: the generation settings the lane's limits come from.
+
+    Attributes:
+        cap: the most calls in flight (``max_concurrency`` and ``max_calls_per_min``, the lower;
+            ``None`` for none).
+        rate: the rate limit, or ``None``.
+        in_flight: the owner's calls to this provider in flight now.
+    """
+
+    def __init__(self, key: Any, settings: GenerationSettings) -> None:
+        self.key = key
+        caps = [c for c in (settings.max_concurrency, settings.max_calls_per_min) if c]
+        self.cap: int | None = min(caps) if caps else None
+        self._capped = AdaptiveConcurrency(self.cap, self.cap, adaptive=False) if self.cap else None
+        self.rate: RateLimiter | None = None
+        if settings.max_calls_per_min is not None:
+            self.rate = RateLimiter(settings.max_calls_per_min, settings.rate_limit_period)
+        self.provider: ProviderState | None = None
+        self.in_flight = 0
+        self._clients: list[ClientSet] = []
+
+    # -- a call enters and leaves ----------------------------------------------------------
+
+    def enter(
+        self, llm: Any, settings: GenerationSettings, calls: int
+    ) -> tuple[ProviderState, ClientSet]:
+        """A call of ``calls`` calls starts using the lane: the provider's state and the
+        model's copies, with pools enough for the calls it may add in flight."""
+        self.provider = provider_state(self.key, settings)
+        self.provider.users += 1
+        clients = next((c for c in self._clients if c.matches(llm, settings)), None)
+        if clients is None:
+            clients = ClientSet(llm, settings)
+            self._clients.append(clients)
+        clients.users += 1
+        clients.reserve(self.in_flight + min(self.limit, calls))
+        return self.provider, clients
+
+    async def leave(self, provider: ProviderState, clients: ClientSet) -> None:
+        """A call is done with the lane: the last one out closes the pools and records what was
+        learned about the provider."""
+        provider.users -= 1
+        learned = provider.concurrency.learned()
+        if learned is not None:
+            memory.remember(provider.key, concurrency=learned)
+        clients.users -= 1
+        if not clients.users:
+            self._clients.remove(clients)
+            await clients.aclose()
+
+    # -- places in flight ------------------------------------------------------------------
+
+    @property
+    def limit(self) -> float:
+        """The calls allowed in flight now: the cap and the provider's level, the lower."""
+        level = self.provider.concurrency.limit if self.provider else float("inf")
+        return level if self.cap is None else min(self.cap, level)
+
+    async def acquire(self, provider: ProviderState, priority: bool = False) -> Place:
+        """Wait for a place within the cap, then within the provider's level."""
+        capped = await self._capped.acquire(priority) if self._capped is not None else None
+        try:
+            place = Place(capped, await provider.concurrency.acquire(priority))
+        except BaseException:
+            if capped is not None:
+                assert self._capped is not None
+                self._capped.release(capped, None)
+            raise
+        self.in_flight += 1
+        return place
+
+    def release(self, provider: ProviderState, place: Place, latency: float | None) -> None:
+        """The call is done, or waits to try again (see ``AdaptiveConcurrency.release``)."""
+        self.in_flight -= 1
+        provider.concurrency.release(place.provider, latency)
+        if place.capped is not None:
+            assert self._capped is not None
+            self._capped.release(place.capped, None)
+
+
+def _limits_key(settings: GenerationSettings) -> tuple[Any, ...]:
+    return (
+        settings.max_concurrency,
+        settings.max_calls_per_min,
+        settings.rate_limit_period,
+        settings.adaptive,
+        settings.initial_concurrency,
+    )
+
+
+class SharedLimits:
+    """An owner's lanes: one per event loop, provider and limit settings.
+
+    A call takes its lane with :meth:`lane` when it starts; calls that start while the limit
+    settings are the same share it (a call started after ``max_concurrency`` changed gets a lane
+    of the new settings).
+    """
+
+    def __init__(self) -> None:
+        self._lanes: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple[Any, ...], Lane]
+        ] = weakref.WeakKeyDictionary()
+
+    def lane(self, llm: Any, settings: GenerationSettings) -> Lane:
+        """The running loop's lane for ``llm``'s provider under ``settings``' limits."""
+        lanes = self._lanes.setdefault(asyncio.get_running_loop(), {})
+        key = (provider_key(llm), _limits_key(settings))
+        found = lanes.get(key)
+        if found is None:
+            found = lanes[key] = Lane(key[0], settings)
+        return found
