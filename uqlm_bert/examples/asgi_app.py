@@ -73,7 +73,13 @@ from typing import Any
 
 from uqlm_bert.exceptions import ConfigurationError, UQLMBertError
 
-__all__ = ["ENVIRONMENT", "QuestionService", "create_app", "create_app_from_env"]
+__all__ = [
+    "ENVIRONMENT",
+    "QuestionService",
+    "create_app",
+    "create_app_from_env",
+    "until_disconnect",
+]
 
 logger = logging.getLogger("uqlm_bert")
 
