@@ -280,3 +280,38 @@ def test_threshold_script_skips_without_data(tmp_path, capsys):
         sys.path.remove(str(BENCH))
     assert eval_threshold.main(["--data", str(tmp_path / "absent.jsonl")]) == 0
     assert "nothing to measure" in capsys.readouterr().out
+
+
+# bench_async_app.py: a burst of one-prompt calls against one call, and a stream
+
+import bench_async_app as async_app  # noqa: E402
+
+
+def test_async_app_percentile_is_numpys():
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 20):
+        xs = rng.random(n).tolist()
+        for q in (0, 50, 95, 100):
+            assert async_app.percentile(xs, q) == pytest.approx(np.percentile(xs, q))
+
+
+@pytest.mark.network
+def test_async_app_script_writes_its_report(shared_data_dir, tmp_path, capsys):
+    n, m = 3, 2
+    args = ["--prompts", str(n), "--samples", str(m), "--rounds", "1", "--latencies", "0",
+            "--rate", "8", "--duration", "0.5", "--device", "cpu", "--out", str(tmp_path),
+            "--data", str(shared_data_dir / "wikibio_gpt3_dev.jsonl")]  # fmt: skip
+    assert async_app.main(args) == 0
+    out = json.loads((tmp_path / "async_app.json").read_text())
+    assert all(out["checks"].values())
+    rows = {r["variant"]: r for r in out["rows"]}
+    assert set(rows) == {async_app.BURST, async_app.ONE_CALL}
+    # either way, per prompt the answer and its samples in one call with n (ChatOpenAI)
+    assert all(r["calls"] == [2 * n] and r["text_mismatches"] == 0 for r in rows.values())
+    assert rows[async_app.ONE_CALL]["vs_one_call"] == 1.0
+    (stream,) = out["streams"]
+    assert stream["requests"] == 4 and stream["calls"] == 2 * 4  # 8 per second for 0.5 s
+    assert all(lat > 0 for lat in stream["latencies_s"])
+    printed = capsys.readouterr().out
+    assert (tmp_path / "async_app.md").read_text() in printed
+    assert "CPU: " in printed and ("AMX" in printed or "AVX512-BF16" in printed)
