@@ -118,13 +118,27 @@ def test_a_text_that_does_not_fit_alone_on_cuda_raises_the_typed_error():
     n_tokens = len(scorer.encoder.tokenize([text])[0])
     scorer.score(["warm up"], ["the kernels"])
     torch.cuda.empty_cache()
+    # The free blocks left inside the segments the allocator keeps (the model's, the warm-up's)
+    # could hold a whole pass of one text. Fill them with blocks of just over 1 MB (the
+    # allocator's large pool, where a pass's bigger tensors go) until two new segments had to
+    # be reserved, give the second back, and allow nothing beyond what is reserved: what is
+    # left free in each segment is under one block, less than the text's feed-forward tensors
+    # (400 tokens x 1,536 x 4 bytes, 2.4 MB).
+    fillers, grown = [], 0
+    while grown < 2:
+        before = torch.cuda.memory_reserved()
+        fillers.append(torch.empty(2**20 + 2**12, dtype=torch.uint8, device="cuda"))
+        grown += torch.cuda.memory_reserved() > before
+    fillers.pop()
+    torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + 2**20) / total)
+    torch.cuda.set_per_process_memory_fraction(torch.cuda.memory_reserved() / total)
     try:
         with pytest.raises(DeviceOutOfMemoryError) as info:
             scorer.score([text], [text])
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0)
+        del fillers
         torch.cuda.empty_cache()
     message = str(info.value)
     assert f"{n_tokens} tokens" in message and "device='cpu'" in message

@@ -344,18 +344,21 @@ class LLMCaller:
     async def _send(self, messages: Sequence[BaseMessage], sample: bool, n: int) -> list[str]:
         """One attempt: the reply's texts, ``n`` or fewer."""
         clients = self._clients
-        turn = clients.turn(self.lane.in_flight)
-        if n == 1:
-            llm = clients.sampling[turn] if sample else clients.original[turn]
-            return [message_text(await llm.ainvoke(list(messages)))]
-        if turn not in clients.n_models:
-            # streaming merges the choices into one: off for calls that ask for several
-            model, kwargs = unbind(clients.sampling[turn])
-            if "disable_streaming" in getattr(type(model), "model_fields", {}):
-                model = model.model_copy(update={"disable_streaming": True})
-            clients.n_models[turn] = (model, kwargs)
-        model, kwargs = clients.n_models[turn]
-        result = await model.agenerate([list(messages)], n=n, **kwargs)
+        turn = clients.checkout()
+        try:
+            if n == 1:
+                llm = clients.sampling[turn] if sample else clients.original[turn]
+                return [message_text(await llm.ainvoke(list(messages)))]
+            if turn not in clients.n_models:
+                # streaming merges the choices into one: off for calls that ask for several
+                model, kwargs = unbind(clients.sampling[turn])
+                if "disable_streaming" in getattr(type(model), "model_fields", {}):
+                    model = model.model_copy(update={"disable_streaming": True})
+                clients.n_models[turn] = (model, kwargs)
+            model, kwargs = clients.n_models[turn]
+            result = await model.agenerate([list(messages)], n=n, **kwargs)
+        finally:
+            clients.checkin(turn)
         choices = result.generations[0][:n] if result.generations else []
         if not choices:
             raise MalformedReplyError("the LLM reply holds no choices")

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -198,19 +199,18 @@ def http_pool_factory(llm: Any) -> Callable[[], Any] | None:
         return None
     import openai
 
-    shared: dict[str, Any] = {}
+    context = _tls_context(openai.DefaultAsyncHttpxClient.__mro__[1].__module__)
+    shared = {"verify": context} if context is not None else {}
+    return lambda: openai.DefaultAsyncHttpxClient(**shared)
 
-    def new_pool() -> Any:
-        pool = openai.DefaultAsyncHttpxClient(**shared)
-        if not shared:
-            # one TLS context for all the pools (each would load the certificate store again)
-            module = sys.modules.get(type(pool).__mro__[1].__module__.split(".")[0])
-            make_context = getattr(module, "create_ssl_context", None)
-            if make_context is not None:
-                shared["verify"] = make_context(verify=True, trust_env=True)
-        return pool
 
-    return new_pool
+@functools.lru_cache(maxsize=None)
+def _tls_context(client_module: str) -> Any:
+    """One TLS context per process for the pools made here, from the HTTP library's own
+    defaults (loading the certificate store costs about 0.1 s of CPU each time)."""
+    module = sys.modules.get(client_module.split(".")[0])
+    make_context = getattr(module, "create_ssl_context", None)
+    return make_context(verify=True, trust_env=True) if make_context is not None else None
 
 
 def _client_update(

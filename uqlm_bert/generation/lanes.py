@@ -168,7 +168,7 @@ class ClientSet:
         self.n_models: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._new_pool = http_pool_factory(llm)
         self._pools: list[Any] = []
-        self._turn = 0
+        self._sending: list[int] = []  # attempts in flight per copy
         self._add()
 
     def matches(self, llm: Any, settings: GenerationSettings) -> bool:
@@ -206,12 +206,22 @@ class ClientSet:
         while self._new_pool is not None and in_flight > POOL_CONNECTIONS * len(self.original):
             self._add()
 
-    def turn(self, in_flight: int) -> int:
-        """The copy (and pool) the next attempt uses, adding a pool where the calls in flight
-        outgrow the pools."""
-        self.reserve(in_flight)
-        self._turn = (self._turn + 1) % len(self.original)
-        return self._turn
+    def checkout(self) -> int:
+        """The copy (and pool) the next attempt uses: the one with the fewest attempts in
+        flight, so that connections spread evenly; a new pool when every pool is full."""
+        if len(self._sending) < len(self.original):
+            self._sending.extend([0] * (len(self.original) - len(self._sending)))
+        turn = min(range(len(self._sending)), key=self._sending.__getitem__)
+        if self._new_pool is not None and self._sending[turn] >= POOL_CONNECTIONS:
+            self._add()
+            self._sending.append(0)
+            turn = len(self._sending) - 1
+        self._sending[turn] += 1
+        return turn
+
+    def checkin(self, turn: int) -> None:
+        """The attempt on copy ``turn`` is back."""
+        self._sending[turn] -= 1
 
     async def aclose(self) -> None:
         for pool in self._pools:
