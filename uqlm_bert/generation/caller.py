@@ -385,7 +385,7 @@ class LLMCaller:
             ) from exc
         if info.kind == "rate_limit":
             self.stats.rate_limited += 1
-        if info.kind in _CONGESTION and permit is not None:
+        if info.kind in _CONGESTION and permit is not None and permit.provider is not None:
             self.provider.concurrency.congestion(permit.provider, info.kind)
         if info.kind == "connection" and not self._answered:
             self._connect_failures += 1

@@ -204,7 +204,7 @@ def http_pool_factory(llm: Any) -> Callable[[], Any] | None:
     return lambda: openai.DefaultAsyncHttpxClient(**shared)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tls_context(client_module: str) -> Any:
     """One TLS context per process for the pools made here, from the HTTP library's own
     defaults (loading the certificate store costs about 0.1 s of CPU each time)."""

@@ -82,7 +82,6 @@ class ProviderState:
         self.concurrency = concurrency
         self.max_choices = max_choices
         self.users = 0
-        self.epoch = memory.epoch()
         self._sent = 0
         self._outstanding: dict[int, None] = {}  # attempts in flight, by send order
         # answers as (attempt, time), both increasing: for an attempt, the latest answer to
@@ -127,18 +126,19 @@ _providers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Any, Provi
 
 
 def provider_state(key: Any, settings: GenerationSettings) -> ProviderState:
-    """The running loop's state of provider ``key``: shared while calls use it; a new one,
-    started from what earlier runs learned, once they all ended or the memory was emptied."""
+    """The running loop's state of provider ``key``: shared while calls use it; once they all
+    ended, a new one, started from what earlier runs learned (:mod:`~uqlm_bert.generation.
+    memory`, where each call leaves what it learned)."""
     states = _providers.setdefault(asyncio.get_running_loop(), {})
     state = states.get(key)
-    if state is not None and (state.users or state.epoch == memory.epoch()):
+    if state is not None and state.users:
         return state
     known = memory.recall(key)
     learned = known.concurrency if known is not None else None
-    initial = settings.initial_concurrency if settings.adaptive else None
+    initial = settings.initial_concurrency if settings.adaptive else None  # as the first lane
     state = ProviderState(
         key,
-        AdaptiveConcurrency(initial, None, settings.adaptive, learned=learned),
+        AdaptiveConcurrency(initial, None, learned=learned),
         known.max_choices if known is not None else None,
     )
     states[key] = state
@@ -150,7 +150,7 @@ class Place:
     """A place in flight: one in the lane's cap and one in the provider's level."""
 
     capped: Permit | None
-    provider: Permit
+    provider: Permit | None  # None in a lane that does not adapt
 
 
 class ClientSet:
@@ -245,6 +245,7 @@ class Lane:
 
     def __init__(self, key: Any, settings: GenerationSettings) -> None:
         self.key = key
+        self.adaptive = settings.adaptive  # whether calls also keep within the provider's level
         caps = [c for c in (settings.max_concurrency, settings.max_calls_per_min) if c]
         self.cap: int | None = min(caps) if caps else None
         self._capped = AdaptiveConcurrency(self.cap, self.cap, adaptive=False) if self.cap else None
@@ -289,14 +290,17 @@ class Lane:
     @property
     def limit(self) -> float:
         """The calls allowed in flight now: the cap and the provider's level, the lower."""
-        level = self.provider.concurrency.limit if self.provider else float("inf")
+        level = float("inf")
+        if self.adaptive and self.provider is not None:
+            level = self.provider.concurrency.limit
         return level if self.cap is None else min(self.cap, level)
 
     async def acquire(self, provider: ProviderState, priority: bool = False) -> Place:
         """Wait for a place within the cap, then within the provider's level."""
         capped = await self._capped.acquire(priority) if self._capped is not None else None
         try:
-            place = Place(capped, await provider.concurrency.acquire(priority))
+            level = await provider.concurrency.acquire(priority) if self.adaptive else None
+            place = Place(capped, level)
         except BaseException:
             if capped is not None:
                 assert self._capped is not None
@@ -308,7 +312,8 @@ class Lane:
     def release(self, provider: ProviderState, place: Place, latency: float | None) -> None:
         """The call is done, or waits to try again (see ``AdaptiveConcurrency.release``)."""
         self.in_flight -= 1
-        provider.concurrency.release(place.provider, latency)
+        if place.provider is not None:
+            provider.concurrency.release(place.provider, latency)
         if place.capped is not None:
             assert self._capped is not None
             self._capped.release(place.capped, None)

@@ -34,7 +34,6 @@ __all__ = [
     "MAX_PROVIDERS",
     "ProviderKey",
     "ProviderMemory",
-    "epoch",
     "forget_learned_limits",
     "recall",
     "remember",
@@ -65,7 +64,6 @@ class ProviderMemory:
 
 _lock = threading.Lock()
 _memory: OrderedDict[ProviderKey, ProviderMemory] = OrderedDict()
-_epoch = 0  # counts the times the memory was emptied
 
 
 def recall(key: ProviderKey) -> ProviderMemory | None:
@@ -96,13 +94,5 @@ def forget_learned_limits() -> None:
         >>> from uqlm_bert.generation import forget_learned_limits
         >>> forget_learned_limits()
     """
-    global _epoch
     with _lock:
         _memory.clear()
-        _epoch += 1
-
-
-def epoch() -> int:
-    """How many times the memory was emptied: state kept elsewhere from an earlier epoch (a
-    provider's live congestion control) is not used by calls that start after it."""
-    return _epoch
