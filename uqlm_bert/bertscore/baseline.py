@@ -128,8 +128,13 @@ def compute_baseline(
     check_int("seed", seed, None)
     rng = random.Random(seed)
     pairs = [rng.sample(range(len(distinct)), 2) for _ in range(num_pairs)]
-    # model_type, device, batch_size, lang and trust_remote_code
-    settings = BERTScoreSettings(**BERTScoreSettings.arguments_of(locals()))
+    settings = BERTScoreSettings(
+        model_type=model_type,
+        device=device,
+        batch_size=batch_size,
+        lang=lang,
+        trust_remote_code=trust_remote_code,
+    )
     enc = load_encoder(settings, all_layers=True)
     zero = {
         getattr(enc.tokenizer, "cls_token_id", None),
