@@ -92,12 +92,11 @@ class BlackBoxUQ:
             retried; 401/403 stop the run with :class:`~uqlm_bert.AuthenticationFailedError`.
         request_timeout: seconds one attempt may take before it counts as a timeout.
         show_progress_bars: progress bars for generation and scoring (terminal and notebook).
-        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang,
-            batch_size, max_length, dtype, long_texts: BERTScore settings (see
-            :class:`~uqlm_bert.BERTScorer`; ``long_texts`` also for ``cosine_sim``), built once
-            into one :class:`~uqlm_bert.BERTScoreSettings` on top of the scorers' defaults
-            (:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`: fixed idf weights, the
-            fastest safe dtype, long texts read whole in windows, not cut as uqlm does).
+        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype, long_texts:
+            BERTScore settings (see :class:`~uqlm_bert.BERTScorer`; ``long_texts`` also for
+            ``cosine_sim``), built once into one :class:`~uqlm_bert.BERTScoreSettings` on top of
+            the scorers' defaults (:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`: fixed
+            idf weights, the fastest safe dtype, long texts read whole in windows, not cut).
         scorer_kwargs: further settings for the scorers (``exact_match_normalize``, ...); a
             setting no chosen scorer accepts is an error.
         retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in
