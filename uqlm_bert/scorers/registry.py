@@ -359,9 +359,9 @@ def _exact_match(settings: ExactMatchSettings) -> Scorer:
 
 def _text(kind: str) -> Callable[[], Scorer]:
     def make() -> Scorer:
-        from uqlm_bert.scorers import text
+        from uqlm_bert.scorers.text import BleuScorer, RougeLScorer
 
-        return text.RougeLScorer() if kind == "rouge_l" else text.BleuScorer()
+        return RougeLScorer() if kind == "rouge_l" else BleuScorer()
 
     return make
 
