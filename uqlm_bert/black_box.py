@@ -224,19 +224,21 @@ class BlackBoxUQ:
         self.score_batch_size = score_batch_size
         self._scorer_settings = merge_scorer_kwargs(
             scorer_kwargs,
-            model_type=model_type,
-            num_layers=num_layers,
-            idf=idf,
-            idf_sents=idf_sents,
-            rescale_with_baseline=rescale_with_baseline,
-            baseline_path=baseline_path,
-            lang=lang,
-            device=device,
-            batch_size=batch_size,
-            max_length=max_length,
-            dtype=dtype,
-            long_texts=long_texts,
-            bertscore=bertscore,
+            {
+                "model_type": model_type,
+                "num_layers": num_layers,
+                "idf": idf,
+                "idf_sents": idf_sents,
+                "rescale_with_baseline": rescale_with_baseline,
+                "baseline_path": baseline_path,
+                "lang": lang,
+                "device": device,
+                "batch_size": batch_size,
+                "max_length": max_length,
+                "dtype": dtype,
+                "long_texts": long_texts,
+                "bertscore": bertscore,
+            },
         )
         self._scorer_settings.update(sentence_transformer_setting(sentence_transformer, scorers))
         self.scorers: list[Scorer] = build_scorers(scorers, **self._scorer_settings)

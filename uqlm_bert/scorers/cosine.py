@@ -151,16 +151,8 @@ class CosineSimScorer(PairwiseScorer):
         ids = enc.tokenize(texts)  # up to the reading plan's token limit
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out = np.zeros((len(ids), enc.hidden_size))
-        size = self.batch_size
-        bar = tqdm(
-            total=len(ids),
-            desc="cosine_sim",
-            unit="text",
-            delay=1.0,
-            disable=not show_progress_bars,
-            leave=False,
-        )
-        with bar:
+        size, hidden = self.batch_size, not show_progress_bars
+        with tqdm(total=len(ids), desc="cosine_sim", unit="text", delay=1.0, disable=hidden) as bar:
             for group in _groups([len(ids[i]) for i in order]):
                 idx = [order[k] for k in group]
                 seqs = [ids[i] for i in idx]

@@ -253,19 +253,19 @@ def scorer_settings(names: Sequence[str], **settings: Any) -> dict[str, Any]:
 
 
 def merge_scorer_kwargs(
-    scorer_kwargs: Mapping[str, Any] | None, **arguments: Any
+    scorer_kwargs: Mapping[str, Any] | None, arguments: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """An entry point's scorer settings: its own arguments, written out by name (``None``: not
-    given), with ``scorer_kwargs`` beside them, as :func:`build_scorers` and
+    """An entry point's scorer settings: its own ``arguments``, by name (``None``: not given),
+    with ``scorer_kwargs`` beside them, as :func:`build_scorers` and
     :func:`scorer_settings` take them (which check the names and values).
 
     Raises:
         ConfigurationError: a setting given both as an argument and in ``scorer_kwargs``.
 
     Example:
-        >>> merge_scorer_kwargs({"exact_match_normalize": False}, num_layers=4, idf=None)
+        >>> merge_scorer_kwargs({"exact_match_normalize": False}, {"num_layers": 4, "idf": None})
         {'num_layers': 4, 'idf': None, 'exact_match_normalize': False}
-        >>> merge_scorer_kwargs({"num_layers": 5}, num_layers=4)
+        >>> merge_scorer_kwargs({"num_layers": 5}, {"num_layers": 4})
         Traceback (most recent call last):
         ...
         uqlm_bert.exceptions.ConfigurationError: num_layers given both as an argument and in scorer_kwargs; give it once
