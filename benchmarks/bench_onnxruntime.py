@@ -14,7 +14,7 @@ attention, the graph that ONNX Runtime's transformer optimizer fuses into its ``
 process, with interleaved rounds after a warm-up, it times the forward over the unique texts of
 realistic (answer, sample) pairs, sorted by length and cut into batches as the scorer does:
 
-- uqlm-bert exact: ``Encoder.embed_batch`` in float32 (the packed forward, no work on padding
+- uqlm-bert exact: ``Encoder.embed_packed`` in float32 (the packed forward, no work on padding
   outside attention) under ``Encoder.reuse_workspace()``, the scorer's own call;
 - uqlm-bert fast: the same in bfloat16 (when the CPU supports bfloat16 in oneDNN);
 - the transformers forward in float32 on padded batches (what the packed forward replaces);
@@ -261,13 +261,13 @@ def ort_embedder(
 
 
 def ours_embedder(encoder: object) -> Callable[[Sequence[Sequence[Sequence[int]]]], Embeddings]:
-    """Embed batches as the scorer does: ``embed_batch`` under one ``reuse_workspace`` block."""
+    """Embed batches as the scorer does: ``embed_packed`` under one ``reuse_workspace`` block."""
 
     def embed(batches: Sequence[Sequence[Sequence[int]]]) -> Embeddings:
         result: Embeddings = []
         with encoder.reuse_workspace():
             for batch in batches:
-                result.extend(encoder.embed_batch(batch))
+                result.extend(encoder.embed_packed(batch).split([len(ids) for ids in batch]))
         return result
 
     return embed
@@ -282,7 +282,15 @@ def padded_torch_embedder(
     def embed(batches: Sequence[Sequence[Sequence[int]]]) -> Embeddings:
         result: Embeddings = []
         for batch in batches:
-            result.extend(h / h.norm(dim=-1, keepdim=True) for h in encoder._padded_states(batch))
+            lens = [len(ids) for ids in batch]
+            ids = torch.zeros((len(batch), max(lens)), dtype=torch.long)
+            for i, row in enumerate(batch):
+                ids[i, : len(row)] = torch.tensor(row)
+            mask = (torch.arange(max(lens))[None, :] < torch.tensor(lens)[:, None]).long()
+            with torch.inference_mode():
+                hidden = encoder.model(ids, attention_mask=mask)[0].float()
+            hidden = hidden / hidden.norm(dim=-1, keepdim=True)
+            result.extend(hidden[i, :n] for i, n in enumerate(lens))
         return result
 
     return embed

@@ -148,7 +148,8 @@ def embed_all(enc, seqs: list[np.ndarray], batch: int = 32) -> list[torch.Tensor
     with enc.reuse_workspace():
         for b in range(0, len(order), batch):
             idx = order[b : b + batch]
-            for i, e in zip(idx, enc.embed_batch([seqs[i] for i in idx]), strict=True):
+            rows = enc.embed_packed([seqs[i] for i in idx]).split([len(seqs[i]) for i in idx])
+            for i, e in zip(idx, rows, strict=True):
                 out[i] = e
     return out  # type: ignore[return-value]
 
@@ -203,7 +204,8 @@ def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dic
             out[rule].append(torch.cat((head, own_emb, tail)))
     cost = sum(len(q) for q in seqs) / sum(len(t) for t in ids)
     split = split_in_windows(ids, frame, overlap)
-    engine = split.stitch(embed_all(enc, split.sequences), normalize=True)
+    stitched = split.stitch_packed(torch.cat(embed_all(enc, split.sequences)), normalize=True)
+    engine = stitched.split(split.lengths)
     for mine, theirs in zip(out["mean of windows"], engine, strict=True):
         assert torch.allclose(mine, theirs, atol=1e-5), "the engine's stitching differs"
     return out, cost

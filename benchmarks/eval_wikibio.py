@@ -337,7 +337,9 @@ def _embed_all(enc, texts, ids, batch_size, show, desc) -> dict[str, torch.Tenso
     out = {}
     for b in tqdm(range(0, len(order), batch_size), desc=desc, leave=False, disable=not show):
         batch = order[b : b + batch_size]
-        for t, e in zip(batch, enc.embed_batch([ids[t] for t in batch]), strict=True):
+        seqs = [ids[t] for t in batch]
+        rows = enc.embed_packed(seqs).split([len(s) for s in seqs])
+        for t, e in zip(batch, rows, strict=True):
             out[t] = e.float().cpu()
     return out
 

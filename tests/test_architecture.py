@@ -1,4 +1,6 @@
-"""The package's shape: no import cycles, cheap imports, and no process-wide state changed."""
+"""The package's shape, as docs/architecture.md states it: no module over 600 lines, no import
+cycle (lazy imports included), warnings through one helper, cheap imports, and no process-wide
+state beyond the caches and memories the page names."""
 
 from __future__ import annotations
 
@@ -24,28 +26,33 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _top_level_imports(path: Path) -> set[str]:
-    """The uqlm_bert modules a module imports when it is imported (not inside functions and not
-    under ``if TYPE_CHECKING``)."""
+def _imports(path: Path, lazy: bool) -> set[str]:
+    """The uqlm_bert modules a module imports: when it is imported (not inside functions and not
+    under ``if TYPE_CHECKING``), or with ``lazy`` anywhere in it (inside functions, and for type
+    checking, too)."""
     tree = parse_source(path)
     found: set[str] = set()
+    nodes: list[ast.AST] = []
     for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not lazy and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             continue
-        for sub in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) else []:
-            if isinstance(sub, ast.Import):
-                found.update(a.name for a in sub.names if a.name.startswith("uqlm_bert"))
-            elif isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("uqlm_bert"):
-                found.add(sub.module)
-                found.update(f"{sub.module}.{a.name}" for a in sub.names)
+        if not lazy and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        nodes.extend(ast.walk(node))
+    for sub in nodes:
+        if isinstance(sub, ast.Import):
+            found.update(a.name for a in sub.names if a.name.startswith("uqlm_bert"))
+        elif isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("uqlm_bert"):
+            found.add(sub.module)
+            found.update(f"{sub.module}.{a.name}" for a in sub.names)
     return found
 
 
-def _import_graph() -> dict[str, set[str]]:
+def _import_graph(lazy: bool = False) -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        targets = {t for t in _top_level_imports(path) if t in modules}
+        targets = {t for t in _imports(path, lazy) if t in modules}
         # importing a submodule runs its packages' __init__ first
         graph[name] = {t for t in targets if t != name}
         for t in list(graph[name]):
@@ -56,8 +63,11 @@ def _import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_the_import_graph_has_no_cycle():
-    graph = _import_graph()
+@pytest.mark.parametrize("lazy", [False, True], ids=["at-import", "lazy-included"])
+def test_the_import_graph_has_no_cycle(lazy):
+    """Neither the imports run when a module is imported nor all of them, those inside
+    functions and for type checking included, go round in a circle."""
+    graph = _import_graph(lazy)
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -77,6 +87,122 @@ def test_the_import_graph_has_no_cycle():
         if state.get(node) is None:
             visit(node)
     assert len(graph) > 40  # the walk really saw the package
+
+
+#: The most lines a module may have.
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_600_lines():
+    sizes = {
+        str(p.relative_to(REPO_ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in PACKAGE.rglob("*.py")
+    }
+    assert len(sizes) > 40
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+#: Library code that issues a warning with ``warnings.warn`` instead of ``_warn.warn_user``,
+#: and why (docs/architecture.md names them too).
+WARNS_DIRECTLY = {
+    # the connection warning of a run's calls: a fixed stacklevel, not yet the one helper
+    "uqlm_bert/generation/caller.py",
+}
+
+
+def test_every_library_warning_goes_through_warn_user():
+    """Only ``_warn.py`` calls ``warnings.warn`` (and the modules named above); everything
+    else warns through ``warn_user``, which points at the user's line."""
+    direct = set()
+    for path in PACKAGE.rglob("*.py"):
+        name = str(path.relative_to(REPO_ROOT))
+        for node in ast.walk(parse_source(path)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "warn"
+                and ast.unparse(node.func.value) == "warnings"
+            ):
+                direct.add(name)
+    assert direct - {"uqlm_bert/_warn.py"} <= WARNS_DIRECTLY
+
+
+#: The package's process-wide state, by module: what one part of a process does there, every
+#: other part sees. docs/architecture.md names each, and why it is shared.
+SHARED_STATE = {
+    # loaded models and tokenizers, keyed by everything that changes the numbers
+    "uqlm_bert/bertscore/cache.py": {"MODELS", "TOKENIZERS"},
+    # the idf tables: the shipped ones read once, a tokenizer's table built once
+    "uqlm_bert/bertscore/fixed_idf.py": {"_MEMO", "_shipped_embedded", "_shipped_word_table"},
+    # what runs learned about a provider: limits belong to the provider, not to a call
+    "uqlm_bert/generation/memory.py": {"_memory"},
+    # the csv field limit, which the csv module keeps process-wide, lifted while CSV is read
+    "uqlm_bert/io/csv_reading.py": {"_CSV_READERS", "_CSV_SAVED_LIMIT"},
+    # the sentence splitter of each language, built once
+    "uqlm_bert/scorers/sentences.py": {"_segmenter"},
+    # the scorer names: register_scorer adds one for the whole process
+    "uqlm_bert/scorers/registry.py": {"_REGISTRY"},
+}
+
+_MUTATING_METHODS = {
+    "append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear",
+    "remove", "discard", "add", "move_to_end", "get",
+}  # fmt: skip
+
+
+def _shared_state(path: Path) -> set[str]:
+    """Module-level names of ``path`` that hold state its functions change: a container
+    assigned to or mutated in a function (or declared ``global`` there), or a cache decorator
+    on a module-level function (``functools.cache``, ``lru_cache``)."""
+    tree = parse_source(path)
+    top: set[str] = set()
+    found: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        top.update(t.id for t in targets if isinstance(t, ast.Name))
+        if isinstance(node, ast.FunctionDef) and any(
+            "cache" in ast.unparse(d) for d in node.decorator_list
+        ):
+            found.add(node.name)
+    functions = [
+        n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    for function in functions:
+        local = {a.arg for a in function.args.args + function.args.kwonlyargs}
+        for node in ast.walk(function):
+            if isinstance(node, ast.Global):
+                found.update(n for n in node.names if n in top)
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+                targets = node.targets if not isinstance(node, ast.AugAssign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                        if t.value.id in top and t.value.id not in local:
+                            found.add(t.value.id)
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATING_METHODS - {"get"}
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in top
+                and node.func.value.id not in local
+            ):
+                found.add(node.func.value.id)
+    # a cache object of the package's own, kept at module level and filled through .get
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and "LRUCache(" in ast.unparse(node.value):
+            found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return found
+
+
+def test_process_wide_state_is_only_what_the_architecture_page_names():
+    found = {
+        str(p.relative_to(REPO_ROOT)): state
+        for p in PACKAGE.rglob("*.py")
+        if (state := _shared_state(p))
+    }
+    assert found == SHARED_STATE
 
 
 def _run(code: str) -> str:

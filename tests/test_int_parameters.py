@@ -28,7 +28,11 @@ INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?$")
 #: Int parameters the package passes from its own counters or from a checked settings object,
 #: or fields of records it builds and hands back: not values a user gives.
 NOT_GIVEN_BY_USERS = {
-    "uqlm_bert.bertscore.models.LoadedModel.num_layers",
+    "uqlm_bert.bertscore.encoder.LoadedModel.num_layers",
+    "uqlm_bert.bertscore.resolve.ReadingPlan.max_length",
+    "uqlm_bert.bertscore.resolve.resolve_max_length.max_length",
+    "uqlm_bert.bertscore.resolve.resolve_max_length.default",
+    "uqlm_bert.bertscore.resolve.plan_reading.max_length_default",
     "uqlm_bert.bertscore.cache.LRUCache.size",
     "uqlm_bert.bertscore.layer_stack.LayerStack.count",
     "uqlm_bert.bertscore.layer_stack.truncate_layers.num_layers",
@@ -280,9 +284,6 @@ def _windows(fn: str, **kwargs: Any) -> Any:
         "Frame": lambda window: windows.Frame((), (), window),
         "Frame.of": lambda window: windows.Frame.of(_NoSpecials(), window),
         "split_in_windows": lambda min_overlap: windows.split_in_windows([[1]], frame, min_overlap),
-        "embed_in_windows": lambda min_overlap: windows.embed_in_windows(
-            [[1]], frame, list, False, min_overlap
-        ),
         "texts_done": lambda sequences_done: windows.split_in_windows([[1]], frame).texts_done(
             sequences_done
         ),
@@ -416,9 +417,6 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "uqlm_bert.bertscore.models.load_encoder.max_length_default": (
         lambda v, _: _models("load_encoder", max_length_default=v)
     ),
-    "uqlm_bert.bertscore.models.load_token_limit.max_length": (
-        lambda v, _: _models("load_token_limit", max_length=v)
-    ),
     **{
         f"uqlm_bert.scorers.settings.CosineSettings.{name}": (
             lambda v, _, n=name: _cosine_settings(**{n: v})
@@ -435,9 +433,6 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "uqlm_bert.bertscore.windows.Frame.of.window": lambda v, _: _windows("Frame.of", window=v),
     "uqlm_bert.bertscore.windows.split_in_windows.min_overlap": (
         lambda v, _: _windows("split_in_windows", min_overlap=v)
-    ),
-    "uqlm_bert.bertscore.windows.embed_in_windows.min_overlap": (
-        lambda v, _: _windows("embed_in_windows", min_overlap=v)
     ),
     "uqlm_bert.bertscore.windows.WindowSplit.texts_done.sequences_done": (
         lambda v, _: _windows("texts_done", sequences_done=v)

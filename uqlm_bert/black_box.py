@@ -38,7 +38,7 @@ from uqlm_bert.inputs import scoring_lists
 from uqlm_bert.pipeline import Scored, generate_and_score, score_rows
 from uqlm_bert.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
-from uqlm_bert.scorers.registry import build_scorers, scorer_spec
+from uqlm_bert.scorers.registry import build_scorers, merge_scorer_kwargs, scorer_spec
 from uqlm_bert.scoring_queue import ScoringQueues
 from uqlm_bert.uqlm_arguments import refuse_what_needs_another_model, sentence_transformer_setting
 
@@ -82,12 +82,11 @@ class BlackBoxUQ:
             retried; 401/403 stop the run with :class:`~uqlm_bert.AuthenticationFailedError`.
         request_timeout: seconds one attempt may take before it counts as a timeout.
         show_progress_bars: progress bars for generation and scoring (terminal and notebook).
-        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype: BERTScore settings of the ``bert_score`` scorers (see :class:`~uqlm_bert.BERTScorer`), built once into one :class:`~uqlm_bert.BERTScoreSettings` on top of the scorers' defaults (:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`). Those are the engine's except ``idf="auto"``: fixed token weights from English word frequencies, which rank answers better and keep a prompt's score independent of the other prompts (``idf=False`` is plain BERTScore). ``max_length`` counts tokens.
-        long_texts: ``"window"`` (the default) reads an answer or sample longer than the
-            model's window (512 tokens for the embedded model) in overlapping windows and scores
-            it whole; ``"truncate"`` cuts it there, as bert_score and uqlm do. For the
-            BERTScore scorers, sentence scores, ``use_best`` and ``cosine_sim``; texts that fit
-            score the same either way.
+        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype, long_texts:
+            BERTScore settings (see :class:`~uqlm_bert.BERTScorer`; ``long_texts`` also for
+            ``cosine_sim``), built once into one :class:`~uqlm_bert.BERTScoreSettings` on top of
+            the scorers' defaults (:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`: fixed
+            idf weights, the fastest safe dtype, long texts read whole in windows, not cut).
         scorer_kwargs: further settings for the scorers (``exact_match_normalize``, ...); a
             setting no chosen scorer accepts is an error.
         retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in
@@ -100,9 +99,9 @@ class BlackBoxUQ:
             must keep their defaults.
         bertscore: all the BERTScore settings as one :class:`~uqlm_bert.BERTScoreSettings`,
             passed whole to the ``bert_score`` scorers; the BERTScore arguments above (and
-            ``device``) then must be left out. Build it with
-            ``BERTScoreSettings.for_scorers(...)`` to start from the scorers' defaults
-            (``BERTScoreSettings(...)`` starts from ``BERTScorer``'s).
+            ``device``) then must be left out. What it leaves unset takes the scorers'
+            defaults, as for the arguments: ``bertscore=BERTScoreSettings(num_layers=4)``
+            scores as ``num_layers=4`` does.
         use_best: return as each prompt's answer the candidate (original answer or sample) that
             agrees most with the others, scored against them (see
             :mod:`uqlm_bert.scorers.best`); the result says which was chosen
@@ -213,20 +212,24 @@ class BlackBoxUQ:
         self.generation = flat if generation is None else generation  # its type checked there
         self.show_progress_bars = show_progress_bars
         self.score_batch_size = score_batch_size
-        # flat keywords and objects alike go to the registry, which builds each scorer's
-        # settings object once (BlackBoxUQ's defaults: the scorers') and refuses what no
-        # chosen scorer takes, or settings given both whole and flat
-        self._scorer_settings: dict[str, Any] = {
-            **BERTScoreSettings.arguments_of(locals()),  # device, model_type, ..., dtype
-            "bertscore": bertscore,
-        }
-        given = {k for k, v in self._scorer_settings.items() if v is not None}
-        overlap = sorted(set(scorer_kwargs or {}) & given)
-        if overlap:
-            raise ConfigurationError(
-                f"{', '.join(overlap)} given both as an argument and in scorer_kwargs; give it once"
-            )
-        self._scorer_settings.update(scorer_kwargs or {})
+        self._scorer_settings = merge_scorer_kwargs(
+            scorer_kwargs,
+            {
+                "model_type": model_type,
+                "num_layers": num_layers,
+                "idf": idf,
+                "idf_sents": idf_sents,
+                "rescale_with_baseline": rescale_with_baseline,
+                "baseline_path": baseline_path,
+                "lang": lang,
+                "device": device,
+                "batch_size": batch_size,
+                "max_length": max_length,
+                "dtype": dtype,
+                "long_texts": long_texts,
+                "bertscore": bertscore,
+            },
+        )
         self._scorer_settings.update(sentence_transformer_setting(sentence_transformer, scorers))
         self.scorers: list[Scorer] = build_scorers(scorers, **self._scorer_settings)
         self.use_best = bool(use_best)
@@ -588,8 +591,7 @@ class BlackBoxUQ:
                 return scorer.engine
         if not build:
             return None
-        given = {k: v for k, v in self._scorer_settings.items() if v is not None}
-        return scorer_spec("bert_score").build(**given).engine  # type: ignore[attr-defined]
+        return scorer_spec("bert_score").build(**self._scorer_settings).engine  # type: ignore[attr-defined]
 
     def _show(self, override: bool | None) -> bool:
         return self.show_progress_bars if override is None else bool(override)

@@ -9,12 +9,15 @@ retry depends on it). The engine uses it for long pairs only, and only in bfloat
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
-from uqlm_bert.bertscore import pair_scoring, resolve
+from uqlm_bert.bertscore import clear_model_cache, pair_scoring, resolve
 from uqlm_bert.bertscore.matching import greedy_match_rows, greedy_match_rows_found_in
+from uqlm_bert.bertscore.models import load_encoder
 from uqlm_bert.bertscore.pair_scoring import FIND_IN_REDUCED_FROM, _aux_table, _block_rows
 
 DIM = 384
@@ -96,9 +99,11 @@ def test_a_pair_scores_the_same_alone_and_padded_among_others_and_padding_never_
     texts = [a, b, c, -c]
     pairs = [(0, 1), (2, 3), (1, 0)]
     _, together = _both(texts, pairs)
+    # the same arithmetic: only float32 rounding may differ, where a multi-threaded product
+    # splits its sums by the block's shape (a sum of n terms errs by at most n * 2**-24)
     for k, pair in enumerate(pairs):
         _, alone = _both(texts, [pair])
-        assert torch.equal(together[k], alone[0])
+        assert torch.allclose(together[k], alone[0], atol=610 * 2.0**-24, rtol=0)
     assert together[1].tolist() == pytest.approx([-1.0, -1.0], abs=1e-6)
 
 
@@ -133,8 +138,10 @@ def test_the_engine_finds_in_bfloat16_for_long_pairs_only_and_only_in_bfloat16(m
         return real(emb, aux, rows, lc, dtype)
 
     monkeypatch.setattr(pair_scoring, "greedy_match_rows_found_in", spy)
-    # as on a CPU with bfloat16 matrix instructions, wherever the test runs
+    # as on a CPU with bfloat16 matrix instructions, wherever the test runs (the plan is made
+    # when the model is loaded: from a fresh cache)
     monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
+    clear_model_cache()
     scorer = BERTScorer(device="cpu", dtype=dtype, long_texts="window", show_progress_bars=False)
     short_c, short_r = _long_pairs(60)
     long_c, long_r = _long_pairs(700)
@@ -145,21 +152,27 @@ def test_the_engine_finds_in_bfloat16_for_long_pairs_only_and_only_in_bfloat16(m
     assert used and all(d == torch.bfloat16 for d, _, _ in used)
     assert all(lc * lr >= FIND_IN_REDUCED_FROM * (lc + lr) for _, lc, lr in used)
     # the same embeddings matched in float32 throughout: short pairs are, long ones near it
-    monkeypatch.setattr(pair_scoring, "match_dtype", lambda encoder: torch.float32)
+    loaded = scorer.encoder.loaded
+    monkeypatch.setattr(
+        loaded, "compute", dataclasses.replace(loaded.compute, match_dtype=torch.float32)
+    )
     f32 = torch.stack(scorer.score(short_c + long_c, short_r + long_r), dim=1)
     assert torch.equal(got[:2], f32[:2])
     assert (got[2:] <= f32[2:] + 1e-6).all() and (f32[2:] - got[2:] <= SWAP_BOUND).all()
 
 
 def test_bfloat16_finding_needs_the_cpu_s_bfloat16_instructions(monkeypatch):
-    from uqlm_bert.bertscore.models import load_encoder
     from uqlm_bert.bertscore.settings import BERTScoreSettings
 
-    enc = load_encoder(BERTScoreSettings(device="cpu", dtype="bfloat16", num_layers=1))
+    bf16 = BERTScoreSettings(device="cpu", dtype="bfloat16")
     monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
-    assert pair_scoring.match_dtype(enc) == torch.bfloat16
+    assert resolve.plan_compute(bf16).match_dtype == torch.bfloat16
     monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: False)  # emulated: slower
-    assert pair_scoring.match_dtype(enc) == torch.float32
-    f32 = load_encoder(BERTScoreSettings(device="cpu", dtype="float32", num_layers=1))
+    assert resolve.plan_compute(bf16).match_dtype == torch.float32
     monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
-    assert pair_scoring.match_dtype(f32) == torch.float32
+    f32 = BERTScoreSettings(device="cpu", dtype="float32")
+    assert resolve.plan_compute(f32).match_dtype == torch.float32
+    # what the model is loaded with is what the encoder carries
+    clear_model_cache()
+    enc = load_encoder(bf16.replace(num_layers=1))
+    assert enc.match_dtype == torch.bfloat16 and enc.loaded.packed.round_rows

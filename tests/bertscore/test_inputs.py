@@ -105,8 +105,8 @@ def test_idf_mapping(scorer):
     with pytest.warns(UserWarning, match=r"reference whose idf weights are all 0 at index 0"):
         P_w, R_w, F_w = weighted.score([cand], [ref])
     assert (float(R_w[0]), float(F_w[0])) == (0.0, 0.0)
-    emb_c = scorer.encoder.embed_batch([ids_c])[0]
-    emb_r = scorer.encoder.embed_batch([tok(ref)["input_ids"]])[0]
+    emb_c = scorer.encoder.embed_packed([ids_c])
+    emb_r = scorer.encoder.embed_packed([tok(ref)["input_ids"]])
     pos = ids_c.index(cat_id)
     expected = float((emb_c[pos] @ emb_r.T).max())
     assert float(P_w[0]) == pytest.approx(expected, abs=1e-6)

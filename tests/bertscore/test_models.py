@@ -62,8 +62,9 @@ def test_local_bert_matches_reference_at_each_layer(tiny_bert):
             warnings.simplefilter("ignore")
             ref = bert_score.BERTScorer(model_type=tiny_bert, num_layers=layer)
         ours = BERTScorer(model_type=tiny_bert, num_layers=layer, show_progress_bars=False)
-        assert torch.allclose(_stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs),
-                              atol=TOL, rtol=0)
+        assert torch.allclose(
+            _stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs), atol=TOL, rtol=0
+        )
 
 
 def test_roberta_gets_a_leading_space_and_otherwise_matches_reference(tiny_roberta):
@@ -82,8 +83,9 @@ def test_roberta_gets_a_leading_space_and_otherwise_matches_reference(tiny_rober
         ref = bert_score.BERTScorer(model_type=tiny_roberta, num_layers=2)
     ref._tokenizer = prefixed
     cands, refs = SHORT[:6], SHORT[6:12]
-    assert torch.allclose(_stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs),
-                          atol=TOL, rtol=0)
+    assert torch.allclose(
+        _stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs), atol=TOL, rtol=0
+    )
 
 
 def test_overlong_text_truncated_to_position_limit(tiny_roberta):
@@ -156,8 +158,9 @@ def test_accelerator_matches_cpu(device):
 def test_compute_baseline_writes_reference_format(tmp_path, tiny_bert):
     corpus = SHORT + LONG
     path = tmp_path / "tiny.tsv"
-    table = compute_baseline(corpus, model_type=tiny_bert, num_pairs=40, path=path,
-                             show_progress_bars=False)
+    table = compute_baseline(
+        corpus, model_type=tiny_bert, num_pairs=40, path=path, show_progress_bars=False
+    )
     assert list(table["LAYER"]) == [0, 1, 2, 3]
     # each row is the mean score of the sampled pairs at that layer: recompute layer 2
     import random
@@ -168,18 +171,37 @@ def test_compute_baseline_writes_reference_format(tmp_path, tiny_bert):
     P, R, F = BERTScorer(model_type=tiny_bert, num_layers=2, show_progress_bars=False).score(
         [a for a, _ in pairs], [b for _, b in pairs]
     )
-    assert read_baseline(path, 2) == pytest.approx([float(P.mean()), float(R.mean()),
-                                                    float(F.mean())], abs=1e-6)
+    assert read_baseline(path, 2) == pytest.approx(
+        [float(P.mean()), float(R.mean()), float(F.mean())], abs=1e-6
+    )
     # and the file drives rescaling: a pair scoring exactly the baseline rescales to 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = bert_score.BERTScorer(model_type=tiny_bert, num_layers=2, lang="en",
-                                    rescale_with_baseline=True, baseline_path=str(path))
-    ours = BERTScorer(model_type=tiny_bert, num_layers=2, rescale_with_baseline=True,
-                      baseline_path=path, show_progress_bars=False)
+        ref = bert_score.BERTScorer(
+            model_type=tiny_bert,
+            num_layers=2,
+            lang="en",
+            rescale_with_baseline=True,
+            baseline_path=str(path),
+        )
+    ours = BERTScorer(
+        model_type=tiny_bert,
+        num_layers=2,
+        rescale_with_baseline=True,
+        baseline_path=path,
+        show_progress_bars=False,
+    )
     cands, refs = SHORT[:5], SHORT[5:10]
-    assert torch.allclose(_stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs),
-                          atol=TOL, rtol=0)
+    assert torch.allclose(
+        _stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs), atol=TOL, rtol=0
+    )
+
+
+def _transformers_states(enc, ids: list[list[int]]) -> list[torch.Tensor]:
+    """Each text's last-layer states from the model's own (transformers) forward, one text at a
+    time: no padding, nothing of ours."""
+    with torch.inference_mode():
+        return [enc.model(torch.tensor([i]))[0][0] for i in ids]
 
 
 def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, embedded_model_path):
@@ -191,11 +213,12 @@ def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, emb
         enc = load_encoder(BERTScoreSettings(model_type=location, num_layers=layers, device="cpu"))
         assert enc.loaded.packed is not None
         ids = enc.tokenize(texts)
-        packed = enc.embed_batch(ids)
-        padded = [h / h.norm(dim=-1, keepdim=True) for h in enc._padded_states(ids)]
-        for a, b in zip(packed, padded, strict=True):
+        packed = enc.embed_packed(ids, normalize=False).split([len(i) for i in ids])
+        for a, b in zip(packed, _transformers_states(enc, ids), strict=True):
             assert a.shape == b.shape
-            assert torch.allclose(a, b, atol=1e-5, rtol=0)
+            assert torch.allclose(a, b, atol=1e-4, rtol=1e-4)
+        unit = enc.embed_packed(ids)
+        assert torch.allclose(unit.norm(dim=-1), torch.ones(len(unit)), atol=1e-6)
 
 
 def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_path):
@@ -207,14 +230,13 @@ def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_pa
     ids = enc.tokenize(SHORT + LONG[:3])
     same_length = [ids[0], list(ids[0])]  # no padding at all
     batches = [ids[:3], ids[3:], ids[:2], same_length, [ids[-1]], ids]
-    fresh = [enc.embed_batch(b) for b in batches]
+    fresh = [enc.embed_packed(b) for b in batches]
     with enc.reuse_workspace():
-        shared = [enc.embed_batch(b) for b in batches]
+        shared = [enc.embed_packed(b) for b in batches]
         assert enc.loaded.packed._local.buffer is not None
     assert enc.loaded.packed._local.buffer is None  # freed on leaving the block
-    for xs, ys in zip(fresh, shared, strict=True):
-        for a, b in zip(xs, ys, strict=True):
-            assert torch.equal(a, b)
+    for a, b in zip(fresh, shared, strict=True):
+        assert torch.equal(a, b)
 
 
 def test_a_big_bfloat16_batch_gives_the_same_states_on_rounded_rows(embedded_model_path):
@@ -302,7 +324,11 @@ def test_a_model_and_its_tokenizer_load_once_for_every_scorer_that_uses_them(mon
     clear_model_cache()
     loads = []
     original = models._load_model
-    monkeypatch.setattr(models, "_load_model", lambda *a, **k: loads.append(a[3]) or original(*a, **k))
+    monkeypatch.setattr(
+        models,
+        "_load_model",
+        lambda found, compute: loads.append(found.layers) or original(found, compute),
+    )
     first = build_scorers(["bert_score", "bert_score_recall"], device="cpu")
     second = build_scorers(["bert_score"], device="cpu")
     assert loads == [MODEL_LAYERS["sentence-transformers/all-MiniLM-L6-v2"]]
@@ -325,7 +351,11 @@ def test_compute_baseline_loads_the_model_once_for_every_layer(tmp_path, tiny_be
 
     loads = []
     original = models._load_model
-    monkeypatch.setattr(models, "_load_model", lambda *a, **k: loads.append(a[3]) or original(*a, **k))
+    monkeypatch.setattr(
+        models,
+        "_load_model",
+        lambda found, compute: loads.append(found.layers) or original(found, compute),
+    )
     models.clear_model_cache()
     table = compute_baseline(SHORT + LONG, model_type=tiny_bert, num_pairs=10,
                              show_progress_bars=False)  # fmt: skip
@@ -344,18 +374,3 @@ def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):
     settings = scorer_settings(["bert_score"], idf=True)
     run = _run_wide_idf(settings, ["a cat", "a dog"], [["a cat sat", None], ["the dog"]])
     assert isinstance(run["bertscore"].idf, dict) and len(run["bertscore"].idf) > 3
-
-
-def test_the_older_call_form_still_loads_the_same_model_with_a_deprecation_warning():
-    from uqlm_bert.bertscore.models import load_encoder, load_model
-
-    new = load_encoder(BERTScoreSettings(num_layers=4, device="cpu", max_length=32))
-    with pytest.warns(DeprecationWarning, match=r"load_encoder\(BERTScoreSettings"):
-        old = load_encoder(None, 4, "cpu", max_length=32)
-    assert old.loaded is new.loaded and old.max_length == new.max_length == 32
-    with pytest.warns(DeprecationWarning, match=r"load_model\(BERTScoreSettings"):
-        assert load_model(None, num_layers=4, device="cpu") is new.loaded
-    with pytest.warns(DeprecationWarning), pytest.raises(ConfigurationError, match="num_layers"):
-        load_encoder(None, num_layers=-1)  # checked by the settings object, as any entry
-    with pytest.raises(TypeError, match="unexpected arguments"):
-        load_encoder(None, layers=4)

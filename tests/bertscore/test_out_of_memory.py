@@ -34,7 +34,7 @@ def _fail_above(monkeypatch, max_tokens: int, log: list) -> None:
     ``max_tokens`` tokens; ``log`` records ``(texts, tokens, ok)`` per pass."""
     real = Encoder.embed_packed
 
-    def embed_packed(self, batch):
+    def embed_packed(self, batch, normalize=True):
         tokens = sum(len(ids) for ids in batch)
         if tokens > max_tokens:
             log.append((len(batch), tokens, False))
@@ -42,7 +42,7 @@ def _fail_above(monkeypatch, max_tokens: int, log: list) -> None:
                 f"CUDA out of memory. Tried to allocate {tokens} tokens' worth"
             )
         log.append((len(batch), tokens, True))
-        return real(self, batch)
+        return real(self, batch, normalize)
 
     monkeypatch.setattr(Encoder, "embed_packed", embed_packed)
 
@@ -105,7 +105,7 @@ def test_on_an_accelerator_the_remedy_names_the_cpu():
 
 
 def test_other_errors_are_not_taken_for_out_of_memory(scorer, monkeypatch):
-    def broken(self, batch):
+    def broken(self, batch, normalize=True):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(Encoder, "embed_packed", broken)

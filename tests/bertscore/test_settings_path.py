@@ -9,9 +9,11 @@ the model is loaded.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ
@@ -155,3 +157,167 @@ def test_settings_given_whole_reach_the_engine_as_given():
         BERTScorer.from_settings({"num_layers": 2})
     with pytest.raises(ConfigurationError, match="unknown setting 'bertscore' for scorers rouge_l"):
         BlackBoxUQ(scorers=["rouge_l"], bertscore=settings)
+
+
+# -- the parameters of every entry point and the settings' fields -----------------------------
+
+#: A valid value, not the default, for every setting: what a test passes to an entry point and
+#: finds again, canonical, in the settings object it built.
+GIVEN = {
+    "model_type": ("some/model", "some/model"),
+    "num_layers": (3, 3),
+    "idf": (True, True),
+    "idf_sents": (["a doc"], ("a doc",)),
+    "rescale_with_baseline": (True, True),
+    "baseline_path": ("base.tsv", "base.tsv"),
+    "lang": ("de", "de"),
+    "device": ("cpu", "cpu"),
+    "batch_size": (7, 7),
+    "max_length": (99, 99),
+    "dtype": ("bf16", "bfloat16"),
+    "trust_remote_code": (True, True),
+    "chunk_size": (5, 5),
+    "long_texts": ("window", "window"),
+}
+assert set(GIVEN) == set(BERTScoreSettings.accepted())
+
+#: BERTScore settings that BlackBoxUQ takes in ``scorer_kwargs`` rather than as arguments of
+#: its own, and settings that the command offers no option for.
+BLACKBOX_THROUGH_SCORER_KWARGS = {"trust_remote_code", "chunk_size"}
+NO_COMMAND_OPTION = {"idf_sents", "baseline_path", "max_length", "trust_remote_code", "chunk_size"}
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """The settings objects engines are made with; no model is loaded."""
+    seen: list[BERTScoreSettings] = []
+
+    def load(self, settings, show_progress_bars):
+        self.settings = settings
+        self._idf_from_refs = False
+        seen.append(settings)
+
+    from uqlm_bert.scorers.bert import BERTScoreConsistency
+
+    monkeypatch.setattr(engine.BERTScorer, "_load", load)
+    monkeypatch.setattr(BERTScoreConsistency, "_at_defaults", lambda self: False)  # no model
+    return seen
+
+
+def _parameters(function) -> set[str]:
+    return set(inspect.signature(function).parameters) - {"self"}
+
+
+def test_every_bertscorer_parameter_is_a_setting_and_reaches_it(loads):
+    fields = set(BERTScoreSettings.accepted())
+    assert _parameters(BERTScorer.__init__) - {"show_progress_bars"} == fields
+    for name, (value, canonical) in GIVEN.items():
+        extra = {"idf": True} if name == "idf_sents" else {}  # ignored otherwise, with a warning
+        BERTScorer(**{name: value, **extra})
+        assert getattr(loads[-1], name) == canonical, name
+
+
+def test_every_blackboxuq_bertscore_parameter_is_a_setting_and_reaches_it(loads):
+    fields = set(BERTScoreSettings.accepted())
+    own = _parameters(BlackBoxUQ.__init__) & fields
+    assert own == fields - BLACKBOX_THROUGH_SCORER_KWARGS
+    for name, (value, canonical) in GIVEN.items():
+        extra = {"idf": True} if name == "idf_sents" else {}
+        given = {name: value, **extra}
+        if name in BLACKBOX_THROUGH_SCORER_KWARGS:
+            uq = BlackBoxUQ(scorer_kwargs=given, show_progress_bars=False)
+        else:
+            uq = BlackBoxUQ(**given, show_progress_bars=False)
+        assert getattr(uq.bertscore_settings, name) == canonical, name
+
+
+def test_every_bertscore_option_of_the_command_is_a_setting_and_reaches_it():
+    from uqlm_bert.cli.options import bertscore_kwargs, bertscore_settings
+    from uqlm_bert.cli.parser import build_parser
+
+    parser = build_parser()
+    score = parser._subparsers._group_actions[0].choices["score"]
+    (group,) = [g for g in score._action_groups if g.title == "BERTScore settings"]
+    options = {action.dest: action for action in group._group_actions}
+    fields = set(BERTScoreSettings.accepted())
+    assert set(options) == fields - NO_COMMAND_OPTION
+    base = ["score", "in.jsonl", "-o", "out.jsonl"]
+    # the option's word for the value (the canonical dtype name: the only ones it offers)
+    words = {"idf": "run", "rescale_with_baseline": None, "dtype": "bfloat16"}
+    for name in options:
+        value, canonical = GIVEN[name]
+        flag = options[name].option_strings[0]
+        word = words.get(name, str(value))
+        argv = base + [flag] + ([word] if word is not None else [])
+        args = parser.parse_args(argv)
+        assert set(bertscore_kwargs(args)) == {name}, name
+        assert getattr(bertscore_settings(args), name) == canonical, name
+
+
+# -- what is not set: the scorers' defaults for a scorer, the engine's for BERTScorer ------------
+
+
+def test_unset_settings_take_the_defaults_of_whoever_scores(loads):
+    from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
+    from uqlm_bert.scorers import build_scorers, scorer_settings
+    from uqlm_bert.scorers.bert import BERTScoreConsistency
+
+    given = BERTScoreSettings(num_layers=LAYER)
+    scorer_view = SCORER_DEFAULTS.replace(num_layers=LAYER)
+    engine_view = ENGINE_DEFAULTS.replace(num_layers=LAYER)
+    # a scorer, whichever way the settings come
+    for settings in (
+        BlackBoxUQ(num_layers=LAYER, show_progress_bars=False).bertscore_settings,
+        BlackBoxUQ(bertscore=given, show_progress_bars=False).bertscore_settings,
+        build_scorers(["bert_score"], num_layers=LAYER)[0].engine.settings,
+        build_scorers(["bert_score"], bertscore=given)[0].engine.settings,
+        BERTScoreConsistency(num_layers=LAYER).engine.settings,
+        BERTScoreConsistency(bertscore=given).engine.settings,
+        scorer_settings(["bert_score"], bertscore=given)["bertscore"],
+    ):
+        assert settings == scorer_view
+    # the engine, whichever way the settings come
+    for settings in (
+        BERTScorer(num_layers=LAYER).settings,
+        BERTScorer.from_settings(given).settings,
+    ):
+        assert settings == engine_view
+    # what is set is kept, either way
+    set_ = BERTScoreSettings(num_layers=LAYER, dtype="float32", long_texts="truncate", idf=False)
+    assert BlackBoxUQ(bertscore=set_, show_progress_bars=False).bertscore_settings == set_
+    assert BERTScorer.from_settings(set_).settings == set_
+
+
+def test_the_command_gives_score_the_scorers_defaults_and_evaluate_the_engine_s(tmp_path):
+    from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
+    from uqlm_bert.cli.options import bertscore_settings, checked_scorers
+    from uqlm_bert.cli.parser import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["score", "in.jsonl", "-o", "out.jsonl", "--num-layers", "3"])
+    assert checked_scorers(args)[1]["bertscore"] == SCORER_DEFAULTS.replace(num_layers=3)
+    args = parser.parse_args(["evaluate", "p.txt", "r.txt", "--num-layers", "3"])
+    assert BERTScorer.from_settings(bertscore_settings(args)).settings == ENGINE_DEFAULTS.replace(
+        num_layers=3
+    )
+
+
+def test_flat_arguments_and_a_settings_object_score_identically():
+    """``BlackBoxUQ(num_layers=4)`` and ``BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=4))``:
+    one set of settings, one model, the same confidences (long answers included)."""
+    from tests.texts import LONG, OVERLONG, SHORT
+
+    responses = [SHORT[0], OVERLONG[0], LONG[1]]
+    samples = [[SHORT[1], SHORT[2]], [OVERLONG[0][::-1], LONG[2]], [LONG[1], None]]
+    flat = BlackBoxUQ(num_layers=4, device="cpu", show_progress_bars=False)
+    whole = BlackBoxUQ(
+        bertscore=BERTScoreSettings(num_layers=4, device="cpu"), show_progress_bars=False
+    )
+    assert flat.bertscore_settings == whole.bertscore_settings
+    got = [uq.score(responses, samples).data["bert_score"] for uq in (flat, whole)]
+    np.testing.assert_array_equal(got[0], got[1])
+    # and they are the scorers' numbers (windows for the long answer), not the engine's
+    engine = BERTScorer(num_layers=4, device="cpu", show_progress_bars=False)
+    with pytest.warns(UserWarning, match="truncated"):
+        P, R, F = engine.score([responses[1]] * 2, samples[1])
+    assert got[0][1] != pytest.approx(float(F.mean()), abs=1e-6)

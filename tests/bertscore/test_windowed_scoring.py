@@ -30,6 +30,7 @@ from uqlm_bert.bertscore.windows import MIN_OVERLAP, plan_windows
 def _stack(prf) -> torch.Tensor:  # in the scores' own dtype (float32), as the matching below
     return torch.stack([torch.as_tensor(x) for x in prf])
 
+
 @pytest.mark.parametrize("layer", [1, 3, 6])
 @pytest.mark.parametrize("idf", [False, True, "auto"])
 @pytest.mark.parametrize("rescale", [False, True])
@@ -107,9 +108,9 @@ def _by_hand(scorer, text: str, ref: str, window: int):
         own = ids[1:-1]
         n, cap = len(own), window - 2
         if n <= cap:
-            return enc.embed_batch([ids])[0]
+            return enc.embed_packed([ids])
         wins = plan_windows(n, cap, MIN_OVERLAP)
-        rows = [enc.embed_batch([[ids[0], *own[a:b], ids[-1]]])[0] for a, b in wins]
+        rows = [enc.embed_packed([[ids[0], *own[a:b], ids[-1]]]) for a, b in wins]
         out = [rows[0][0]]  # [CLS] from the first window
         for p in range(n):  # each token: the mean over the windows holding it, unit length
             held = [rows[j][1 + p - a] for j, (a, b) in enumerate(wins) if a <= p < b]

@@ -12,13 +12,7 @@ import pytest
 import torch
 
 from uqlm_bert.bertscore.models import load_tokenizer
-from uqlm_bert.bertscore.windows import (
-    WINDOW_TOKENS,
-    Frame,
-    embed_in_windows,
-    plan_windows,
-    split_in_windows,
-)
+from uqlm_bert.bertscore.windows import WINDOW_TOKENS, Frame, plan_windows, split_in_windows
 
 CASES = [
     (n, cap, o)
@@ -99,6 +93,11 @@ def _rows(seqs):
     ]
 
 
+def _stitched(split, outputs, normalize):
+    """Each text's stitched rows: the packed result of ``stitch_packed``, cut per text."""
+    return list(split.stitch_packed(torch.cat(outputs), normalize).split(split.lengths))
+
+
 @pytest.mark.parametrize("min_overlap", [0, 3])
 def test_stitching_averages_each_token_over_the_windows_that_hold_it(bert_frame, min_overlap):
     texts = [_ids(3), _ids(14), _ids(15), _ids(40), _ids(100, 5000), _ids(0)]
@@ -109,15 +108,15 @@ def test_stitching_averages_each_token_over_the_windows_that_hold_it(bert_frame,
     # the texts that fit come first, as given, unchanged
     fits = [t for t in texts if len(t) <= bert_frame.window]
     assert [s.tolist() for s in split.sequences[: len(fits)]] == fits
-    assert split.windowed == 3
+    assert sum(len(p) > 1 for p in split.pieces) == 3  # three texts are cut into windows
     outputs = _rows(split.sequences)
-    stitched = split.stitch(outputs, normalize=False)
+    stitched = _stitched(split, outputs, normalize=False)
     for t, ids in enumerate(texts):
         got = stitched[t]
         assert got[:, 0].tolist() == ids  # every token once, in order
         mine = [k for k, owner in enumerate(split.sequence_texts) if owner == t]
         if len(mine) == 1:
-            assert got is outputs[mine[0]]  # a text that fits: its sequence's output itself
+            assert torch.equal(got, outputs[mine[0]])  # a text that fits: its sequence's output
             continue
         # by hand: the windows over its own tokens, each token's place in every one holding it
         windows = plan_windows(len(ids) - 2, bert_frame.capacity, min_overlap)
@@ -137,28 +136,15 @@ def test_stitched_embeddings_are_unit_length_again(bert_frame):
         torch.nn.functional.normalize(torch.randn(len(s), 8, generator=g), dim=-1)
         for s in split.sequences
     ]
-    emb = split.stitch(outs, normalize=True)[0]
+    emb = _stitched(split, outs, normalize=True)[0]
     assert torch.allclose(emb.norm(dim=-1), torch.ones(len(emb), dtype=emb.dtype))
-
-
-def test_embed_in_windows_batches_every_sequence_at_once(bert_frame):
-    calls = []
-
-    def embed(seqs):
-        calls.append(len(seqs))
-        return _rows(seqs)
-
-    texts = [_ids(3), _ids(40), _ids(100)]
-    out = embed_in_windows(texts, bert_frame, embed, normalize=False, min_overlap=3)
-    assert calls == [len(split_in_windows(texts, bert_frame, 3).sequences)]
-    assert [o[:, 0].tolist() for o in out] == texts
 
 
 def test_a_long_text_without_its_frame_is_cut_as_it_is(bert_frame):
     bare = list(range(2000, 2040))  # no [CLS]/[SEP] around it
     split = split_in_windows([bare], bert_frame, 2)
     assert all(len(s) <= bert_frame.window for s in split.sequences)
-    assert split.stitch(_rows(split.sequences), normalize=False)[0][:, 0].tolist() == bare
+    assert _stitched(split, _rows(split.sequences), normalize=False)[0][:, 0].tolist() == bare
 
 
 def test_texts_done_counts_texts_whose_windows_are_all_read(bert_frame):

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
+from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
 from uqlm_bert.cli.options import bertscore_settings, checked_scorers, generation_settings
 from uqlm_bert.cli.parser import build_parser
 from uqlm_bert.generation import GenerationSettings, RetryPolicy
@@ -41,7 +41,7 @@ def test_bertscore_options_build_on_the_defaults_of_their_command():
     _, settings = checked_scorers(scorers_args)
     assert settings["bertscore"] == SCORER_DEFAULTS
     evaluate_args = build_parser().parse_args(["evaluate", "p.txt", "r.txt", "--idf"])
-    assert bertscore_settings(evaluate_args) == BERTScoreSettings(idf=True)
+    assert bertscore_settings(evaluate_args) == ENGINE_DEFAULTS.replace(idf=True)
 
 
 def test_help_shows_the_defaults_of_the_settings_objects():

@@ -96,3 +96,39 @@ def test_loading_the_model_shows_no_third_party_progress_bar(capfd):
     CosineSimScorer(device="cpu").score(["a cat"], [["a cat sat"]])
     captured = capfd.readouterr()
     assert "Loading weights" not in captured.err + captured.out
+
+
+def test_a_batch_out_of_memory_is_split_and_a_text_that_fits_nowhere_is_a_typed_error(
+    scorer, monkeypatch
+):
+    """cosine_sim embeds through the engine's batching: a forward pass that runs out of device
+    memory (injected here, as CUDA raises it) is split and the vectors are the same; one text
+    that does not fit alone is a DeviceOutOfMemoryError naming its length."""
+    import torch
+
+    from uqlm_bert.bertscore.encoder import Encoder
+    from uqlm_bert.exceptions import DeviceOutOfMemoryError
+
+    texts = TEXTS + [f"Sentence number {i} about something else entirely." for i in range(20)]
+    expected = scorer.embed(texts)
+    real = Encoder.embed_packed
+    passes: list[tuple[int, bool]] = []
+
+    def limited(limit):
+        def embed_packed(self, batch, normalize=True):
+            tokens = sum(len(ids) for ids in batch)
+            passes.append((len(batch), tokens <= limit))
+            if tokens > limit:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return real(self, batch, normalize)
+
+        return embed_packed
+
+    monkeypatch.setattr(Encoder, "embed_packed", limited(300))
+    got = scorer.embed(texts)
+    assert any(not ok for _, ok in passes) and any(n > 1 for n, ok in passes if not ok)
+    assert sum(n for n, ok in passes if ok) == len(texts)  # each text embedded once
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    monkeypatch.setattr(Encoder, "embed_packed", limited(100))  # LONG: 256 tokens alone
+    with pytest.raises(DeviceOutOfMemoryError, match="a text of 256 tokens does not fit"):
+        scorer.embed([LONG])

@@ -22,7 +22,7 @@ import torch
 from tests.texts import LONG, OVERLONG, SHORT
 from tests.tiny_models import build_tiny_bert
 from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
 from uqlm_bert.bertscore.windows import MAX_TOKENS, MIN_OVERLAP, plan_windows
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers import build_scorer, build_scorers
@@ -39,8 +39,10 @@ TAIL_B = OVERLONG[0] + " " + LONG[3]
 
 
 def test_the_scorers_read_long_texts_in_windows_and_bertscorer_truncates():
-    assert BERTScoreSettings().long_texts == "truncate"
+    assert BERTScoreSettings().long_texts is None  # not set: whoever scores fills it in
+    assert ENGINE_DEFAULTS.long_texts == "truncate"
     assert BERTScorer(show_progress_bars=False).settings.long_texts == "truncate"
+    assert BERTScorer.from_settings(BERTScoreSettings()).settings.long_texts == "truncate"
     assert SCORER_DEFAULTS.long_texts == "window"
     assert build_scorer("bert_score").engine.settings.long_texts == "window"
     assert CosineSimScorer().settings.long_texts == "window"
@@ -70,8 +72,9 @@ def test_the_default_threshold_holds_in_both_modes():
 
 @pytest.mark.parametrize("bad", ["windows", "", None, True])
 def test_a_bad_value_names_the_choices(bad):
-    with pytest.raises(ConfigurationError, match="long_texts must be 'window'.*or 'truncate'"):
-        BERTScoreSettings(long_texts=bad)
+    if bad is not None:  # None is "not set" for BERTScoreSettings
+        with pytest.raises(ConfigurationError, match="long_texts must be 'window'.*or 'truncate'"):
+            BERTScoreSettings(long_texts=bad)
     with pytest.raises(ConfigurationError, match="long_texts must be"):
         CosineSimScorer(long_texts=bad)
 
@@ -160,7 +163,7 @@ def test_cosine_of_a_long_text_is_the_mean_over_its_windows(cosines):
     ids = enc.tokenize([text], 10**6)[0]
     own = ids[1:-1]
     windows = plan_windows(len(own), enc.max_length - 2, MIN_OVERLAP)
-    states = [enc.hidden_states([[ids[0], *own[a:b], ids[-1]]])[0] for a, b in windows]
+    states = [enc.embed_packed([[ids[0], *own[a:b], ids[-1]]], normalize=False) for a, b in windows]
     rows = [states[0][0]]
     for p in range(len(own)):
         rows.append(

@@ -6,10 +6,11 @@ module                      what it holds
 ``settings``                :class:`BERTScoreSettings`, every setting that changes a number
 ``engine``                  :class:`BERTScorer`, the ``bert_score``-compatible engine
 ``models``                  loading a settings object's model and tokenizer: :func:`load_encoder`
-``resolve``                 what a setting names: model name and location, device, dtype, layer
+``resolve``                 the resolver: settings, machine and model into decisions, once (plans)
 ``cache``                   the one cache of loaded models and tokenizers
 ``layer_stack``             where a model keeps its layers: counting them, keeping the first k
-``encoder``                 tokenizing and embedding with a loaded model
+``encoder``                 tokenizing and embedding with a loaded model, which carries its plans
+``batching``                the one way texts reach the model: windows, batches, out of memory
 ``packed``                  the packed BERT/RoBERTa forward pass
 ``matching``                greedy matching: P, R, F1 from token similarities
 ``idf``, ``fixed_idf``      idf weights: from documents, from a mapping, the shipped fixed table

@@ -126,11 +126,15 @@ def compute_baseline(
         )
     check_int("num_pairs", num_pairs, 1, error=InputValidationError)
     check_int("seed", seed, None)
+    check_int("batch_size", batch_size, 1)
     rng = random.Random(seed)
     pairs = [rng.sample(range(len(distinct)), 2) for _ in range(num_pairs)]
-    # model_type, device, batch_size, lang and trust_remote_code
-    settings = BERTScoreSettings(**BERTScoreSettings.arguments_of(locals()))
-    enc = load_encoder(settings, all_layers=True)
+    enc = load_encoder(
+        BERTScoreSettings(
+            model_type=model_type, lang=lang, device=device, trust_remote_code=trust_remote_code
+        ),
+        all_layers=True,
+    )
     zero = {
         getattr(enc.tokenizer, "cls_token_id", None),
         getattr(enc.tokenizer, "sep_token_id", None),

@@ -1,12 +1,15 @@
 """Embedding many token-id sequences in forward batches, and surviving out-of-memory errors.
 
-:func:`embed_in_batches` is the one place texts reach the model while scoring: give it token-id
-sequences sorted by length and it runs them in batches sized by a count of texts and a budget of
-padded tokens (:func:`plan_batches`), returns their packed embeddings in order, and splits any
-batch that runs out of device memory into halves, down to a single sequence. A sequence that
-does not fit alone raises :class:`~uqlm_bert.exceptions.DeviceOutOfMemoryError`, which names its
-length and what to change. Nothing computed before the split is lost, and the ``on_embedded``
-callback hears of each sequence exactly once, when its embeddings exist.
+:func:`embed_texts` is the one place texts reach the model while scoring, for BERTScore and
+``cosine_sim`` alike: a text longer than the model's window is read in windows where the
+encoder's reading plan says so (see :mod:`uqlm_bert.bertscore.windows`), and every sequence
+goes through :func:`embed_in_batches`. Give that token-id sequences sorted by length and it
+runs them in batches sized by a count of texts and a budget of padded tokens
+(:func:`plan_batches`), returns their packed embeddings in order, and splits any batch that
+runs out of device memory into halves, down to a single sequence. A sequence that does not fit
+alone raises :class:`~uqlm_bert.exceptions.DeviceOutOfMemoryError`, which names its length and
+what to change. Nothing computed before the split is lost, and the ``on_embedded`` callback
+hears of each sequence exactly once, when its embeddings exist.
 
 Example:
     >>> from uqlm_bert.bertscore.models import load_encoder
@@ -27,14 +30,18 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from uqlm_bert.bertscore.windows import split_in_windows
 from uqlm_bert.exceptions import DeviceOutOfMemoryError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from uqlm_bert.bertscore.encoder import Encoder
 
 __all__ = [
     "default_token_budget",
     "embed_in_batches",
+    "embed_texts",
     "is_out_of_memory",
     "plan_batches",
     "too_long_message",
@@ -49,8 +56,7 @@ CPU_TOKEN_BUDGET = 1 << 15
 # On the CPU a batch also stops growing before its padded attention (texts times width squared)
 # exceeds its texts' own by more than this share: attention is the one step of the packed pass
 # that works on padding, and one batch of texts from 50 to 400 tokens spends most of its
-# attention on it. Measured on 144 WikiBio texts (2 cores): 20% faster in bfloat16, 11% in
-# float32, than batches bounded by padded tokens alone.
+# attention on it (the time this saves is in benchmarks/RESULTS.md).
 CPU_ATTENTION_PADDING = 0.25
 # On an accelerator: the most padded tokens per forward pass, and the share of the device's free
 # memory (when it can be read) that one pass's activations may take.
@@ -161,14 +167,58 @@ def too_long_message(what: str, device: torch.device) -> str:
     return f"{what} does not fit in the memory of {device} even alone; {remedy}"
 
 
+def embed_texts(
+    encoder: Encoder,
+    ids_list: Sequence[Sequence[int] | np.ndarray],
+    max_texts: int | None = None,
+    max_tokens: int | None = None,
+    on_embedded: Callable[[int], None] | None = None,
+    normalize: bool = True,
+) -> list[torch.Tensor]:
+    """Packed embeddings of texts' token ids (sorted by length), as :func:`embed_in_batches`
+    gives them: tensors whose rows, concatenated, are every text's tokens in order.
+
+    Where the encoder's reading plan reads long texts in windows (its ``frame``), a text longer
+    than the model's window is read as windows (batched with the other sequences) whose rows
+    are stitched back, each row held by several windows their mean (L2-normalised again with
+    ``normalize``); ``on_embedded`` then counts texts, each once all its windows are embedded.
+
+    Example:
+        >>> from uqlm_bert.bertscore.models import load_encoder
+        >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+        >>> enc = load_encoder(BERTScoreSettings(num_layers=2, long_texts="window"))
+        >>> ids = enc.tokenize(["A cat.", "word " * 600])
+        >>> [len(i) for i in ids], torch.cat(embed_texts(enc, ids)).shape
+        ([5, 602], torch.Size([607, 384]))
+    """
+    frame = encoder.frame
+    if frame is None or all(len(ids) <= frame.window for ids in ids_list):
+        return embed_in_batches(encoder, ids_list, max_texts, max_tokens, on_embedded, normalize)
+    split = split_in_windows(ids_list, frame)
+    progress = None
+    if on_embedded is not None:
+        done = [0, 0]  # sequences, texts
+
+        def progress(count: int) -> None:
+            done[0] += count
+            now = split.texts_done(done[0])
+            if now > done[1]:
+                on_embedded(now - done[1])
+                done[1] = now
+
+    embs = embed_in_batches(encoder, split.sequences, max_texts, max_tokens, progress, normalize)
+    return [split.stitch_packed(torch.cat(embs), normalize)]
+
+
 def embed_in_batches(
     encoder: Encoder,
     seqs: Sequence[Sequence[int]],
     max_texts: int | None = None,
     max_tokens: int | None = None,
     on_embedded: Callable[[int], None] | None = None,
+    normalize: bool = True,
 ) -> list[torch.Tensor]:
-    """Packed, L2-normalised embeddings of token-id sequences, batch after batch.
+    """Packed embeddings of token-id sequences, batch after batch.
 
     Args:
         encoder: the loaded model and tokenizer.
@@ -178,6 +228,8 @@ def embed_in_batches(
             :func:`default_token_budget`).
         on_embedded: called with the number of sequences each time some are embedded (each
             sequence is counted once, whatever splits happen).
+        normalize: L2-normalise each token's embedding (what BERTScore matches); else the
+            model's states as they are.
 
     Returns:
         float32 ``[tokens, dim]`` tensors on the model's device whose rows are the sequences'
@@ -196,7 +248,7 @@ def embed_in_batches(
     with encoder.reuse_workspace():
         padding = CPU_ATTENTION_PADDING if encoder.device.type == "cpu" else None
         for start, stop in plan_batches(lengths, max_texts, max_tokens, padding):
-            _embed_splitting(encoder, seqs, start, stop, out, on_embedded)
+            _embed_splitting(encoder, seqs, start, stop, out, on_embedded, normalize)
     return out
 
 
@@ -207,6 +259,7 @@ def _embed_splitting(
     stop: int,
     out: list[torch.Tensor],
     on_embedded: Callable[[int], None] | None,
+    normalize: bool,
 ) -> None:
     """Embed ``seqs[start:stop]`` into ``out``; on out-of-memory, free what can be freed and
     embed each half in turn (the first half's result is kept if the second runs out too)."""
@@ -214,7 +267,7 @@ def _embed_splitting(
     while pending:
         lo, hi = pending.pop()
         try:
-            emb = encoder.embed_packed(seqs[lo:hi])
+            emb = encoder.embed_packed(seqs[lo:hi], normalize)
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise

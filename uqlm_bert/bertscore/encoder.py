@@ -1,9 +1,13 @@
 """Turning texts into token ids and token embeddings with one loaded model.
 
-:class:`Encoder` pairs a cached model (see :mod:`uqlm_bert.bertscore.models`) with its tokenizer
-and a length limit. It tokenizes exactly as the reference ``bert_score`` package does (the text
-is stripped; RoBERTa and GPT-2 tokenizers get a leading space; truncation at the limit) and
-embeds batches of token-id lists: BERT and RoBERTa run the packed forward of
+:class:`Encoder` pairs a cached model (a :class:`LoadedModel`, see
+:mod:`uqlm_bert.bertscore.models`) with its tokenizer and the plans the resolver made for it
+(:mod:`uqlm_bert.bertscore.resolve`): how the model runs (:class:`~.resolve.ComputePlan`) and
+how texts reach it (:class:`~.resolve.ReadingPlan`: the model's window, whether longer texts
+are read in windows, the most tokens of a text that are scored). It carries those decisions for
+every module that acts on them. It tokenizes exactly as the reference ``bert_score`` package
+does (the text is stripped; RoBERTa and GPT-2 tokenizers get a leading space; truncation at the
+limit) and embeds batches of token-id lists: BERT and RoBERTa run the packed forward of
 :mod:`uqlm_bert.bertscore.packed`, other architectures the transformers forward.
 
 Work is bounded by what is scored: a text far longer than the limit is tokenized from a prefix
@@ -16,8 +20,8 @@ Example:
     >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
     >>> enc = load_encoder(BERTScoreSettings(num_layers=5, device="cpu"))
     >>> ids = enc.tokenize(["Hello world", "hello  world  "])
-    >>> ids[0] == ids[1], [t.shape for t in enc.embed_batch(ids)]
-    (True, [torch.Size([4, 384]), torch.Size([4, 384])])
+    >>> ids[0] == ids[1], enc.embed_packed(ids).shape
+    (True, torch.Size([8, 384]))
 """
 
 from __future__ import annotations
@@ -25,18 +29,18 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from uqlm_bert.bertscore.packed import to_device
+from uqlm_bert.bertscore.packed import PackedEncoder, to_device
+from uqlm_bert.bertscore.resolve import ComputePlan, ReadingPlan
+from uqlm_bert.bertscore.windows import Frame
 
-if TYPE_CHECKING:
-    from uqlm_bert.bertscore.models import LoadedModel
-
-__all__ = ["Encoder", "tokenize_texts"]
+__all__ = ["Encoder", "LoadedModel", "tokenize_texts"]
 
 # A text longer than this many characters per allowed token is tokenized from a prefix.
 _CHARS_PER_TOKEN = 16
@@ -47,13 +51,36 @@ _PREFIX_MARGIN = 8
 _MAX_CHARS_PER_TOKEN = 128
 
 
+@dataclass
+class LoadedModel:
+    """One loaded model, truncated to ``num_layers``, with what the encoder needs beside it."""
+
+    name: str
+    location: str
+    model: torch.nn.Module
+    config: Any
+    num_layers: int
+    compute: ComputePlan
+    packed: PackedEncoder | None
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model runs."""
+        return self.compute.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of its weights."""
+        return self.compute.dtype
+
+
 class Encoder:
-    """A loaded model with its tokenizer and length limit.
+    """A loaded model with its tokenizer and the plan of how texts reach it.
 
     Args:
         loaded: the cached model (from :func:`~uqlm_bert.bertscore.models.load_model`).
         tokenizer: its tokenizer.
-        max_length: texts are truncated to this many tokens (special tokens included).
+        reading: how texts reach the model (:func:`~uqlm_bert.bertscore.resolve.plan_reading`).
         float32: loads the same model in float32 (for a model in a reduced dtype: see
             :meth:`in_float32`).
     """
@@ -62,13 +89,13 @@ class Encoder:
         self,
         loaded: LoadedModel,
         tokenizer: Any,
-        max_length: int,
+        reading: ReadingPlan,
         float32: Callable[[], LoadedModel] | None = None,
     ) -> None:
         self.loaded = loaded
         self._float32 = float32
         self.tokenizer = tokenizer
-        self.max_length = max_length
+        self.reading = reading
         self.special_ids: frozenset[int] = frozenset(
             int(i) for i in getattr(tokenizer, "all_special_ids", [])
         )
@@ -101,7 +128,30 @@ class Encoder:
     @property
     def dtype(self) -> torch.dtype:
         """The dtype of the model's weights."""
-        return self.loaded.dtype
+        return self.loaded.compute.dtype
+
+    @property
+    def match_dtype(self) -> torch.dtype:
+        """The dtype long pairs' best matches are found in (see
+        :class:`~uqlm_bert.bertscore.resolve.ComputePlan`)."""
+        return self.loaded.compute.match_dtype
+
+    @property
+    def max_length(self) -> int:
+        """The most tokens the model reads at once, special tokens included."""
+        return self.reading.max_length
+
+    @property
+    def frame(self) -> Frame | None:
+        """The frame in which texts longer than :attr:`max_length` are read in windows, or
+        ``None`` where they are cut at :attr:`max_length`."""
+        return self.reading.frame
+
+    @property
+    def token_limit(self) -> int:
+        """The most tokens of one text that are scored (see
+        :attr:`~uqlm_bert.bertscore.resolve.ReadingPlan.token_limit`)."""
+        return self.reading.token_limit
 
     @property
     def hidden_size(self) -> int:
@@ -113,15 +163,14 @@ class Encoder:
 
     def tokenize(self, texts: Sequence[str], limit: int | None = None) -> list[list[int]]:
         """Token ids of each text (stripped, special tokens added, truncated to ``limit``
-        tokens: by default ``max_length``, the most the model reads at once; a text read in
-        windows takes a higher limit, see :mod:`uqlm_bert.bertscore.windows`)."""
-        return tokenize_texts(self.tokenizer, texts, limit or self.max_length)[0]
+        tokens: by default :attr:`token_limit`, the most of one text that are scored)."""
+        return tokenize_texts(self.tokenizer, texts, limit or self.token_limit)[0]
 
     def tokenize_checked(
         self, texts: Sequence[str], limit: int | None = None
     ) -> tuple[list[list[int]], list[bool]]:
         """Token ids of each text, and whether each was truncated (see :meth:`tokenize`)."""
-        return tokenize_texts(self.tokenizer, texts, limit or self.max_length)
+        return tokenize_texts(self.tokenizer, texts, limit or self.token_limit)
 
     # -- embedding ------------------------------------------------------------------------------
 
@@ -135,7 +184,7 @@ class Encoder:
         texts whose embeddings in a reduced dtype are not finite are embedded again with."""
         if self.dtype == torch.float32 or self._float32 is None:
             return self
-        return Encoder(self._float32(), self.tokenizer, self.max_length)
+        return Encoder(self._float32(), self.tokenizer, self.reading)
 
     def release_memory(self) -> None:
         """Free what this thread's batches keep on the device between passes (the packed pass's
@@ -148,17 +197,10 @@ class Encoder:
         elif self.device.type == "mps":
             torch.mps.empty_cache()
 
-    def hidden_states(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
-        """Each text's ``[len, dim]`` float32 output of the model's last kept layer, on its device.
-
-        BERT and RoBERTa encoders run packed (no work on padding outside attention, see
-        :mod:`uqlm_bert.bertscore.packed`); other architectures run the transformers forward.
-        """
-        return list(self._forward(batch).float().split([len(ids) for ids in batch]))
-
-    def embed_packed(self, batch: Sequence[Sequence[int]]) -> torch.Tensor:
-        """The texts' L2-normalised token embeddings (what BERTScore matches), packed: one
-        float32 ``[sum of lengths, dim]`` tensor, text after text, on the model's device.
+    def embed_packed(self, batch: Sequence[Sequence[int]], normalize: bool = True) -> torch.Tensor:
+        """The texts' token embeddings, packed: one float32 ``[sum of lengths, dim]`` tensor,
+        text after text, on the model's device: the output of the model's last kept layer,
+        L2-normalised per token with ``normalize`` (what BERTScore matches).
 
         Example:
             >>> from uqlm_bert.bertscore.models import load_encoder
@@ -170,11 +212,7 @@ class Encoder:
         states = self._forward(batch)
         if states.dtype != torch.float32:
             states = states.float()
-        return F.normalize(states, dim=-1, eps=0.0)
-
-    def embed_batch(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
-        """Each text's L2-normalised ``[len, dim]`` token embeddings (what BERTScore matches)."""
-        return list(self.embed_packed(batch).split([len(ids) for ids in batch]))
+        return F.normalize(states, dim=-1, eps=0.0) if normalize else states
 
     @torch.inference_mode()
     def layer_states(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
@@ -201,15 +239,6 @@ class Encoder:
             out = self.model(input_ids, attention_mask=mask)
         hidden = out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
         return hidden.flatten(0, 1).index_select(0, rows)
-
-    def _padded_states(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
-        """The transformers forward over a padded batch, one float32 tensor per text."""
-        input_ids, mask, _ = self._padded_inputs(batch)
-        with torch.inference_mode(), _autocast_off(self.device):
-            out = self.model(input_ids, attention_mask=mask)
-        hidden = out[0] if isinstance(out, (tuple, list)) else out.last_hidden_state
-        hidden = hidden.float()
-        return [hidden[i, : len(ids)] for i, ids in enumerate(batch)]
 
     def _padded_inputs(
         self, batch: Sequence[Sequence[int]]

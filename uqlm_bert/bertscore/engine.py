@@ -28,9 +28,8 @@ from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping, idf_from_token_ids
 from uqlm_bert.bertscore.models import load_encoder
 from uqlm_bert.bertscore.pair_scoring import score_pairs
-from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, BERTScoreSettings
 from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
-from uqlm_bert.bertscore.windows import MAX_TOKENS, Frame
 from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import reference_lists, text_list
@@ -44,7 +43,9 @@ class BERTScorer:
     """BERTScore between candidates and references, matching ``bert_score.BERTScorer``.
 
     Takes the reference package's arguments; they are checked and kept as one frozen
-    :class:`~uqlm_bert.bertscore.settings.BERTScoreSettings` (:attr:`settings`).
+    :class:`~uqlm_bert.bertscore.settings.BERTScoreSettings` (:attr:`settings`), with this
+    engine's defaults (:data:`~uqlm_bert.bertscore.settings.ENGINE_DEFAULTS`: the reference's)
+    for ``idf``, ``dtype`` and ``long_texts`` where they are None.
 
     Args:
         model_type: Hugging Face model name or local path. ``None`` is the model ``lang``
@@ -54,7 +55,7 @@ class BERTScorer:
         num_layers: which layer's output to use. ``None`` takes the published default for
             well-known models (roberta-large 17, bert-base-uncased 9, ...) and the last layer,
             with a warning, for models not in the table.
-        idf: ``False`` (uniform weights, [CLS]/[SEP] 0), ``True`` (idf weights from
+        idf: ``False`` (the default: uniform weights, [CLS]/[SEP] 0), ``True`` (idf weights from
             ``idf_sents``, or from each call's references when ``idf_sents`` is None, as
             ``bert_score.score`` does), ``"auto"`` (fixed idf weights from general English word
             frequencies, the same for every call: see :mod:`uqlm_bert.bertscore.fixed_idf`), or
@@ -68,7 +69,7 @@ class BERTScorer:
         batch_size: ``None`` (forward passes sized by a budget of padded tokens for the
             device) or at most this many texts per forward pass (speed and memory only).
         max_length: the most tokens the model reads at once (``None``: the model's maximum).
-        dtype: ``None``/"float32" (exact, matches the reference), "bfloat16" or "float16"
+        dtype: "float32" (the default: exact, matches the reference), "bfloat16" or "float16"
             (fast), or ``"auto"``: the fastest safe one for the device and model (float16 on
             CUDA, bfloat16 on CPUs with bfloat16 matrix units; see
             :func:`~uqlm_bert.bertscore.resolve.auto_dtype`). :attr:`dtype` says which runs.
@@ -76,7 +77,7 @@ class BERTScorer:
         show_progress_bars: show progress for calls that take more than a second.
         chunk_size: pairs scored per chunk; embeddings are kept only while a chunk needs them,
             so memory stays bounded however many pairs a call has.
-        long_texts: ``"truncate"`` (the reference's behaviour) cuts a text longer than
+        long_texts: ``"truncate"`` (the default, the reference's behaviour) cuts a text longer than
             ``max_length`` there, with a warning; ``"window"`` reads it in overlapping windows
             and matches it whole, token by token, with the same weights (up to 32,768 tokens:
             see :mod:`uqlm_bert.bertscore.windows`). Texts that fit give the same numbers
@@ -96,7 +97,7 @@ class BERTScorer:
         self,
         model_type: str | os.PathLike[str] | None = None,
         num_layers: int | None = None,
-        idf: bool | str | Mapping[int, float] = False,
+        idf: bool | str | Mapping[int, float] | None = None,
         idf_sents: Sequence[str] | None = None,
         rescale_with_baseline: bool = False,
         baseline_path: str | os.PathLike[str] | None = None,
@@ -108,35 +109,57 @@ class BERTScorer:
         trust_remote_code: bool = False,
         show_progress_bars: bool = True,
         chunk_size: int = 1024,
-        long_texts: str = "truncate",
+        long_texts: str | None = None,
     ) -> None:
-        settings = BERTScoreSettings(**BERTScoreSettings.arguments_of(locals()))
-        self._load(settings, show_progress_bars)
+        # one settings object, with the engine's defaults for what is None, passed whole
+        self._load(
+            BERTScoreSettings.for_engine(
+                model_type=model_type,
+                num_layers=num_layers,
+                idf=idf,
+                idf_sents=idf_sents,
+                rescale_with_baseline=rescale_with_baseline,
+                baseline_path=baseline_path,
+                lang=lang,
+                device=device,
+                batch_size=batch_size,
+                max_length=max_length,
+                dtype=dtype,
+                trust_remote_code=trust_remote_code,
+                chunk_size=chunk_size,
+                long_texts=long_texts,
+            ),
+            show_progress_bars,
+        )
 
     @classmethod
     def from_settings(
         cls, settings: BERTScoreSettings, show_progress_bars: bool = True
     ) -> BERTScorer:
-        """A scorer for ``settings``, taken as they are (they were checked when built); the
+        """A scorer for ``settings`` (checked when built), with this engine's defaults
+        (:data:`~uqlm_bert.bertscore.settings.ENGINE_DEFAULTS`) for what they leave unset; the
         model comes from the shared cache when loaded before.
 
         Example:
             >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
-            >>> settings = BERTScoreSettings(num_layers=3)
-            >>> scorer = BERTScorer.from_settings(settings)
-            >>> scorer.settings is settings, scorer.num_layers
-            (True, 3)
+            >>> scorer = BERTScorer.from_settings(BERTScoreSettings(num_layers=3))
+            >>> scorer.num_layers, scorer.settings.dtype, scorer.settings.long_texts
+            (3, 'float32', 'truncate')
+            >>> settings = BERTScoreSettings.for_scorers(num_layers=3)
+            >>> BERTScorer.from_settings(settings).settings is settings  # nothing left unset
+            True
         """
         if not isinstance(settings, BERTScoreSettings):
             raise ConfigurationError(
                 f"settings must be a BERTScoreSettings, got {type(settings).__name__}"
             )
         scorer = cls.__new__(cls)
-        scorer._load(settings, show_progress_bars)
+        scorer._load(settings.with_defaults(ENGINE_DEFAULTS), show_progress_bars)
         return scorer
 
     def _load(self, settings: BERTScoreSettings, show_progress_bars: bool) -> None:
-        """Load the model, baseline and idf weights ``settings`` call for."""
+        """Load the model, baseline and idf weights ``settings`` (with nothing unset) call
+        for."""
         self.settings = settings
         self.show_progress_bars = show_progress_bars
         self._encoder: Encoder = load_encoder(settings)
@@ -152,10 +175,6 @@ class BERTScorer:
             path = settings.baseline_path or find_baseline(self._encoder.name, settings.lang)
             self._baseline = read_baseline(path, self._encoder.num_layers)
             self._baseline_file = os.fspath(path)
-        # in window mode, texts longer than the model's window are read in windows of it
-        self._frame = (
-            Frame.of(tok, self._encoder.max_length) if settings.long_texts == "window" else None
-        )
         self._idf_weights, self._idf_from_refs = self._idf(settings)
         # the token weights of every call, unless idf comes from each call's references
         self._weight_lookup: WeightLookup | None = (
@@ -170,6 +189,12 @@ class BERTScorer:
             from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
 
             return idf_for_tokenizer(self._encoder.tokenizer), False
+        if settings.idf_sents is not None and idf is not True:
+            warn_user(
+                f"idf_sents is ignored because idf={idf!r}; pass idf=True to compute idf "
+                "weights from them",
+                UserWarning,
+            )
         if isinstance(idf, Mapping):
             return idf_from_mapping(idf), False
         if idf and settings.idf_sents is not None:
@@ -279,9 +304,7 @@ class BERTScorer:
         weights = self._weight_lookup
         # on an accelerator the next chunk's texts are tokenized while this one's run
         ahead = enc.device.type != "cpu" and not from_refs
-        frame = self._frame
-        limit = MAX_TOKENS if frame is not None else None  # read in windows up to MAX_TOKENS
-        with CallTexts(enc, keys_c, keys_r, chunk, weights, ahead, limit) as texts:
+        with CallTexts(enc, keys_c, keys_r, chunk, weights, ahead) as texts:
             if from_refs:  # each reference occurrence is a document, as in bert_score.score
                 texts.wait_all()
                 idf = idf_from_token_ids([texts[r].ids.tolist() for r in keys_r])
@@ -303,12 +326,12 @@ class BERTScorer:
                     chunk,
                     max_texts,
                     on_embedded=bar.update,
-                    frame=frame,
                 )
-        if texts.truncated and frame is not None:
+        if texts.truncated and enc.frame is not None:
+            limit = enc.token_limit
             warn_user(
-                f"{len(texts.truncated)} text(s) are longer than {MAX_TOKENS:,} tokens, the most "
-                f"scored of one text, and were scored on their first {MAX_TOKENS:,} (first: "
+                f"{len(texts.truncated)} text(s) are longer than {limit:,} tokens, the most "
+                f"scored of one text, and were scored on their first {limit:,} (first: "
                 f"{texts.truncated[0][:60]!r}...). Split such texts to score the rest.",
                 UserWarning,
             )

@@ -60,7 +60,6 @@ import json
 import logging
 import math
 import os
-import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,6 +68,7 @@ from typing import Any
 
 from uqlm_bert.bertscore.idf import IdfWeights
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert.io.paths import atomic_write
 
 __all__ = [
     "DOC_WORDS",
@@ -524,7 +524,9 @@ def write_token_table(
 
 
 def write_gz_text(path: Path, text: str) -> None:
-    """Write ``text`` gzip'd (no time stamp or file name) to ``path`` via an atomic rename.
+    """Write ``text`` gzip'd (no time stamp or file name) to ``path``, atomically (see
+    :func:`uqlm_bert.io.paths.atomic_write`: a new file's permissions are the umask's, a
+    replaced file keeps its own).
 
     Example:
         >>> import gzip, tempfile
@@ -538,15 +540,8 @@ def write_gz_text(path: Path, text: str) -> None:
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
         gz.write(text.encode("utf-8"))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(buf.getvalue())
-        os.chmod(tmp, 0o644)  # mkstemp makes the file private; this data is not
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    data = buf.getvalue()
+    atomic_write(os.fspath(path), lambda tmp: Path(tmp).write_bytes(data))
 
 
 def _read_gz_text(path: Path, what: str) -> str:

@@ -1,11 +1,12 @@
 """Loading models and tokenizers for a settings object, through the one cache.
 
 :func:`load_encoder` is where BERTScore settings end up: it takes the settings object whole (a
-:class:`~uqlm_bert.BERTScoreSettings`, or the ``cosine_sim`` scorer's settings), resolves the
-model, device and dtype (:mod:`~uqlm_bert.bertscore.resolve`), loads the model once per
+:class:`~uqlm_bert.BERTScoreSettings`, or the ``cosine_sim`` scorer's settings), has the
+resolver (:mod:`~uqlm_bert.bertscore.resolve`) turn them into the model's name and location and
+into its plans (how it runs, how texts reach it), loads the model once per
 ``(model, layer, device, dtype)`` (:mod:`~uqlm_bert.bertscore.cache`), truncates it to the layer
 (:mod:`~uqlm_bert.bertscore.layer_stack`, where ``num_layers`` is checked against the model)
-and pairs it with its tokenizer and length limit.
+and pairs it with its tokenizer and those plans.
 
 Example:
     >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
@@ -19,30 +20,31 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.cache import MODELS, TOKENIZERS, clear_model_cache
-from uqlm_bert.bertscore.encoder import Encoder
+from uqlm_bert.bertscore.encoder import Encoder, LoadedModel
 from uqlm_bert.bertscore.layer_stack import config_layers, count_layers, truncate_layers
 from uqlm_bert.bertscore.packed import PackedEncoder
 from uqlm_bert.bertscore.resolve import (
+    ComputePlan,
     default_num_layers,
+    plan_compute,
+    plan_reading,
     resolve_device,
     resolve_dtype,
     resolve_model,
 )
 from uqlm_bert.bertscore.settings import BERTScoreSettings, ModelSettings
 from uqlm_bert.checks import check_int
-from uqlm_bert.exceptions import ConfigurationError, ModelLoadError
+from uqlm_bert.exceptions import ModelLoadError
 
 __all__ = [
     "LoadedModel",
@@ -58,40 +60,22 @@ __all__ = [
 
 logger = logging.getLogger("uqlm_bert")
 
-# Above this, a tokenizer's model_max_length is transformers' "unset" sentinel (about 1e30).
-_UNSET_MAX_LENGTH = 1_000_000
-
-
-@dataclass
-class LoadedModel:
-    """One loaded model, truncated to ``num_layers``, with what the encoder needs beside it."""
-
-    name: str
-    location: str
-    model: torch.nn.Module
-    config: Any
-    num_layers: int
-    device: torch.device
-    dtype: torch.dtype
-    packed: PackedEncoder | None
-
 
 def load_encoder(
-    settings: ModelSettings | str | os.PathLike[str] | None = None,
-    *args: Any,
+    settings: ModelSettings | None = None,
+    *,
     all_layers: bool = False,
     prefix_space: bool | None = None,
     max_length_default: int | None = None,
-    **kwargs: Any,
 ) -> Encoder:
-    """An :class:`Encoder` (tokenizer and cached model) for ``settings``.
+    """An :class:`Encoder` (tokenizer, cached model and their plans) for ``settings``.
 
     Args:
         settings: the settings, as built (and checked) by their entry point: a
             :class:`~uqlm_bert.BERTScoreSettings`, or any object with its ``model_type``,
-            ``num_layers``, ``lang``, ``device``, ``dtype``, ``max_length`` and
-            ``trust_remote_code``. ``None`` is ``BERTScoreSettings()``. (A model name here,
-            with those settings as further arguments, is the older form: deprecated.)
+            ``num_layers``, ``lang``, ``device``, ``dtype``, ``max_length``,
+            ``trust_remote_code`` and ``long_texts``. ``None`` is ``BERTScoreSettings()``;
+            what is left unset is read as ``BERTScorer``'s defaults.
         all_layers: keep every layer (the settings' ``num_layers`` must then be None): what
             sentence embeddings and baseline computation use.
         prefix_space: see :func:`load_tokenizer`.
@@ -108,29 +92,21 @@ def load_encoder(
         >>> [enc.tokenizer.convert_ids_to_tokens(i) for i in enc.tokenize(["Hello world"])]
         [['[CLS]', 'hello', 'world', '[SEP]']]
     """
-    settings = _settings(settings, args, kwargs, "load_encoder")
+    settings = BERTScoreSettings() if settings is None else settings
     check_int("max_length_default", max_length_default, 2, none_ok=True)
-    loaded = load_model(settings, all_layers=all_layers)
+    found = _Found(settings, all_layers)
+    compute = plan_compute(settings, found.config)
     tokenizer = load_tokenizer(
-        loaded.location, trust_remote_code=settings.trust_remote_code, prefix_space=prefix_space
+        found.location, trust_remote_code=settings.trust_remote_code, prefix_space=prefix_space
     )
-    limit = _max_length(tokenizer, loaded.config, settings.max_length, max_length_default)
+    reading = plan_reading(settings, tokenizer, found.config, max_length_default)
     float32 = None
-    if loaded.dtype != torch.float32 and dataclasses.is_dataclass(settings):
-
-        def float32() -> LoadedModel:  # the same model in float32, when first needed
-            exact = dataclasses.replace(settings, dtype="float32")  # type: ignore[type-var]
-            return load_model(exact, all_layers=all_layers)
-
-    return Encoder(loaded, tokenizer, limit, float32)
+    if compute.dtype != torch.float32:  # the same model in float32, when first needed
+        float32 = functools.partial(_cached_model, found, compute.in_float32())
+    return Encoder(_cached_model(found, compute), tokenizer, reading, float32)
 
 
-def load_model(
-    settings: ModelSettings | str | os.PathLike[str] | None = None,
-    *args: Any,
-    all_layers: bool = False,
-    **kwargs: Any,
-) -> LoadedModel:
+def load_model(settings: ModelSettings | None = None, *, all_layers: bool = False) -> LoadedModel:
     """Load (or reuse) the model of ``settings``, truncated to its layer, on its device and dtype.
 
     Args:
@@ -141,22 +117,9 @@ def load_model(
         ModelLoadError: the model cannot be loaded.
         ConfigurationError: a setting does not fit the model or this machine.
     """
-    settings = _settings(settings, args, kwargs, "load_model")
-    name, location = resolve_model(settings.model_type, settings.lang)
-    dev = resolve_device(settings.device)
-    remote = settings.trust_remote_code
-    config = _load_config(location, remote)
-    dtype = resolve_dtype(settings.dtype, dev, config)
-    if all_layers:
-        layers = config_layers(config)
-    elif settings.num_layers is not None:
-        layers = settings.num_layers
-    else:
-        layers = default_num_layers(name, config_layers(config))
-    return MODELS.get(
-        (location, layers, str(dev), dtype, remote),
-        lambda: _load_model(name, location, config, layers, dev, dtype, remote),
-    )
+    settings = BERTScoreSettings() if settings is None else settings
+    found = _Found(settings, all_layers)
+    return _cached_model(found, plan_compute(settings, found.config))
 
 
 def load_tokenizer(
@@ -189,65 +152,49 @@ def load_tokenizer(
     )
 
 
-def load_token_limit(
-    settings: ModelSettings | str | os.PathLike[str] | None = None,
-    max_length: int | None = None,
-    *,
-    lang: str = "en",
-    trust_remote_code: bool = False,
-) -> tuple[Any, int]:
-    """The tokenizer and the token limit the engine would use, without loading the weights.
-
-    Args:
-        settings: the settings (see :func:`load_encoder`); or a model name, with
-            ``max_length``, ``lang`` and ``trust_remote_code`` beside it, which are then checked
-            as ``BERTScoreSettings`` checks them.
+def load_token_limit(settings: ModelSettings) -> tuple[Any, int]:
+    """The tokenizer, and the most tokens of one text the engine scores with ``settings``
+    (:attr:`~uqlm_bert.bertscore.resolve.ReadingPlan.token_limit`), without loading the
+    weights or choosing a device: what computing idf over the texts of a run needs.
 
     Example:
         >>> tokenizer, limit = load_token_limit(BERTScoreSettings(max_length=64))
-        >>> limit
-        64
+        >>> limit, load_token_limit(BERTScoreSettings(long_texts="window"))[1]
+        (64, 32768)
     """
-    if settings is None or isinstance(settings, (str, os.PathLike)):
-        settings = BERTScoreSettings(
-            model_type=settings,
-            max_length=max_length,
-            lang=lang,
-            trust_remote_code=trust_remote_code,
-        )
-    elif max_length is not None or lang != "en" or trust_remote_code:
-        raise TypeError("load_token_limit() takes a settings object or the separate settings")
     _, location = resolve_model(settings.model_type, settings.lang)
     tokenizer = load_tokenizer(location, trust_remote_code=settings.trust_remote_code)
     config = _load_config(location, settings.trust_remote_code)
-    return tokenizer, _max_length(tokenizer, config, settings.max_length, None)
+    return tokenizer, plan_reading(settings, tokenizer, config).token_limit
 
 
-# -- the older call form --------------------------------------------------------------------------
+class _Found:
+    """A settings object's model, found but not loaded: its name and location, its config and
+    the number of layers kept (None: every layer, of a model whose config does not count
+    them)."""
 
-_OLD_ARGS = ("num_layers", "device", "dtype", "max_length", "trust_remote_code")
+    def __init__(self, settings: ModelSettings, all_layers: bool) -> None:
+        self.name, self.location = resolve_model(settings.model_type, settings.lang)
+        self.trust_remote_code = settings.trust_remote_code
+        self.config = _load_config(self.location, self.trust_remote_code)
+        if all_layers:
+            self.layers = config_layers(self.config)
+        elif settings.num_layers is not None:
+            self.layers = settings.num_layers
+        else:
+            self.layers = default_num_layers(self.name, config_layers(self.config))
 
 
-def _settings(
-    settings: Any, args: tuple[Any, ...], kwargs: dict[str, Any], function: str
-) -> ModelSettings:
-    """The settings object of a call, also from the older form ``f(model_type, num_layers,
-    device, dtype, ...)``, which builds (and checks) a ``BERTScoreSettings`` with a warning."""
-    if not args and not kwargs and not isinstance(settings, (str, os.PathLike)):
-        return BERTScoreSettings() if settings is None else settings
-    positional = _OLD_ARGS[: 3 if function == "load_model" else 5]
-    if len(args) > len(positional):
-        raise TypeError(f"{function}() takes a settings object and keyword arguments")
-    given = dict(zip(positional, args, strict=False))
-    unknown = set(kwargs) - {*_OLD_ARGS, "lang"}
-    if unknown or given.keys() & kwargs.keys():
-        raise TypeError(f"{function}() got unexpected arguments: {sorted(unknown or kwargs)}")
-    warn_user(
-        f"{function}(model_type, num_layers=..., ...) is deprecated; pass the settings whole: "
-        f"{function}(BERTScoreSettings(model_type=..., num_layers=..., ...))",
-        DeprecationWarning,
+def _cached_model(found: _Found, compute: ComputePlan) -> LoadedModel:
+    """The model ``found`` names, run as ``compute`` says: from the cache, or loaded into it."""
+    key = (
+        found.location,
+        found.layers,
+        str(compute.device),
+        compute.dtype,
+        found.trust_remote_code,
     )
-    return BERTScoreSettings(model_type=settings, **given, **kwargs)
+    return MODELS.get(key, lambda: _load_model(found, compute))
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -290,18 +237,11 @@ def _load_tokenizer(location: str, trust_remote_code: bool, prefix_space: bool |
     return tokenizer
 
 
-def _load_model(
-    name: str,
-    location: str,
-    config: Any,
-    num_layers: int | None,
-    device: torch.device,
-    dtype: torch.dtype,
-    trust_remote_code: bool,
-) -> LoadedModel:
+def _load_model(found: _Found, compute: ComputePlan) -> LoadedModel:
     from transformers import AutoModel
 
-    common = {"trust_remote_code": trust_remote_code, **_local_only(location)}
+    name, location, config = found.name, found.location, found.config
+    common = {"trust_remote_code": found.trust_remote_code, **_local_only(location)}
     try:
         with _quiet_transformers():
             if getattr(config, "model_type", "") in ("t5", "mt5", "umt5"):
@@ -315,23 +255,25 @@ def _load_model(
     model.eval()
     if hasattr(model, "decoder") and hasattr(model, "encoder"):
         model = model.encoder  # encoder-decoder models: the encoder's states, as the reference
+    num_layers = found.layers
     if num_layers is None:  # every layer, of a model whose config does not count them
         num_layers = count_layers(model) or 0
     else:
         truncate_layers(model, num_layers, name)
-    model.to(device=device, dtype=dtype)
+    model.to(device=compute.device, dtype=compute.dtype)
     for p in model.parameters():
         p.requires_grad_(False)
-    logger.debug("loaded %s (layer %d) on %s as %s", location, num_layers, device, dtype)
+    logger.debug(
+        "loaded %s (layer %d) on %s as %s", location, num_layers, compute.device, compute.dtype
+    )
     return LoadedModel(
         name=name,
         location=location,
         model=model,
         config=config,
         num_layers=num_layers,
-        device=device,
-        dtype=dtype,
-        packed=PackedEncoder.from_model(model),
+        compute=compute,
+        packed=PackedEncoder.from_model(model, round_rows=compute.round_rows),
     )
 
 
@@ -341,35 +283,6 @@ def _wants_prefix_space(tokenizer: object) -> bool:
     return bool(
         names & {"GPT2Tokenizer", "RobertaTokenizer", "GPT2TokenizerFast", "RobertaTokenizerFast"}
     )
-
-
-def _max_length(tokenizer: Any, config: Any, max_length: int | None, default: int | None) -> int:
-    """The token limit: ``max_length`` (checked against the model's window, the one place it
-    can be), else ``default`` or the model's maximum."""
-    model_max = getattr(tokenizer, "model_max_length", None)
-    if model_max is None or model_max > _UNSET_MAX_LENGTH:
-        model_max = None
-        pos = getattr(config, "max_position_embeddings", None)
-        if isinstance(pos, int) and pos > 0:
-            # RoBERTa-style models reserve padding_idx + 1 positions.
-            roberta = "roberta" in str(getattr(config, "model_type", ""))
-            offset = (getattr(config, "pad_token_id", None) or 0) + 1 if roberta else 0
-            model_max = pos - offset
-    if max_length is None:
-        if default is not None:
-            return default if model_max is None else min(default, int(model_max))
-        if model_max is None:
-            raise ConfigurationError(
-                "the model does not say how long its inputs may be; pass max_length"
-            )
-        return int(model_max)
-    if model_max is not None and max_length > model_max:
-        raise ConfigurationError(
-            f"max_length={max_length} is longer than the model accepts ({model_max} tokens); "
-            "max_length counts tokens here (uqlm's counts characters): leave it unset for the "
-            "model's maximum"
-        )
-    return max_length
 
 
 @contextlib.contextmanager

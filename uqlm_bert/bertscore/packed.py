@@ -44,13 +44,12 @@ import torch.nn.functional as F
 __all__ = ["PackedEncoder", "to_device"]
 
 _WIDTH_MULTIPLE = 16
-# In bfloat16 on the CPU, the row-wise GEMMs of a batch of at least _ROW_ROUNDING_FROM tokens
-# run on a multiple of _ROW_MULTIPLE rows. oneDNN's bfloat16 GEMM (2-core AVX512-BF16 CPU) takes
-# up to 28% longer per row for some row counts than for the next multiple of 256 (30,735 rows:
-# 1.80 us per row, 30,736: 1.50); over 40 random counts from 16,384 to 32,768 the four GEMMs of
-# a layer took 5% less time in the mean (22% less at best, 1% more at worst) on rounded counts,
-# and at most 255 spare rows are under 1.6% of such a batch. Float32 GEMMs showed no such
-# counts (0.6% more time on rounded ones), and below 16,384 rows the spare rows cost more.
+# Where the compute plan says so (bfloat16 on the CPU), the row-wise GEMMs of a batch of at least
+# _ROW_ROUNDING_FROM tokens run on a multiple of _ROW_MULTIPLE rows: oneDNN's bfloat16 GEMM is
+# much slower per row for some row counts than for the next multiple of 256, and the at most
+# 255 spare rows are under 1.6% of such a batch. Float32 GEMMs have no such counts, and on
+# smaller batches the spare rows cost more than they save (the measurements are in
+# benchmarks/RESULTS.md).
 _ROW_MULTIPLE = 256
 _ROW_ROUNDING_FROM = 1 << 14
 
@@ -99,9 +98,15 @@ class _Layer:
 
 
 class PackedEncoder:
-    """Runs a (layer-truncated) ``BertModel`` or ``RobertaModel`` on packed token sequences."""
+    """Runs a (layer-truncated) ``BertModel`` or ``RobertaModel`` on packed token sequences.
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    Args:
+        model: the model, on its device and in its dtype.
+        round_rows: run a big batch's row-wise steps on a multiple of 256 rows (what the
+            compute plan decides: :attr:`~uqlm_bert.bertscore.resolve.ComputePlan.round_rows`).
+    """
+
+    def __init__(self, model: torch.nn.Module, round_rows: bool = False) -> None:
         cfg = model.config
         emb = model.embeddings
         self.word = emb.word_embeddings.weight
@@ -110,7 +115,7 @@ class PackedEncoder:
         self.norm = emb.LayerNorm
         # read once: every attribute of a tensor read per batch is a torch call
         self.device, self.dtype = self.word.device, self.word.dtype
-        self.round_rows = self.device.type == "cpu" and self.dtype == torch.bfloat16
+        self.round_rows = round_rows
         self.dim = int(cfg.hidden_size)
         self.ffn = int(cfg.intermediate_size)
         self.heads = cfg.num_attention_heads
@@ -136,9 +141,9 @@ class PackedEncoder:
         )
 
     @classmethod
-    def from_model(cls, model: torch.nn.Module) -> PackedEncoder | None:
+    def from_model(cls, model: torch.nn.Module, round_rows: bool = False) -> PackedEncoder | None:
         """A packed encoder for ``model``, or None when its architecture is not supported."""
-        return cls(model) if cls.supports(model) else None
+        return cls(model, round_rows) if cls.supports(model) else None
 
     @contextlib.contextmanager
     def reuse_workspace(self) -> Iterator[None]:

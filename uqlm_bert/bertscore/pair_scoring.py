@@ -10,8 +10,8 @@ block's token rows are gathered from the table by one index array built in numpy
 the host in one copy. The number of torch calls and host-device copies grows with the number of
 batches and blocks, not with the number of texts or pairs.
 
-A text longer than the model's window, when the scorer reads long texts whole (a ``frame``,
-see :mod:`uqlm_bert.bertscore.windows`), is embedded as overlapping windows stitched back into
+A text longer than the model's window, when the encoder's reading plan reads long texts whole
+(its ``frame``, see :mod:`uqlm_bert.bertscore.windows`), is embedded as overlapping windows stitched back into
 one row per token, and is matched like any other text. Chunks then hold at most the tokens of
 ``2 * chunk_size`` texts of the window's length (fewer pairs when texts are long), and a pair too
 long for one matching block is matched a block of rows at a time
@@ -22,15 +22,15 @@ finite (activations past float16's range) gives scores that are not finite; such
 embedded again in float32, the chunk is matched again, and the call warns once.
 
 Matching compares every token with every token of the other text, so its share of the time
-grows with length: in float32 it took 0.44 s of 3.2 s for 1,500-token texts against 0.09 s of
-2.4 s for as many tokens in 200-token texts. So with the model in bfloat16 on the CPU
-(:func:`match_dtype`), a pair of long texts (both of 512 tokens or more, say: see
-:data:`FIND_IN_REDUCED_FROM`) has each token's best match found in bfloat16, whose matrix
-products run about 6x as fast, and its similarity computed in float32
-(:func:`~uqlm_bert.bertscore.matching.greedy_match_rows_found_in`): 0.19 s instead of 0.44 s for
-those 1,500-token texts. Shorter pairs are matched in float32 as before, where the float32 dot
-products that finding needs would cost more than they save, and so is a pair too long for one
-matching block (matched a block of rows at a time).
+grows with length. So where the compute plan says so (the model in bfloat16 on a CPU with
+bfloat16 matrix instructions: :attr:`~uqlm_bert.bertscore.resolve.ComputePlan.match_dtype`), a
+pair of long texts (both of 512 tokens or more, say: see :data:`FIND_IN_REDUCED_FROM`) has each
+token's best match found in bfloat16, whose matrix products run several times as fast, and its
+similarity computed in float32
+(:func:`~uqlm_bert.bertscore.matching.greedy_match_rows_found_in`). Shorter pairs are matched in
+float32 as before, where the float32 dot products that finding needs would cost more than they
+save, and so is a pair too long for one matching block (matched a block of rows at a time). The
+measured times are in benchmarks/RESULTS.md.
 
 Example:
     >>> from uqlm_bert.bertscore.models import load_encoder
@@ -53,8 +53,7 @@ import numpy as np
 import torch
 
 from uqlm_bert._warn import warn_user
-from uqlm_bert.bertscore import resolve
-from uqlm_bert.bertscore.batching import embed_in_batches, is_out_of_memory, too_long_message
+from uqlm_bert.bertscore.batching import embed_texts, is_out_of_memory, too_long_message
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.matching import (
     greedy_match_rows,
@@ -63,23 +62,20 @@ from uqlm_bert.bertscore.matching import (
 )
 from uqlm_bert.bertscore.packed import to_device
 from uqlm_bert.bertscore.texts import CallTexts
-from uqlm_bert.bertscore.windows import Frame, split_in_windows
+from uqlm_bert.bertscore.windows import Frame
 from uqlm_bert.exceptions import DeviceOutOfMemoryError
 
 __all__ = [
     "score_pairs",
-    "embed_texts",
-    "match_dtype",
     "FIND_IN_REDUCED_FROM",
     "MATCH_BUDGET_CPU",
     "MATCH_BUDGET_ACCELERATOR",
 ]
 
-# In bfloat16 on the CPU, a pair's best matches are found in bfloat16 when its lengths have
-# lc * lr >= FIND_IN_REDUCED_FROM * (lc + lr) (both texts of 512 tokens, say; see the module
-# doc): per pair, float32 matching costs about 6.0e-6 * L**2 + 7.5e-4 * L ms for two texts of L
-# tokens and finding in bfloat16 9e-7 * L**2 + 2.9e-3 * L ms (2-core CPU, WikiBio texts of 200
-# and 1,500 tokens), which cross at L = 430.
+# Where long pairs' best matches are found in bfloat16, a pair's are when its lengths have
+# lc * lr >= FIND_IN_REDUCED_FROM * (lc + lr) (both texts of 512 tokens, say): the measured cost
+# per pair of float32 matching and of finding in bfloat16 (benchmarks/RESULTS.md) cross at two
+# texts of about 430 tokens.
 FIND_IN_REDUCED_FROM = 256
 
 # Matching works on blocks of pairs whose similarities [pairs, Lc, Lr] (three times: the product
@@ -88,26 +84,6 @@ FIND_IN_REDUCED_FROM = 256
 # halves the block).
 MATCH_BUDGET_CPU = 1 << 25
 MATCH_BUDGET_ACCELERATOR = 1 << 27
-
-
-def match_dtype(encoder: Encoder) -> torch.dtype:
-    """The dtype long pairs' best matches are found in: bfloat16 when the model runs in bfloat16
-    on a CPU with bfloat16 matrix instructions (see the module doc; where they are emulated,
-    bfloat16 products are slower than float32's), float32 otherwise.
-
-    Example:
-        >>> from uqlm_bert.bertscore.models import load_encoder
-        >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
-        >>> match_dtype(load_encoder(BERTScoreSettings(device="cpu", dtype="float32")))
-        torch.float32
-    """
-    if (
-        encoder.device.type == "cpu"
-        and encoder.dtype == torch.bfloat16
-        and resolve.cpu_has_bfloat16_units()
-    ):
-        return torch.bfloat16
-    return torch.float32
 
 
 def score_pairs(
@@ -120,7 +96,6 @@ def score_pairs(
     max_tokens: int | None = None,
     on_embedded: Callable[[int], None] | None = None,
     match_budget: int | None = None,
-    frame: Frame | None = None,
 ) -> np.ndarray:
     """Raw P, R and F (``[pairs, 3]`` float32) of each pair of stripped texts.
 
@@ -133,8 +108,10 @@ def score_pairs(
             :func:`~uqlm_bert.bertscore.batching.embed_in_batches`.
         on_embedded: told how many texts were embedded, as they are.
         match_budget: floats per matching block (default: by device).
-        frame: read texts longer than ``frame.window`` in windows (``None``: every text fits,
-            as the tokenizer cut it).
+
+    Texts longer than the model's window are read in windows where the encoder's reading plan
+    says so (its :attr:`~uqlm_bert.bertscore.encoder.Encoder.frame`), and long pairs' best
+    matches are found in its compute plan's ``match_dtype``.
     """
     n = len(keys_c)
     out = np.zeros((n, 3), dtype=np.float32)
@@ -142,7 +119,7 @@ def score_pairs(
     if match_budget is None:
         match_budget = MATCH_BUDGET_CPU if device.type == "cpu" else MATCH_BUDGET_ACCELERATOR
     table = _Table(device, encoder.hidden_size)
-    matching = match_dtype(encoder)
+    matching, frame = encoder.match_dtype, encoder.frame
     redone = 0  # texts embedded again in float32
     for group, group_start in enumerate(range(0, n, chunk_size)):
         texts.wait(group)
@@ -154,7 +131,7 @@ def score_pairs(
                 (k for k in first if len(texts[k].ids) > 0), key=lambda k: len(texts[k].ids)
             )
             embs = embed_texts(
-                encoder, [texts[k].ids for k in new], frame, max_texts, max_tokens, on_embedded
+                encoder, [texts[k].ids for k in new], max_texts, max_tokens, on_embedded
             )
             if len(first) > len(new) and on_embedded is not None:
                 on_embedded(len(first) - len(new))
@@ -162,7 +139,7 @@ def score_pairs(
             chunk_c, chunk_r = keys_c[start:stop], keys_r[start:stop]
             scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget, matching)
             if encoder.dtype != torch.float32 and not np.isfinite(scores[:, :2]).all():
-                fixed = _redo_in_float32(encoder, table, texts, new, frame, max_texts, max_tokens)
+                fixed = _redo_in_float32(encoder, table, texts, new, max_texts, max_tokens)
                 if fixed:
                     redone += fixed
                     scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget, matching)
@@ -176,37 +153,6 @@ def score_pairs(
             UserWarning,
         )
     return out
-
-
-def embed_texts(
-    encoder: Encoder,
-    ids_list: list[np.ndarray],
-    frame: Frame | None,
-    max_texts: int | None = None,
-    max_tokens: int | None = None,
-    on_embedded: Callable[[int], None] | None = None,
-) -> list[torch.Tensor]:
-    """Packed embeddings of texts' token ids (sorted by length), as
-    :func:`~uqlm_bert.bertscore.batching.embed_in_batches` gives them: tensors whose rows,
-    concatenated, are every text's tokens in order. With a ``frame``, a text longer than its
-    window is read as windows (batched with the other sequences) whose rows are stitched back;
-    ``on_embedded`` then counts texts, each once all its windows are embedded."""
-    if frame is None or all(len(ids) <= frame.window for ids in ids_list):
-        return embed_in_batches(encoder, ids_list, max_texts, max_tokens, on_embedded)
-    split = split_in_windows(ids_list, frame)
-    progress = None
-    if on_embedded is not None:
-        done = [0, 0]  # sequences, texts
-
-        def progress(count: int) -> None:
-            done[0] += count
-            now = split.texts_done(done[0])
-            if now > done[1]:
-                on_embedded(now - done[1])
-                done[1] = now
-
-    embs = embed_in_batches(encoder, split.sequences, max_texts, max_tokens, progress)
-    return [split.stitch_packed(torch.cat(embs), normalize=True)]
 
 
 def _chunks(
@@ -248,7 +194,6 @@ def _redo_in_float32(
     table: _Table,
     texts: CallTexts,
     new: list[str],
-    frame: Frame | None,
     max_texts: int | None,
     max_tokens: int | None,
 ) -> int:
@@ -258,9 +203,7 @@ def _redo_in_float32(
     bad = [k for k in new if not finite[table.rows[k] : table.rows[k] + len(texts[k].ids)].all()]
     if not bad:
         return 0
-    embs = embed_texts(
-        encoder.in_float32(), [texts[k].ids for k in bad], frame, max_texts, max_tokens
-    )
+    embs = embed_texts(encoder.in_float32(), [texts[k].ids for k in bad], max_texts, max_tokens)
     rows = np.concatenate(
         [np.arange(table.rows[k], table.rows[k] + len(texts[k].ids)) for k in bad]
     )

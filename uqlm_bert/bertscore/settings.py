@@ -2,23 +2,30 @@
 
 Each entry point builds one of these from its own arguments (``BERTScorer``'s
 ``bert_score``-compatible keywords, ``BlackBoxUQ``'s and the registry's flat keywords, the
-command's options) and passes it whole down to where the model is loaded
-(:func:`~uqlm_bert.bertscore.models.load_encoder`). Every type and value is checked here, once;
-only what needs the model (``num_layers`` against its layer count, ``max_length`` against its
-window, the device against this machine) is checked where the model is loaded.
+command's options), written out name by name, and passes it whole down to where the model is
+loaded (:func:`~uqlm_bert.bertscore.models.load_encoder`). Every type and value is checked here,
+once; only what needs the model (``num_layers`` against its layer count, ``max_length`` against
+its window, the device against this machine) is checked where the model is loaded.
 
-Two sets of defaults, each in one place:
+Two sets of defaults, each in one place, for the three settings on which they differ (``idf``,
+``dtype``, ``long_texts``): a settings object leaves them unset (``None``) unless given, and
+whoever scores with it fills in its own defaults for what was not set:
 
-- the field defaults below are :class:`~uqlm_bert.BERTScorer`'s, which give the reference
+- :data:`ENGINE_DEFAULTS` are :class:`~uqlm_bert.BERTScorer`'s, which give the reference
   package's numbers;
-- :data:`SCORER_DEFAULTS` (and :meth:`BERTScoreSettings.for_scorers`, which builds on it) are
-  those of the ``bert_score`` confidence scorers of ``BlackBoxUQ``, the registry and the
-  command: what serves a user best, each choice measured and documented.
+- :data:`SCORER_DEFAULTS` are those of the ``bert_score`` confidence scorers of ``BlackBoxUQ``,
+  the registry and the command: what serves a user best, each choice measured and documented.
+
+So ``BlackBoxUQ(num_layers=4)`` and ``BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=4))``
+score alike (the scorers' defaults), and ``BERTScorer.from_settings`` of the same object scores
+as ``BERTScorer(num_layers=4)`` (the engine's).
 
 Example:
     >>> s = BERTScoreSettings(num_layers=4, idf=True)
-    >>> s.num_layers, s.idf
-    (4, True)
+    >>> s.num_layers, s.idf, s.dtype
+    (4, True, None)
+    >>> s.with_defaults(SCORER_DEFAULTS).dtype, s.with_defaults(ENGINE_DEFAULTS).dtype
+    ('auto', 'float32')
     >>> BERTScoreSettings.for_scorers(num_layers=4).idf  # the scorers' default idf
     'auto'
     >>> BERTScoreSettings.from_kwargs({"num_layer": 2})
@@ -35,13 +42,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from uqlm_bert._warn import warn_user
 from uqlm_bert.checks import check_int, check_names
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 
 __all__ = [
     "BERTScoreSettings",
     "DTYPE_NAMES",
+    "ENGINE_DEFAULTS",
     "IDF_MODES",
     "LONG_TEXT_MODES",
     "ModelSettings",
@@ -51,8 +58,7 @@ __all__ = [
     "dtype_name",
 ]
 
-#: dtype names the engine accepts (``None`` is float32), each with its canonical name;
-#: ``"auto"`` is the fastest safe dtype for the device and model (see
+#: dtype names the engine accepts, each with its canonical name; ``"auto"`` is the fastest safe dtype for the device and model (see
 #: :func:`~uqlm_bert.bertscore.resolve.auto_dtype`).
 _DTYPES = {
     "auto": "auto",
@@ -63,7 +69,7 @@ _DTYPES = {
     "float16": "float16",
     "fp16": "float16",
 }
-#: dtype names the engine accepts (``None`` is float32).
+#: dtype names the engine accepts (``None`` is "not set": the default of whoever scores).
 DTYPE_NAMES = tuple(_DTYPES)
 #: The string values of ``idf``: ``"auto"`` is the fixed idf table for the model's tokenizer.
 IDF_MODES = ("auto",)
@@ -74,7 +80,7 @@ LONG_TEXT_MODES = ("window", "truncate")
 
 
 def dtype_name(dtype: Any) -> str | None:
-    """The canonical name of a dtype setting (``None`` stays None: float32).
+    """The canonical name of a dtype setting (``None``, "not set", stays None).
 
     Takes the names of :data:`DTYPE_NAMES` (``"auto"`` included) and torch dtypes
     (``torch.bfloat16``).
@@ -92,7 +98,7 @@ def dtype_name(dtype: Any) -> str | None:
     if name is None:
         raise ConfigurationError(
             f"dtype={dtype!r} is not supported; use 'auto' (the fastest safe one for the "
-            "device), None/'float32' (exact), 'bfloat16' or 'float16'"
+            "device), 'float32' (exact), 'bfloat16' or 'float16'"
         )
     return name
 
@@ -128,12 +134,18 @@ class ModelSettings(Protocol):
     dtype: str | None
     max_length: int | None
     trust_remote_code: bool
+    long_texts: str | None
 
 
 @dataclass(frozen=True)
 class BERTScoreSettings:
-    """The BERTScore settings, validated at construction; the field defaults are
-    :class:`~uqlm_bert.BERTScorer`'s (see :data:`SCORER_DEFAULTS` for the scorers').
+    """The BERTScore settings, validated at construction.
+
+    ``idf``, ``dtype`` and ``long_texts`` are left unset (``None``) unless given: whoever scores
+    with the settings fills them in with its own defaults (:data:`ENGINE_DEFAULTS` for
+    :class:`~uqlm_bert.BERTScorer`, :data:`SCORER_DEFAULTS` for the confidence scorers: see
+    :meth:`with_defaults`). ``None`` means "the default" for every other setting too, and the
+    two sets of defaults agree on those.
 
     Attributes:
         model_type: Hugging Face model name or local path; ``None`` is the model ``lang`` selects
@@ -152,8 +164,8 @@ class BERTScoreSettings:
             this many texts per forward pass (speed and memory only).
         max_length: the most tokens the model reads at once (``None``: the model's maximum);
             a longer text is cut there or read in windows of it (see ``long_texts``).
-        dtype: ``None``/``"float32"`` (exact: the reference's numbers), ``"bfloat16"`` or
-            ``"float16"`` (fast), or ``"auto"``: the fastest safe one for the device and model
+        dtype: ``"float32"`` (exact: the reference's numbers), ``"bfloat16"`` or ``"float16"``
+            (fast), or ``"auto"``: the fastest safe one for the device and model
             (:func:`~uqlm_bert.bertscore.resolve.auto_dtype`); kept by its canonical name.
         trust_remote_code: allow models whose code lives in their repository.
         chunk_size: pairs scored per chunk (bounds memory; does not change numbers).
@@ -168,7 +180,7 @@ class BERTScoreSettings:
 
     model_type: str | None = None
     num_layers: int | None = None
-    idf: Any = field(default=False, hash=False)
+    idf: Any = field(default=None, hash=False)
     idf_sents: tuple[str, ...] | None = field(default=None, hash=False)
     rescale_with_baseline: bool = False
     baseline_path: str | None = None
@@ -179,7 +191,7 @@ class BERTScoreSettings:
     dtype: str | None = None
     trust_remote_code: bool = False
     chunk_size: int = 1024
-    long_texts: str = "truncate"
+    long_texts: str | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -190,12 +202,6 @@ class BERTScoreSettings:
             from uqlm_bert.inputs import text_list
 
             set_(self, "idf_sents", tuple(text_list(self.idf_sents, "idf_sents")))
-            if self.idf is not True:
-                warn_user(
-                    f"idf_sents is ignored because idf={self.idf!r}; pass idf=True to compute "
-                    "idf weights from them",
-                    UserWarning,
-                )
         for name in ("rescale_with_baseline", "trust_remote_code"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(
@@ -213,7 +219,8 @@ class BERTScoreSettings:
         check_int("chunk_size", self.chunk_size, 1)
         check_int("max_length", self.max_length, 2, none_ok=True)
         set_(self, "dtype", dtype_name(self.dtype))
-        check_long_texts(self.long_texts)
+        if self.long_texts is not None:
+            check_long_texts(self.long_texts)
 
     @classmethod
     def accepted(cls) -> tuple[str, ...]:
@@ -232,25 +239,11 @@ class BERTScoreSettings:
         return cls.accepted()
 
     @classmethod
-    def arguments_of(cls, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Those of a call's arguments that are BERTScore settings, by name: how an entry point
-        whose keywords are named after the settings (``BERTScorer``, ``BlackBoxUQ``) hands them
-        on from ``locals()`` without listing them a second time.
-
-        Example:
-            >>> def entry(text, num_layers=None, idf=False):
-            ...     return BERTScoreSettings.arguments_of(locals())
-            >>> entry("a", num_layers=3)
-            {'idf': False, 'num_layers': 3}
-        """
-        return {name: arguments[name] for name in cls.accepted() if name in arguments}
-
-    @classmethod
     def from_kwargs(
         cls, kwargs: Mapping[str, Any], base: BERTScoreSettings | None = None
     ) -> BERTScoreSettings:
-        """Settings from keyword arguments (on top of ``base``, by default
-        ``BERTScorer``'s defaults); ``None`` values keep the base's value.
+        """Settings from keyword arguments (on top of ``base``, by default nothing set);
+        ``None`` values keep the base's value.
 
         Raises:
             ConfigurationError: an unknown name (the message suggests the closest accepted one
@@ -272,9 +265,47 @@ class BERTScoreSettings:
         """
         return cls.from_kwargs(kwargs, base=SCORER_DEFAULTS)
 
-    def as_kwargs(self) -> dict[str, Any]:
-        """The settings as keyword arguments of :class:`~uqlm_bert.BERTScorer`."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+    @classmethod
+    def for_engine(cls, **kwargs: Any) -> BERTScoreSettings:
+        """Settings of :class:`~uqlm_bert.BERTScorer`: :data:`ENGINE_DEFAULTS` with ``kwargs``
+        on top (``None`` keeps the default).
+
+        Example:
+            >>> s = BERTScoreSettings.for_engine(num_layers=3, idf=None)
+            >>> s.num_layers, s.idf, s.dtype
+            (3, False, 'float32')
+        """
+        return cls.from_kwargs(kwargs, base=ENGINE_DEFAULTS)
+
+    def with_defaults(self, defaults: BERTScoreSettings) -> BERTScoreSettings:
+        """These settings with ``defaults``' values for what was not set (``None``): how
+        :class:`~uqlm_bert.BERTScorer` (:data:`ENGINE_DEFAULTS`) and the scorers
+        (:data:`SCORER_DEFAULTS`) read an object they are given. Itself when nothing is unset.
+
+        Example:
+            >>> s = BERTScoreSettings(num_layers=4, dtype="bfloat16")
+            >>> done = s.with_defaults(SCORER_DEFAULTS)
+            >>> done.num_layers, done.dtype, done.idf, done.long_texts
+            (4, 'bfloat16', 'auto', 'window')
+            >>> done.with_defaults(ENGINE_DEFAULTS) is done
+            True
+        """
+        unset = {
+            f.name: getattr(defaults, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is None and getattr(defaults, f.name) is not None
+        }
+        return dataclasses.replace(self, **unset) if unset else self
+
+    def with_scorer_defaults(self) -> BERTScoreSettings:
+        """These settings as the ``bert_score`` scorers read them: :data:`SCORER_DEFAULTS` for
+        what they leave unset (see :meth:`with_defaults`).
+
+        Example:
+            >>> BERTScoreSettings(num_layers=4).with_scorer_defaults().long_texts
+            'window'
+        """
+        return self.with_defaults(SCORER_DEFAULTS)
 
     def replace(self, **changes: Any) -> BERTScoreSettings:
         """A copy with some settings changed (and checked).
@@ -308,6 +339,8 @@ def check_long_texts(mode: Any) -> None:
 
 
 def _check_idf(idf: Any) -> None:
+    if idf is None:  # not set
+        return
     if isinstance(idf, str):
         if idf not in IDF_MODES:
             raise ConfigurationError(
@@ -325,16 +358,21 @@ def _check_idf(idf: Any) -> None:
         )
 
 
-#: The settings of the ``bert_score`` confidence scorers where the caller gives none
-#: (``BlackBoxUQ``, ``build_scorers``, the command). They differ from
-#: :class:`~uqlm_bert.BERTScorer`'s (which match the reference package) where another choice
-#: serves the user better, each measured: idf weights come from the fixed table of general
-#: English, which ranks answers better and, unlike idf over the call's own samples, keeps a
-#: prompt's score independent of the other prompts; the model runs in the fastest safe dtype
-#: for the device (``dtype="auto"``: float16 on CUDA, bfloat16 on CPUs with bfloat16 matrix
-#: units), whose confidences stay within 2e-3 of float32's with the same ranking (the measured
-#: differences are in docs/bertscore.md); and a text longer than the model's window is read in
-#: overlapping windows and scored whole, not judged by its first 512 tokens (which tells a long
-#: answer whose second half is made up from a faithful one no better than chance). Change a
-#: scorer default here, and only here.
+#: :class:`~uqlm_bert.BERTScorer`'s defaults for what a settings object leaves unset: the
+#: reference package's (no idf, float32, texts cut at the model's window), so that its numbers
+#: are the reference's. Change an engine default here, and only here.
+ENGINE_DEFAULTS = BERTScoreSettings(idf=False, dtype="float32", long_texts="truncate")
+
+#: The ``bert_score`` confidence scorers' defaults for what a settings object leaves unset
+#: (``BlackBoxUQ``, ``build_scorers``, the command), whether the settings come as flat keywords
+#: or whole. They differ from :data:`ENGINE_DEFAULTS` where another choice serves the user
+#: better, each measured: idf weights come from the fixed table of general English, which ranks
+#: answers better and, unlike idf over the call's own samples, keeps a prompt's score
+#: independent of the other prompts; the model runs in the fastest safe dtype for the device
+#: (``dtype="auto"``: float16 on CUDA, bfloat16 on CPUs with bfloat16 matrix units), whose
+#: confidences stay within 2e-3 of float32's with the same ranking (the measured differences
+#: are in docs/bertscore.md); and a text longer than the model's window is read in overlapping
+#: windows and scored whole, not judged by its first 512 tokens (which tells a long answer
+#: whose second half is made up from a faithful one no better than chance). Change a scorer
+#: default here, and only here.
 SCORER_DEFAULTS = BERTScoreSettings(idf="auto", dtype="auto", long_texts="window")

@@ -93,8 +93,9 @@ class CallTexts:
         weights: the token weights (:func:`weight_lookup`), or ``None`` to weigh later with
             :meth:`weigh_all` (idf computed from the call's own references).
         ahead: tokenize in a background thread, ahead of :meth:`wait`.
-        limit: the most tokens kept of a text (``None``: the encoder's ``max_length``; a text
-            read in windows keeps more, see :mod:`uqlm_bert.bertscore.windows`).
+
+    A text keeps at most the encoder's :attr:`~uqlm_bert.bertscore.encoder.Encoder.token_limit`
+    tokens (more than the model's window where long texts are read in windows).
 
     ``texts[key]`` is a text's :class:`TextInfo` once its group is ready (:meth:`wait`).
     """
@@ -107,10 +108,8 @@ class CallTexts:
         chunk_size: int,
         weights: WeightLookup | None = None,
         ahead: bool = False,
-        limit: int | None = None,
     ) -> None:
         self._encoder = encoder
-        self._limit = limit
         self._special = np.fromiter(
             encoder.special_ids, dtype=np.int64, count=len(encoder.special_ids)
         )
@@ -189,7 +188,7 @@ class CallTexts:
         enc = self._encoder
         for start in range(0, len(keys), _TOKENIZE_CHUNK):
             part = keys[start : start + _TOKENIZE_CHUNK]
-            ids_list, cut = enc.tokenize_checked(part, self._limit)
+            ids_list, cut = enc.tokenize_checked(part)
             lens = np.fromiter(map(len, ids_list), dtype=np.int64, count=len(ids_list))
             flat = np.fromiter(
                 itertools.chain.from_iterable(ids_list), dtype=np.int64, count=int(lens.sum())

@@ -11,26 +11,21 @@ same weights.
 - **How long a window is**: at most :data:`WINDOW_TOKENS` tokens with its special tokens (256;
   the model's window when that is smaller). A text is read in windows only when it is longer
   than the model's window (512 tokens for the embedded model); up to there it is read whole, as
-  in ``"truncate"`` mode. Windows shorter than the model's are cheaper per token: attention's
-  cost per token grows with the window's length, and on a CPU in bfloat16 attention takes about
-  a third of the model's time at 200 tokens. With windows of 256 tokens a token of a 1,500-token
-  text cost 1.23x a token of a 200-token text, with windows of 320, 384 and about 400 (the
-  fewest of at most 512) 1.30x, 1.39x and 1.44x (``benchmarks/bench_long_texts.py``, bfloat16);
-  read in windows of 256, a 510-token text's token embeddings keep a cosine of 0.946 to the
-  whole-text ones, and its F1 against a sample moves by 0.006 on average
-  (``benchmarks/eval_long_texts.py``, benchmarks/RESULTS.md).
+  in ``"truncate"`` mode. Windows shorter than the model's are cheaper per token, since
+  attention's cost per token grows with the window's length, at a small cost in agreement with
+  the whole-text embeddings (both measured with ``benchmarks/bench_long_texts.py`` and
+  ``benchmarks/eval_long_texts.py``: see benchmarks/RESULTS.md).
 - **Where windows start** (:func:`plan_windows`): as few windows as overlap by at least
   :data:`MIN_OVERLAP` tokens, all of one length, spread evenly from the first token to the last.
   The model reads about ``n + MIN_OVERLAP * (k - 1)`` tokens for ``k`` windows over ``n``, so
-  the cost grows linearly with length (14% more than ``n`` for 1,500 tokens in windows of 256).
+  the cost grows linearly with length.
 - **Which window gives a token its embedding**: every window that holds it, averaged (and, for
   BERTScore, L2-normalised again). The special tokens at the start come from the first window,
   those at the end from the last.
 
 The overlap and the rule were chosen by measurement (``benchmarks/eval_long_texts.py``, see
-benchmarks/RESULTS.md):
-texts the model reads whole were also read in smaller windows, and the windowed embeddings
-compared with the whole-text ones. The mean over windows changed BERTScore F1 least (against
+benchmarks/RESULTS.md): texts the model reads whole were also read in smaller windows, and the
+windowed embeddings compared with the whole-text ones. The mean over windows changed BERTScore F1 least (against
 the window where the token has the most context on both sides, and the first window that holds
 it), and an overlap of 32 tokens gave most of what 64 gives at about half the extra cost.
 
@@ -46,7 +41,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +58,6 @@ __all__ = [
     "WINDOW_TOKENS",
     "Frame",
     "WindowSplit",
-    "embed_in_windows",
     "plan_windows",
     "split_in_windows",
 ]
@@ -197,29 +191,12 @@ class WindowSplit:
     lengths: list[int]
     sequence_texts: np.ndarray
 
-    @property
-    def windowed(self) -> int:
-        """How many texts were cut into windows."""
-        return sum(len(p) > 1 for p in self.pieces)
-
-    def stitch(self, outputs: Sequence[torch.Tensor], normalize: bool) -> list[torch.Tensor]:
-        """Each text's ``[tokens, dim]`` output from the sequences' ``outputs`` (one per
-        sequence, in order): a text that fits gets its sequence's output as it is; a windowed
-        text, per token the mean over the windows that hold it (see :meth:`stitch_packed`)."""
-        texts = []
-        for pieces, n in zip(self.pieces, self.lengths, strict=True):
-            if len(pieces) == 1:
-                texts.append(outputs[pieces[0][0]])
-                continue
-            rows = torch.cat([outputs[s][a:b] for s, a, b, _ in pieces])
-            where = np.concatenate([np.arange(d, d + b - a) for _, a, b, d in pieces])
-            texts.append(_mean_rows(rows, where, n, normalize))
-        return texts
-
     def stitch_packed(self, packed: torch.Tensor, normalize: bool) -> torch.Tensor:
-        """:meth:`stitch` for packed outputs: ``packed`` holds every sequence's rows one after
-        the other (``[sum of sequence lengths, dim]``); the result holds every text's rows one
-        after the other, in the texts' order."""
+        """Every text's ``[tokens, dim]`` output from the sequences' outputs: ``packed`` holds
+        every sequence's rows one after the other (``[sum of sequence lengths, dim]``); the
+        result holds every text's rows one after the other, in the texts' order. A text that
+        fits gets its sequence's rows as they are; a windowed text, per token the mean over
+        the windows that hold it, L2-normalised again with ``normalize``."""
         seq_lens = np.fromiter((len(s) for s in self.sequences), np.int64, len(self.sequences))
         seq_start = np.concatenate(([0], np.cumsum(seq_lens)[:-1]))
         text_start = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
@@ -321,26 +298,3 @@ def split_in_windows(
         [len(np.asarray(ids)) for ids in ids_list],
         np.asarray([owner[i] for i in order], dtype=np.int64),
     )
-
-
-def embed_in_windows(
-    ids_list: Sequence[Sequence[int] | np.ndarray],
-    frame: Frame,
-    embed: Callable[[list[np.ndarray]], Sequence[torch.Tensor]],
-    normalize: bool,
-    min_overlap: int = MIN_OVERLAP,
-) -> list[torch.Tensor]:
-    """Each text's ``[tokens, dim]`` output, long texts read in windows: ``embed`` gets every
-    sequence of :func:`split_in_windows` at once (to batch as it likes) and returns one output
-    per sequence, which are stitched back per text (:meth:`WindowSplit.stitch`). Give the texts
-    shortest first, as batches want them.
-
-    Example:
-        >>> frame = Frame((101,), (102,), window=6)
-        >>> ids = [101, 1, 2, 3, 4, 5, 6, 102]
-        >>> as_rows = lambda seqs: [torch.tensor(s, dtype=torch.float32)[:, None] for s in seqs]
-        >>> embed_in_windows([ids], frame, as_rows, False, 1)[0].flatten().tolist()
-        [101.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 102.0]
-    """
-    split = split_in_windows(ids_list, frame, min_overlap)
-    return split.stitch(embed(split.sequences), normalize)

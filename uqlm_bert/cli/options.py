@@ -73,10 +73,12 @@ def checked_scorers(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]
 
 def bertscore_settings(args: argparse.Namespace) -> BERTScoreSettings:
     """The :class:`~uqlm_bert.BERTScoreSettings` of ``evaluate``: the options given on top of
-    :class:`~uqlm_bert.BERTScorer`'s defaults, which give ``bert_score``'s numbers."""
+    :class:`~uqlm_bert.BERTScorer`'s defaults
+    (:data:`~uqlm_bert.bertscore.settings.ENGINE_DEFAULTS`), which give ``bert_score``'s
+    numbers."""
     from uqlm_bert.bertscore.settings import BERTScoreSettings
 
-    return BERTScoreSettings(**bertscore_kwargs(args))
+    return BERTScoreSettings.for_engine(**bertscore_kwargs(args))
 
 
 def generation_settings(args: argparse.Namespace) -> GenerationSettings:

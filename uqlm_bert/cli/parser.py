@@ -3,9 +3,10 @@ the settings objects.
 
 An option that stands for a setting has no default of its own: left out, the setting keeps the
 default of its object (:class:`~uqlm_bert.GenerationSettings`, the ``bert_score`` scorers'
-:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`, or :class:`~uqlm_bert.BERTScorer`'s for
-``evaluate``), and the help shows that default, read from the object. Values are checked by the
-objects, so a bad one gets the message the Python API gives.
+:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`, or :class:`~uqlm_bert.BERTScorer`'s
+:data:`~uqlm_bert.bertscore.settings.ENGINE_DEFAULTS` for ``evaluate``), and the help shows
+that default, read from the object. Values are checked by the objects, so a bad one gets the
+message the Python API gives.
 
 Example:
     >>> argv = ["generate-and-score", "p.txt", "-o", "o.csv", "--model", "m", "-m", "3"]
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         'table'
     """
     from uqlm_bert import __version__
-    from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
+    from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
 
     parser = argparse.ArgumentParser(
         prog="uqlm-bert",
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     scorer_bert = _bertscore_options(vars(SCORER_DEFAULTS))
     _score_command(commands, [scorers, scorer_bert, quiet])
     _generate_command(commands, [scorers, scorer_bert, quiet])
-    _evaluate_command(commands, [_bertscore_options(_field_defaults(BERTScoreSettings)), quiet])
+    _evaluate_command(commands, [_bertscore_options(vars(ENGINE_DEFAULTS)), quiet])
     return parser
 
 

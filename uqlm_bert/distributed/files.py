@@ -205,24 +205,18 @@ def _run_wide_idf(
     """With BERTScore's ``idf=True`` and no ``idf_sents``: the same settings with ``idf`` fixed
     to the weights over the references of the rows to score (their present samples, as the
     engine takes them in one call), the weights one process scoring every row in one call
-    computes, so that every batch on every actor weighs tokens alike."""
+    computes, so that every batch on every actor weighs tokens alike. The references are read
+    as the scorers read them, up to the engine's token limit for these settings."""
     bert = settings.get(BERTScoreSettings.keyword)
     if bert is None or bert.idf is not True or bert.idf_sents is not None:
         return settings
     from uqlm_bert.bertscore.encoder import tokenize_texts
     from uqlm_bert.bertscore.idf import idf_from_token_ids
     from uqlm_bert.bertscore.models import load_token_limit
-    from uqlm_bert.bertscore.windows import MAX_TOKENS
 
     _, _, refs = present_pairs(ScoringInputs(list(responses), [list(s) for s in samples]))
-    tokenizer, limit = load_token_limit(  # only the tokenizer is needed here
-        bert.model_type,
-        bert.max_length,
-        lang=bert.lang or "en",
-        trust_remote_code=bert.trust_remote_code,
-    )
-    if bert.long_texts == "window":
-        limit = MAX_TOKENS  # the scorers read long references whole: so does their idf
+    # only the tokenizer is needed here, and the most tokens of a reference the scorers read
+    tokenizer, limit = load_token_limit(bert)
     weights = idf_from_token_ids(tokenize_texts(tokenizer, refs, limit)[0])
     logger.info("idf weights computed from the %d references of the run", len(refs))
     fixed = defaultdict(partial(float, weights.default), weights.weights)

@@ -32,6 +32,9 @@ from uqlm_bert.inputs import ScoringInputs, as_inputs, present_pairs
 
 __all__ = ["Pairs", "PairwiseScorer", "Scorer", "mean_by_group", "score_all"]
 
+#: Texts of which some may be missing (None: a failed LLM call).
+Texts = Sequence[str | None]
+
 
 class Scorer(abc.ABC):
     """A black-box confidence scorer over (response, sampled responses).
@@ -50,10 +53,7 @@ class Scorer(abc.ABC):
 
     @abc.abstractmethod
     def score(
-        self,
-        responses: Sequence[str | None],
-        sampled_responses: Sequence[Sequence[str | None]],
-        show_progress_bars: bool = False,
+        self, responses: Texts, sampled_responses: Sequence[Texts], show_progress_bars: bool = False
     ) -> np.ndarray:
         """Return one float64 confidence per response (NaN where it cannot be computed)."""
 
@@ -97,10 +97,7 @@ class PairwiseScorer(Scorer):
         """One score per pair: ``pairs.cands[k]`` (the response) against ``pairs.refs[k]``."""
 
     def score(
-        self,
-        responses: Sequence[str | None],
-        sampled_responses: Sequence[Sequence[str | None]],
-        show_progress_bars: bool = False,
+        self, responses: Texts, sampled_responses: Sequence[Texts], show_progress_bars: bool = False
     ) -> np.ndarray:
         """One confidence per response: the mean pair score over its present samples."""
         return score_all([self], responses, sampled_responses, show_progress_bars)[self.name]

@@ -17,17 +17,25 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uqlm_bert.bertscore.engine import BERTScorer
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Pairs, PairwiseScorer
-from uqlm_bert.scorers.registry import BERTSCORE_SCORERS
 
-__all__ = ["BERTScoreConsistency", "DEFAULT_THRESHOLD", "SCORER_DEFAULTS"]
+if TYPE_CHECKING:
+    from uqlm_bert.bertscore.engine import BERTScorer
+
+__all__ = ["BERTSCORE_SCORERS", "BERTScoreConsistency", "DEFAULT_THRESHOLD", "SCORER_DEFAULTS"]
+
+#: The names of the BERTScore consistency scorers, by BERTScore component.
+BERTSCORE_SCORERS = {
+    "f1": "bert_score",
+    "precision": "bert_score_precision",
+    "recall": "bert_score_recall",
+}
 
 #: The default threshold of the ``bert_score`` scorer at its default settings: answers below it
 #: are flagged as likely hallucinations by ``UQResult.flag()`` and ``filter()``.
@@ -52,10 +60,13 @@ class BERTScoreConsistency(PairwiseScorer):
         metric: ``"f1"`` (the scorer ``bert_score``), ``"precision"`` or ``"recall"``.
         engine: a loaded :class:`~uqlm_bert.BERTScorer` to use; by default one is made from
             the settings.
-        bertscore: the BERTScore settings, whole (as built by
-            :meth:`~uqlm_bert.BERTScoreSettings.for_scorers`, say).
+        bertscore: the BERTScore settings, whole; what they leave unset takes
+            :data:`SCORER_DEFAULTS`' value.
         kwargs: else BERTScore settings (``model_type``, ``num_layers``, ``idf``, ``device``,
             ...) on top of :data:`SCORER_DEFAULTS`; an unknown name is an error.
+
+    The engine (torch and the model) loads when the scorer is made, not when this module is
+    imported: the registry imports it to know its names.
 
     Example:
         >>> BERTScoreConsistency("precision", num_layers=4).name
@@ -86,7 +97,16 @@ class BERTScoreConsistency(PairwiseScorer):
         self.metric = key
         self.name = BERTSCORE_SCORERS[key]
         if engine is None:
-            settings = bertscore or BERTScoreSettings.for_scorers(**kwargs)
+            from uqlm_bert.bertscore.engine import BERTScorer
+
+            if isinstance(bertscore, BERTScoreSettings):
+                settings = bertscore.with_scorer_defaults()
+            elif bertscore is not None:
+                raise ConfigurationError(
+                    f"bertscore must be a BERTScoreSettings, got {type(bertscore).__name__}"
+                )
+            else:
+                settings = BERTScoreSettings.for_scorers(**kwargs)
             engine = BERTScorer.from_settings(settings, show_progress_bars=True)
         self.engine = engine
         # idf taken from each call's references makes a score depend on the whole call

@@ -5,13 +5,15 @@ Each text becomes one vector: the mean of the model's last-layer token embedding
 the model reading at most its ``max_seq_length``, 256 tokens for that model). A longer text is
 read in overlapping windows (:mod:`uqlm_bert.bertscore.windows`) and its vector is the mean over
 all its tokens, each token's state the mean over the windows that hold it; with
-``long_texts="truncate"`` it is cut at the window, as sentence-transformers does. The confidence is the
-mean cosine between the response's vector and each present sample's vector, mapped from [-1, 1]
-to [0, 1] as uqlm's normalised cosine similarity does::
+``long_texts="truncate"`` it is cut at the window, as sentence-transformers does. The
+confidence is the mean cosine between the response's vector and each present sample's vector,
+mapped from [-1, 1] to [0, 1] as uqlm's normalised cosine similarity does::
 
     cosine_sim = (1 + mean_j cos(V(response), V(sample_j))) / 2
 
-Every distinct text is embedded once, in length-sorted batches, across all responses.
+Every distinct text is embedded once, across all responses, through the engine's one batching
+function (:func:`~uqlm_bert.bertscore.batching.embed_texts`): length-sorted batches, windows
+where the reading plan says so, and a batch that runs out of device memory split in halves.
 
 Example:
     >>> from uqlm_bert.scorers.cosine import CosineSimScorer
@@ -33,10 +35,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from uqlm_bert.bertscore.batching import plan_batches
+from uqlm_bert.bertscore.batching import embed_texts
 from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.models import load_encoder, resolve_model
-from uqlm_bert.bertscore.windows import MAX_TOKENS, Frame, embed_in_windows
+from uqlm_bert.bertscore.packed import to_device
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import text_list
 from uqlm_bert.scorers.base import Pairs, PairwiseScorer
@@ -45,6 +47,10 @@ from uqlm_bert.scorers.settings import CosineSettings
 __all__ = ["CosineSimScorer", "cosine_to_confidence"]
 
 DEFAULT_BATCH_SIZE = CosineSettings.batch_size
+
+# Texts are embedded in groups of at most this many tokens, each group's token states reduced
+# to its texts' vectors before the next: memory stays bounded however many texts a call has.
+_GROUP_TOKENS = 1 << 17
 
 
 class CosineSimScorer(PairwiseScorer):
@@ -60,9 +66,9 @@ class CosineSimScorer(PairwiseScorer):
         model_type: a Hugging Face name or local directory of a sentence-embedding model;
             ``None`` (default) is the embedded all-MiniLM-L6-v2, loaded offline.
         device: ``None`` picks cuda, then mps, then cpu.
-        dtype: ``"auto"`` (the fastest safe dtype for the device, see
-            :func:`~uqlm_bert.bertscore.resolve.auto_dtype`), ``None``/"float32" (exact),
-            "bfloat16" or "float16".
+        dtype: ``"auto"`` (the default: the fastest safe dtype for the device, see
+            :func:`~uqlm_bert.bertscore.resolve.auto_dtype`), "float32" (exact), "bfloat16" or
+            "float16".
         batch_size: texts per forward pass.
         max_length: the most tokens the model reads at once; ``None`` for the model's
             ``max_seq_length`` (from its sentence-transformers config) or else its maximum.
@@ -109,7 +115,6 @@ class CosineSimScorer(PairwiseScorer):
     def _setup(self, settings: CosineSettings) -> None:
         self.settings = settings
         self._encoder: Encoder | None = None
-        self._frame: Frame | None = None
 
     @property
     def batch_size(self) -> int:
@@ -127,8 +132,6 @@ class CosineSimScorer(PairwiseScorer):
                 prefix_space=False,  # tokenized as sentence-transformers does
                 max_length_default=_max_seq_length(location),
             )
-            if self.settings.long_texts == "window":
-                self._frame = Frame.of(self._encoder.tokenizer, self._encoder.max_length)
         return self._encoder
 
     @property
@@ -145,34 +148,22 @@ class CosineSimScorer(PairwiseScorer):
         """Unit-length float64 sentence embeddings, one row per text (each text stripped)."""
         texts = text_list(texts, "texts", allow_empty=True)
         enc = self.encoder
-        frame = self._frame
-        ids = enc.tokenize(texts, MAX_TOKENS if frame is not None else None)
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        rows: dict[int, np.ndarray] = {}
-        # at most batch_size texts, and no more padded tokens than batch_size texts that fit
-        # the window: long texts (read in windows) come fewer to a batch
-        size = self.batch_size
-        batches = plan_batches([len(ids[i]) for i in order], size, size * enc.max_length)
-        with enc.reuse_workspace():
-            for start, stop in tqdm(batches, desc="cosine_sim", disable=not show_progress_bars):
-                idx = order[start:stop]
-                batch = [ids[i] for i in idx]
-                if frame is None:
-                    states = enc.hidden_states(batch)
-                else:  # a long text's windows, stitched: one state per token
-                    states = embed_in_windows(batch, frame, self._states, normalize=False)
-                for i, text_states in zip(idx, states, strict=True):
-                    rows[i] = text_states.mean(dim=0).double().cpu().numpy()  # over its tokens
-        out = (
-            np.stack([rows[i] for i in range(len(ids))]) if rows else np.zeros((0, enc.hidden_size))
-        )
+        ids = enc.tokenize(texts)  # up to the reading plan's token limit
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.zeros((len(ids), enc.hidden_size))
+        size, hidden = self.batch_size, not show_progress_bars
+        with tqdm(total=len(ids), desc="cosine_sim", unit="text", delay=1.0, disable=hidden) as bar:
+            for group in _groups([len(ids[i]) for i in order]):
+                idx = [order[k] for k in group]
+                seqs = [ids[i] for i in idx]
+                # at most batch_size texts, and no more padded tokens than batch_size texts
+                # that fit the window: long texts (read in windows) come fewer to a batch
+                states = embed_texts(
+                    enc, seqs, size, size * enc.max_length, bar.update, normalize=False
+                )
+                out[idx] = _token_means(torch.cat(states), [len(s) for s in seqs])
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1.0)
-
-    def _states(self, seqs: list[np.ndarray]) -> list[torch.Tensor]:
-        """Hidden states of sequences, ``batch_size`` per forward pass."""
-        enc, size = self.encoder, self.batch_size
-        return [h for b in range(0, len(seqs), size) for h in enc.hidden_states(seqs[b : b + size])]
 
     def score_pairs(self, pairs: Pairs) -> np.ndarray:
         """Each pair's cosine mapped to [0, 1]; every distinct text is embedded once."""
@@ -195,6 +186,30 @@ def cosine_to_confidence(mean_cosine: np.ndarray) -> np.ndarray:
         [1.0, 0.5, 0.0]
     """
     return np.clip((1.0 + np.asarray(mean_cosine, dtype=np.float64)) / 2.0, 0.0, 1.0)
+
+
+def _groups(lengths: list[int]) -> list[range]:
+    """Consecutive groups of texts of these lengths, each of at most ``_GROUP_TOKENS`` tokens
+    (a longer text alone)."""
+    groups: list[range] = []
+    start, tokens = 0, 0
+    for k, n in enumerate(lengths):
+        if k > start and tokens + n > _GROUP_TOKENS:
+            groups.append(range(start, k))
+            start, tokens = k, 0
+        tokens += n
+    if start < len(lengths):
+        groups.append(range(start, len(lengths)))
+    return groups
+
+
+def _token_means(rows: torch.Tensor, lengths: list[int]) -> np.ndarray:
+    """``[texts, dim]`` float64: each text's mean over its rows (``rows`` holds every text's
+    rows, text after text)."""
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    sums = rows.new_zeros((len(lengths), rows.shape[1]), dtype=torch.float64)
+    sums.index_add_(0, to_device(torch.from_numpy(owner), rows.device), rows.double())
+    return sums.cpu().numpy() / np.asarray(lengths, dtype=np.float64)[:, None]
 
 
 def _max_seq_length(location: str) -> int | None:

@@ -9,8 +9,12 @@ here, once, from flat keywords (``num_layers=4``) on top of the scorers' default
 an unknown name lists the known ones, and a setting that none of the chosen scorers accepts is an
 error naming it and the accepted ones, never ignored. Nothing downstream checks again.
 
-The built-in scorers are registered here, when this module is imported; their factories import
-the scorer modules (and torch, for the model-based ones) only when a scorer is built.
+A settings object given whole gets the scorers' defaults for what it leaves unset, as flat
+keywords do: ``build_scorers(num_layers=4)`` and
+``build_scorers(bertscore=BERTScoreSettings(num_layers=4))`` build the same scorer.
+
+The built-in scorers are registered here, when this module is imported; the model-based ones
+import torch only when a scorer is built.
 
 Example:
     >>> available_scorers()[:3]
@@ -31,6 +35,7 @@ from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.checks import check_names
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Scorer
+from uqlm_bert.scorers.bert import BERTSCORE_SCORERS, BERTScoreConsistency
 from uqlm_bert.scorers.settings import CosineSettings, ExactMatchSettings
 
 __all__ = [
@@ -40,18 +45,11 @@ __all__ = [
     "build_scorer",
     "build_scorers",
     "check_scorer_names",
-    "check_scorer_settings",
+    "merge_scorer_kwargs",
     "register_scorer",
     "scorer_settings",
     "scorer_spec",
 ]
-
-#: The names of the BERTScore consistency scorers, by BERTScore component.
-BERTSCORE_SCORERS = {
-    "f1": "bert_score",
-    "precision": "bert_score_precision",
-    "recall": "bert_score_recall",
-}
 
 
 @dataclass(frozen=True)
@@ -233,8 +231,9 @@ def build_scorers(
 
 
 def scorer_settings(names: Sequence[str], **settings: Any) -> dict[str, Any]:
-    """The settings of the named scorers, each settings object built once: the ones given whole
-    as they are, the others from the flat keywords on top of the scorers' defaults.
+    """The settings of the named scorers, each settings object built once: from the flat
+    keywords on top of the scorers' defaults, or given whole and given the scorers' defaults
+    for what it leaves unset.
 
     The returned mapping (settings objects under their keywords, such as ``"bertscore"``, and
     the flat settings of scorers registered with keyword factories) can be passed whole to
@@ -253,21 +252,31 @@ def scorer_settings(names: Sequence[str], **settings: Any) -> dict[str, Any]:
     return _settings_for([_REGISTRY[name] for name in names], settings)
 
 
-def check_scorer_settings(names: Sequence[str], settings: dict[str, Any]) -> dict[str, Any]:
-    """The settings that are not None, after checking that each is accepted by a scorer named
-    (the names only; the values are checked when the scorers' settings are built).
+def merge_scorer_kwargs(
+    scorer_kwargs: Mapping[str, Any] | None, arguments: Mapping[str, Any]
+) -> dict[str, Any]:
+    """An entry point's scorer settings: its own ``arguments``, by name (``None``: not given),
+    with ``scorer_kwargs`` beside them, as :func:`build_scorers` and
+    :func:`scorer_settings` take them (which check the names and values).
 
     Raises:
-        ConfigurationError: a setting none of ``names`` accepts (the message lists those
-            they accept).
+        ConfigurationError: a setting given both as an argument and in ``scorer_kwargs``.
 
     Example:
-        >>> check_scorer_settings(["bert_score"], {"num_layers": 4, "idf": None})
-        {'num_layers': 4}
+        >>> merge_scorer_kwargs({"exact_match_normalize": False}, {"num_layers": 4, "idf": None})
+        {'num_layers': 4, 'idf': None, 'exact_match_normalize': False}
+        >>> merge_scorer_kwargs({"num_layers": 5}, {"num_layers": 4})
+        Traceback (most recent call last):
+        ...
+        uqlm_bert.exceptions.ConfigurationError: num_layers given both as an argument and in scorer_kwargs; give it once
     """
-    given = {k: v for k, v in settings.items() if v is not None}
-    _check_accepted([_REGISTRY[n] for n in names], given)
-    return given
+    given = {k for k, v in arguments.items() if v is not None}
+    overlap = sorted(set(scorer_kwargs or {}) & given)
+    if overlap:
+        raise ConfigurationError(
+            f"{', '.join(overlap)} given both as an argument and in scorer_kwargs; give it once"
+        )
+    return {**arguments, **(scorer_kwargs or {})}
 
 
 def build_scorer(name: str, **settings: Any) -> Scorer:
@@ -294,26 +303,30 @@ def _settings_for(specs: Sequence[ScorerSpec], settings: Mapping[str, Any]) -> d
     given = {k: v for k, v in settings.items() if v is not None}
     _check_accepted(specs, given)
     kinds = list(dict.fromkeys(s.settings_type for s in specs if s.settings_type is not None))
-    out: dict[str, Any] = {}
-    for kind in kinds:
-        flat = {k: v for k, v in given.items() if k in kind.scorer_keywords()}
-        whole = given.get(kind.keyword)
-        if whole is None:
-            out[kind.keyword] = kind.for_scorers(**flat)
-            continue
-        if not isinstance(whole, kind):
-            raise ConfigurationError(
-                f"{kind.keyword} must be a {kind.__name__}, got {type(whole).__name__}"
-            )
-        if flat:
-            raise ConfigurationError(
-                f"give the {kind.keyword} settings either as {kind.keyword}={kind.__name__}(...) "
-                f"or as separate settings ({', '.join(sorted(flat))}), not both"
-            )
-        out[kind.keyword] = whole
     by_keyword = {k for spec in specs if spec.settings_type is None for k in spec.settings}
-    out.update({k: v for k, v in given.items() if k in by_keyword})
-    return out
+    return {
+        **{kind.keyword: _settings_object(kind, given) for kind in kinds},
+        **{k: v for k, v in given.items() if k in by_keyword},
+    }
+
+
+def _settings_object(kind: Any, given: Mapping[str, Any]) -> Any:
+    """The settings object of one scorer family: given whole, or built from the flat keywords
+    it takes; either way with the scorers' defaults for what is not set."""
+    flat = {k: v for k, v in given.items() if k in kind.scorer_keywords()}
+    whole = given.get(kind.keyword)
+    if whole is None:
+        return kind.for_scorers(**flat)
+    if not isinstance(whole, kind):
+        raise ConfigurationError(
+            f"{kind.keyword} must be a {kind.__name__}, got {type(whole).__name__}"
+        )
+    if flat:
+        raise ConfigurationError(
+            f"give the {kind.keyword} settings either as {kind.keyword}={kind.__name__}(...) "
+            f"or as separate settings ({', '.join(sorted(flat))}), not both"
+        )
+    return whole.with_scorer_defaults()
 
 
 # -- the built-in scorers -------------------------------------------------------------------------
@@ -327,8 +340,6 @@ _NLI_NAMES = frozenset(
 
 def _bert(metric: str) -> Callable[[BERTScoreSettings], Scorer]:
     def make(settings: BERTScoreSettings) -> Scorer:
-        from uqlm_bert.scorers.bert import BERTScoreConsistency
-
         return BERTScoreConsistency(metric=metric, bertscore=settings)
 
     return make
@@ -348,9 +359,9 @@ def _exact_match(settings: ExactMatchSettings) -> Scorer:
 
 def _text(kind: str) -> Callable[[], Scorer]:
     def make() -> Scorer:
-        from uqlm_bert.scorers import text
+        from uqlm_bert.scorers.text import BleuScorer, RougeLScorer
 
-        return text.RougeLScorer() if kind == "rouge_l" else text.BleuScorer()
+        return RougeLScorer() if kind == "rouge_l" else BleuScorer()
 
     return make
 

@@ -3,9 +3,11 @@
 A scorer family with settings keeps them as one frozen object, checked at construction, and its
 factory in the registry takes that object whole. Every such class follows
 :class:`ScorerSettings`: the keyword that passes it whole (``build_scorers(cosine_sim=...)``),
-the flat keywords an entry point such as ``BlackBoxUQ`` or ``build_scorers`` takes for it, and
+the flat keywords an entry point such as ``BlackBoxUQ`` or ``build_scorers`` takes for it,
 :meth:`~ScorerSettings.for_scorers`, which builds it from those keywords on top of the scorers'
-defaults. The BERTScore scorers' object is :class:`~uqlm_bert.BERTScoreSettings`.
+defaults, and :meth:`~ScorerSettings.with_scorer_defaults`, which gives an object passed whole
+the same defaults for what it leaves unset: flat or whole, a scorer gets the scorers' defaults.
+The BERTScore scorers' object is :class:`~uqlm_bert.BERTScoreSettings`.
 
 Example:
     >>> CosineSettings.for_scorers(sentence_transformer="my/model", batch_size=8)
@@ -48,6 +50,10 @@ class ScorerSettings(Protocol):
         """The settings from flat keywords (``None``: the default), checked."""
         ...
 
+    def with_scorer_defaults(self) -> Any:
+        """These settings, given whole, with the scorers' defaults for what they leave unset."""
+        ...
+
 
 def _from_keywords(cls: Any, kwargs: Mapping[str, Any], fields: Mapping[str, str]) -> Any:
     """``cls`` built from flat keywords, each renamed to its field by ``fields``."""
@@ -74,8 +80,9 @@ class CosineSettings:
             ``None`` is the embedded all-MiniLM-L6-v2, loaded offline. Its flat keyword is
             also ``sentence_transformer`` (the name other libraries give it).
         device: ``None`` picks cuda, then mps, then cpu.
-        dtype: ``"auto"`` (the default: the fastest safe dtype for the device, as the
-            ``bert_score`` scorers), ``None``/"float32" (exact), "bfloat16" or "float16".
+        dtype: ``"auto"`` (the default, also for ``None``: the fastest safe dtype for the
+            device, as the ``bert_score`` scorers), "float32" (exact), "bfloat16" or
+            "float16".
         batch_size: texts per forward pass.
         max_length: the most tokens the model reads at once; ``None`` for the model's
             ``max_seq_length`` (from its sentence-transformers config) or else its maximum.
@@ -112,7 +119,7 @@ class CosineSettings:
         set_(self, "model_type", check_model_type(self.model_type))
         if self.device is not None:
             set_(self, "device", str(self.device))
-        set_(self, "dtype", dtype_name(self.dtype))
+        set_(self, "dtype", dtype_name(self.dtype) or "auto")  # None: the default, as flat
         check_int("batch_size", self.batch_size, 1)
         check_int("max_length", self.max_length, 2, none_ok=True)
         check_long_texts(self.long_texts)
@@ -126,6 +133,10 @@ class CosineSettings:
     def for_scorers(cls, **kwargs: Any) -> CosineSettings:
         """The settings from flat keywords (``None``: the default)."""
         return _from_keywords(cls, kwargs, cls._KEYWORDS)
+
+    def with_scorer_defaults(self) -> CosineSettings:
+        """Itself: its field defaults are the scorers', so nothing is left unset."""
+        return self
 
 
 @dataclass(frozen=True)
@@ -157,3 +168,7 @@ class ExactMatchSettings:
     def for_scorers(cls, **kwargs: Any) -> ExactMatchSettings:
         """The settings from flat keywords (``None``: the default)."""
         return _from_keywords(cls, kwargs, cls._KEYWORDS)
+
+    def with_scorer_defaults(self) -> ExactMatchSettings:
+        """Itself: its field defaults are the scorers', so nothing is left unset."""
+        return self
