@@ -136,6 +136,10 @@ SHARED_STATE = {
     "uqlm_bert/bertscore/fixed_idf.py": {"_MEMO", "_shipped_embedded", "_shipped_word_table"},
     # what runs learned about a provider: limits belong to the provider, not to a call
     "uqlm_bert/generation/memory.py": {"_memory"},
+    # the provider's live state on each event loop, shared by the calls in flight on it
+    "uqlm_bert/generation/lanes.py": {"_providers"},
+    # one TLS context for the connection pools made for calls (a cache of the certificates)
+    "uqlm_bert/generation/clients.py": {"_tls_context"},
     # the csv field limit, which the csv module keeps process-wide, lifted while CSV is read
     "uqlm_bert/io/csv_reading.py": {"_CSV_READERS", "_CSV_SAVED_LIMIT"},
     # the sentence splitter of each language, built once

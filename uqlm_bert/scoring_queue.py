@@ -53,14 +53,31 @@ import time
 import weakref
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from uqlm_bert.checks import check_int
 
-if TYPE_CHECKING:
-    from uqlm_bert.pipeline import ScoringPipeline
+__all__ = ["QueuedCall", "ScoringQueue", "ScoringQueues"]
 
-__all__ = ["ScoringQueue", "ScoringQueues"]
+
+class QueuedCall(Protocol):
+    """What the queue needs of a call (:class:`~uqlm_bert.pipeline.ScoringPipeline` is one)."""
+
+    #: calls whose prompts may share a batch have equal recipes (:func:`recipe_of`)
+    recipe: Hashable
+
+    def more_coming(self) -> bool:
+        """Whether the call may still queue prompts."""
+
+    def score(self, rows: list[Row]) -> Any:
+        """Score ``rows`` of this call or of calls of its recipe (a worker thread); a result
+        with ``rows(start, stop)``."""
+
+    def scored(self, rows: list[Row], scored: Any, seconds: float, batch_size: int) -> None:
+        """Take the scores of the call's ``rows``."""
+
+    def failed(self, error: BaseException) -> None:
+        """Scoring the call's rows raised ``error``."""
 
 
 @dataclass
@@ -68,7 +85,7 @@ class Row:
     """A finished prompt waiting to be scored."""
 
     queued_at: float
-    call: ScoringPipeline
+    call: QueuedCall
     index: int
     response: str | None
     samples: list[str | None]
@@ -100,7 +117,7 @@ class ScoringQueue:
         self.batch_sizes: list[int] = []
         self.held_seconds = 0.0
         self._rows: list[Row] = []
-        self._calls: list[ScoringPipeline] = []
+        self._calls: list[QueuedCall] = []
         self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._all_in = asyncio.Event()  # set while no more prompts can come
@@ -116,7 +133,7 @@ class ScoringQueue:
 
     # -- calls join and leave ----------------------------------------------------------------
 
-    def join(self, call: ScoringPipeline) -> None:
+    def join(self, call: QueuedCall) -> None:
         """Start taking ``call``'s prompts (on the running loop); starts the worker if idle."""
         self._calls.append(call)
         if self._task is None or self._task.done():
@@ -127,7 +144,7 @@ class ScoringQueue:
             self._task = asyncio.ensure_future(self._consume())
         self.wake()
 
-    def leave(self, call: ScoringPipeline) -> None:
+    def leave(self, call: QueuedCall) -> None:
         """Stop taking ``call``'s prompts and drop those still queued."""
         if call in self._calls:
             self._calls.remove(call)
@@ -142,7 +159,7 @@ class ScoringQueue:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    def put(self, call: ScoringPipeline, index: int, response: str | None, samples: list) -> None:
+    def put(self, call: QueuedCall, index: int, response: str | None, samples: list) -> None:
         """Queue one finished prompt of ``call``."""
         self._rows.append(Row(time.monotonic(), call, index, response, samples))
         self.wake()
@@ -245,7 +262,7 @@ class ScoringQueue:
                 else:
                     call.scored(rows, result, seconds, len(batch))
 
-    def _score_batch(self, batch: list[Row]) -> dict[ScoringPipeline, Any]:
+    def _score_batch(self, batch: list[Row]) -> dict[QueuedCall, Any]:
         """Score ``batch`` (in a worker thread, with the torch thread count of the loop's
         thread): each call's share of the result, or the exception its rows raised."""
         torch = sys.modules.get("torch")  # loaded when _threads was read, if it is set
@@ -259,7 +276,7 @@ class ScoringQueue:
                 return {call: exc for call in calls}
             scored = None
         if scored is not None:
-            out: dict[ScoringPipeline, Any] = {}
+            out: dict[QueuedCall, Any] = {}
             start = 0
             for call, rows in calls.items():
                 out[call] = scored.rows(start, start + len(rows))
@@ -267,7 +284,7 @@ class ScoringQueue:
             return out
         # a failure in a shared batch: each call's rows on their own, so it reaches only the
         # call whose rows caused it
-        isolated: dict[ScoringPipeline, Any] = {}
+        isolated: dict[QueuedCall, Any] = {}
         for call, rows in calls.items():
             try:
                 isolated[call] = call.score(rows)
@@ -297,9 +314,9 @@ class ScoringQueues:
         return iter(list(self._queues.values()))
 
 
-def _by_call(batch: list[Row]) -> dict[ScoringPipeline, list[Row]]:
+def _by_call(batch: list[Row]) -> dict[QueuedCall, list[Row]]:
     """The batch's rows grouped by call, calls in order of their first row."""
-    groups: dict[ScoringPipeline, list[Row]] = {}
+    groups: dict[QueuedCall, list[Row]] = {}
     for row in batch:
         groups.setdefault(row.call, []).append(row)
     return groups
