@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.identical_samples import warn_if_samples_identical
 from uqlm_bert.inputs import ScoringInputs
 from uqlm_bert.pipeline import Scored
 from uqlm_bert.result import SentenceUQResult, UQResult
@@ -199,6 +200,7 @@ class Assembly:
             "checkpoint": None if path is None else os.fspath(path),
         }
         errors = (generation.response_errors, generation.sample_errors)
+        warn_if_samples_identical(raw.samples, settings.sampling_temperature)
         processed = self.scored_texts(raw)
         return self.result(
             list(generation.prompts), raw, processed, scored, scorers, metadata, errors
