@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -95,6 +95,8 @@ class CallTexts:
         ahead: tokenize in a background thread, ahead of :meth:`wait`.
         limit: the most tokens kept of a text (``None``: the encoder's ``max_length``; a text
             read in windows keeps more, see :mod:`uqlm_bert.bertscore.windows`).
+        zero_sets: token ids that weigh 0, per context; the keys are then ``(text, context)``
+            pairs, a text weighed apart in each context it appears in.
 
     ``texts[key]`` is a text's :class:`TextInfo` once its group is ready (:meth:`wait`).
     """
@@ -108,9 +110,11 @@ class CallTexts:
         weights: WeightLookup | None = None,
         ahead: bool = False,
         limit: int | None = None,
+        zero_sets: Sequence[np.ndarray] | None = None,
     ) -> None:
         self._encoder = encoder
         self._limit = limit
+        self._zero_sets = zero_sets
         self._special = np.fromiter(
             encoder.special_ids, dtype=np.int64, count=len(encoder.special_ids)
         )
@@ -189,7 +193,8 @@ class CallTexts:
         enc = self._encoder
         for start in range(0, len(keys), _TOKENIZE_CHUNK):
             part = keys[start : start + _TOKENIZE_CHUNK]
-            ids_list, cut = enc.tokenize_checked(part, self._limit)
+            strings = [k[0] for k in part] if self._zero_sets is not None else part
+            ids_list, cut = enc.tokenize_checked(strings, self._limit)
             lens = np.fromiter(map(len, ids_list), dtype=np.int64, count=len(ids_list))
             flat = np.fromiter(
                 itertools.chain.from_iterable(ids_list), dtype=np.int64, count=int(lens.sum())
@@ -199,7 +204,7 @@ class CallTexts:
             empty = special == lens
             for i, (key, ids) in enumerate(zip(part, np.split(flat, ends[:-1]), strict=True)):
                 if cut[i]:
-                    self.truncated.append(key)
+                    self.truncated.append(strings[i])
                 self._texts[key] = TextInfo(ids, None, bool(empty[i]), False, self._last_use[key])
             if self._weights is not None:
                 self._weigh(part, self._weights, flat, lens, ends)
@@ -220,6 +225,11 @@ class CallTexts:
             flat = np.concatenate([t.ids for t in infos]) if infos else np.zeros(0, np.int64)
             ends = np.cumsum(lens)
         w = weights(flat)
+        if self._zero_sets is not None:  # the context's tokens weigh 0 in each text
+            context = np.repeat([k[1] for k in keys], lens)
+            for c in np.unique(context):
+                at = context == c
+                w[at] = np.where(np.isin(flat[at], self._zero_sets[c]), 0.0, w[at])
         totals = _segment_sums(w, lens, ends)
         scale = np.divide(1.0, totals, out=np.zeros_like(totals), where=totals > 0)
         w = (w * np.repeat(scale, lens)).astype(np.float32)
