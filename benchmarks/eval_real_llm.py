@@ -9,6 +9,8 @@ and for two anchors on the same answers, the figures are
 
 - AUROC of the confidence against correctness, and PRR (prediction-rejection ratio), each with a
   95% bootstrap interval over questions (percentiles of ``--bootstrap`` resamples);
+- ``bert_score`` as BERTScore's F1 with the idf weights alone (the earlier default), beside
+  the default (F with beta 0.7, the prompt's tokens and punctuation weighing 0);
 - the anchors: the answer's mean token log-probability as the server reports it (a grey-box
   confidence: it needs the model's probabilities) and exact-match consistency (the share of
   samples identical to the answer, after normalisation: the ``exact_match`` scorer).
@@ -42,6 +44,7 @@ from uqlm_bert import BlackBoxUQ
 from uqlm_bert.evaluation import auroc, prr
 from uqlm_bert.examples import is_correct, load_questions
 from uqlm_bert.local_llm import LocalLLM
+from uqlm_bert.scorers.bert import BERTScoreConsistency
 
 OUT = Path(__file__).resolve().parent / "out"
 #: The system message of every call: a short answer, as a screening pipeline would ask for.
@@ -140,6 +143,13 @@ def score(args: argparse.Namespace) -> str:
     data = uq.score(responses, samples, prompts=[r["question"] for r in records]).data
     scoring_s = time.perf_counter() - started
     confidences = {name: np.asarray(data[name], dtype=float) for name in SCORERS}
+    # the earlier default: BERTScore's F1 with the idf weights alone
+    plain = BlackBoxUQ(
+        scorers=[BERTScoreConsistency(beta=1.0, zero_weight=None)], show_progress_bars=False
+    )
+    confidences["bert_score as F1, idf weights alone"] = np.asarray(
+        plain.score(responses, samples).data["bert_score"], dtype=float
+    )
     confidences["mean token log-prob (grey box)"] = np.array(
         [r["response_logprob"] for r in records], dtype=float
     )

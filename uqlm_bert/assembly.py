@@ -108,6 +108,7 @@ class Assembly:
                 [apply(x, f"sampled_responses[{i}][{j}]") for j, x in enumerate(group)]
                 for i, group in enumerate(raw.samples)
             ],
+            raw.prompts,
         )
 
     def postprocess(

@@ -29,12 +29,12 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uqlm_bert.inputs import ScoringInputs
+from uqlm_bert.inputs import ScoringInputs, prompt_text
 from uqlm_bert.scorers.base import Scorer, score_all
 from uqlm_bert.scorers.best import ORIGINAL, best_of
 
@@ -82,7 +82,9 @@ class ScoringPipeline:
         use_best: bool = False,
         postprocess: Callable[[list[str | None], list[list[str | None]]], ScoringInputs]
         | None = None,
+        prompts: list[Any] | None = None,
     ) -> None:
+        self._prompts = None if prompts is None else [prompt_text(p) for p in prompts]
         # best-of needs every scorer on the same candidates: all run together, at the end if
         # one of them depends on the whole batch
         invariant = all(s.batch_invariant for s in scorers)
@@ -265,7 +267,10 @@ class ScoringPipeline:
         samples: list[list[str | None]],
     ) -> None:
         started = time.perf_counter()
-        scored = score_rows(scorers, self._postprocess(responses, samples), self._use_best)
+        inputs = self._postprocess(responses, samples)
+        if self._prompts is not None:  # the BERTScore scorers weigh the prompt's tokens 0
+            inputs = replace(inputs, prompts=[self._prompts[i] for i in indices])
+        scored = score_rows(scorers, inputs, self._use_best)
         for name, values in scored.scores.items():
             self.scores[name][indices] = values
         if self.best is not None and scored.best is not None:
@@ -314,7 +319,9 @@ async def generate_and_score(
         batches waited for a busy event loop) and ``total_s``.
     """
     started = time.perf_counter()
-    pipeline = ScoringPipeline(scorers, len(prompts), max_batch, show, use_best, postprocess)
+    pipeline = ScoringPipeline(
+        scorers, len(prompts), max_batch, show, use_best, postprocess, prompts=prompts
+    )
     pipeline.start()
     try:
         generation = await generator.generate(
