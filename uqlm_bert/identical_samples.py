@@ -9,13 +9,13 @@ itself. :func:`warn_if_samples_identical` says so once per run, with what to che
 
 Example:
     >>> import warnings
-    >>> samples = [["Paris.", "Paris.", "Paris."], ["Lima.", "Lima.", "Lima."], ["Oslo.", "Bergen."]]
+    >>> samples = [["Paris.", "Paris."], ["Lima.", "Lima."], ["Oslo.", "Bergen."]] * 2
     >>> identical_share(samples)
-    (2, 3)
+    (4, 6)
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
     ...     warned = warn_if_samples_identical(samples, sampling_temperature=1.0)
-    >>> warned, len(caught), "2 of 3 prompts" in str(caught[0].message)
+    >>> warned, len(caught), "4 of 6 prompts" in str(caught[0].message)
     (True, 1, True)
 """
 
@@ -28,12 +28,15 @@ from uqlm_bert._warn import warn_user
 __all__ = [
     "HOT_TEMPERATURE",
     "IdenticalSamplesWarning",
+    "MIN_PROMPTS",
     "identical_share",
     "warn_if_samples_identical",
 ]
 
 #: From this sampling temperature on, identical samples for most prompts are a warning sign.
 HOT_TEMPERATURE = 0.7
+#: Fewer prompts with two or more samples than this tell too little to warn about.
+MIN_PROMPTS = 5
 
 
 class IdenticalSamplesWarning(UserWarning):
@@ -57,13 +60,13 @@ def identical_share(samples: Sequence[Sequence[str | None]]) -> tuple[int, int]:
 def warn_if_samples_identical(
     samples: Sequence[Sequence[str | None]], sampling_temperature: float | None
 ) -> bool:
-    """Warn (once) when more than half the prompts that have two or more samples have all
-    their samples identical, at a ``sampling_temperature`` of :data:`HOT_TEMPERATURE` or
-    more; return whether it warned."""
+    """Warn (once) when more than half the prompts that have two or more samples (at least
+    :data:`MIN_PROMPTS` of them) have all their samples identical, at a
+    ``sampling_temperature`` of :data:`HOT_TEMPERATURE` or more; return whether it warned."""
     if sampling_temperature is None or sampling_temperature < HOT_TEMPERATURE:
         return False
     identical, judged = identical_share(samples)
-    if judged == 0 or 2 * identical <= judged:
+    if judged < MIN_PROMPTS or 2 * identical <= judged:
         return False
     warn_user(
         f"the samples of {identical} of {judged} prompts are all identical although sampled at "

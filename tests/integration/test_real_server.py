@@ -203,7 +203,7 @@ def test_identical_samples_at_a_high_temperature_give_one_warning():
     from uqlm_bert.identical_samples import IdenticalSamplesWarning
     from uqlm_bert.local_llm import LocalLLM
 
-    prompts, m = QUESTIONS[:3], 3
+    prompts, m = QUESTIONS[:5], 3
     with LocalLLM(num_responses=m, max_tokens=12, top_k=1) as llm:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -213,7 +213,7 @@ def test_identical_samples_at_a_high_temperature_give_one_warning():
     assert all(len(set(g)) == 1 for g in greedy.data["sampled_responses"])
     found = [w for w in caught if issubclass(w.category, IdenticalSamplesWarning)]
     assert len(found) == 1, [str(w.message) for w in caught]
-    assert "3 of 3 prompts" in str(found[0].message)
+    assert "5 of 5 prompts" in str(found[0].message)
 
     with LocalLLM(num_responses=m, max_tokens=12) as llm:
         with warnings.catch_warnings(record=True) as caught:
@@ -221,5 +221,5 @@ def test_identical_samples_at_a_high_temperature_give_one_warning():
             sampled = _uq(llm, sampling_temperature=1.0).generate_and_score_sync(
                 prompts, num_responses=m
             )
-    assert sum(len(set(g)) > 1 for g in sampled.data["sampled_responses"]) >= 2
+    assert sum(len(set(g)) > 1 for g in sampled.data["sampled_responses"]) >= 3
     assert not [w for w in caught if issubclass(w.category, IdenticalSamplesWarning)]
