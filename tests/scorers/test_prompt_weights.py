@@ -132,3 +132,16 @@ def test_generation_scores_with_the_prompts_as_score_does():
     assert data["bert_score"][0] == pytest.approx(again.data["bert_score"][0], abs=1e-6)
     without = uq.score(data["responses"], data["sampled_responses"])
     assert data["bert_score"][0] != pytest.approx(without.data["bert_score"][0], abs=1e-4)
+
+
+def test_an_answer_that_only_repeats_the_question_scores_0_without_a_warning(engine):
+    import warnings
+
+    scorer = BERTScoreConsistency(engine=engine)
+    from uqlm_bert import BlackBoxUQ
+
+    uq = BlackBoxUQ(scorers=[scorer], show_progress_bars=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = uq.score(["The capital of Peru?"], [SAMPLES], prompts=[QUESTION]).data
+    assert got["bert_score"][0] == 0.0

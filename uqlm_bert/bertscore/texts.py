@@ -225,15 +225,18 @@ class CallTexts:
             flat = np.concatenate([t.ids for t in infos]) if infos else np.zeros(0, np.int64)
             ends = np.cumsum(lens)
         w = weights(flat)
+        # zero_weight flags the texts the weights alone leave without weight; a text made only
+        # of its context's tokens is not flagged: it scores 0 on purpose
+        flagged = _segment_sums(w, lens, ends)
         if self._zero_sets is not None:  # the context's tokens weigh 0 in each text
             context = np.repeat([k[1] for k in keys], lens)
             for c in np.unique(context):
                 at = context == c
                 w[at] = np.where(np.isin(flat[at], self._zero_sets[c]), 0.0, w[at])
-        totals = _segment_sums(w, lens, ends)
+        totals = _segment_sums(w, lens, ends) if self._zero_sets is not None else flagged
         scale = np.divide(1.0, totals, out=np.zeros_like(totals), where=totals > 0)
         w = (w * np.repeat(scale, lens)).astype(np.float32)
-        for info, tw, total in zip(infos, np.split(w, ends[:-1]), totals, strict=True):
+        for info, tw, total in zip(infos, np.split(w, ends[:-1]), flagged, strict=True):
             info.weights = tw
             info.zero_weight = not info.empty and not total > 0
 

@@ -12,6 +12,8 @@ sample repeats the question's words ("The capital of Peru is ..."), and punctuat
 all: neither says whether the samples agree on the fact, and in a short answer they are most of
 the tokens. They are still matched against, as [CLS] and [SEP] are. Without prompts (scoring
 answers alone), punctuation alone weighs 0. A prompt's score depends on its own texts only.
+An answer made only of the prompt's words and punctuation adds nothing to the question: its
+precision, and so its F-measure, is 0.
 
 Run together through :func:`~uqlm_bert.scorers.base.score_all` (as ``BlackBoxUQ`` does), the three
 compute BERTScore once per call: the pair scores are shared within the call, keyed by the
