@@ -191,3 +191,30 @@ def test_the_server_stops_when_the_process_that_started_it_is_killed(tmp_path):
     proc.kill()  # no finally block, no atexit: only the server's own watch stops it
     proc.wait(timeout=30)
     assert _wait_gone(server_pid, 15)
+
+
+def test_the_command_line_starts_the_local_llm_for_a_run(tmp_path, capsys):
+    import json
+
+    from uqlm_bert.cli import main
+    from uqlm_bert.io import read_table
+
+    _embedded_or_skip()
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("What is the capital of France?\nName a color.\n", encoding="utf-8")
+    out = tmp_path / "scored.csv"
+    code = main(
+        ["generate-and-score", str(prompts), "-o", str(out), "--local", "-m", "2", "-q",
+         "--system-prompt", "Answer in one short sentence."]
+    )  # fmt: skip
+    first = capsys.readouterr()
+    assert code == 0, first.err
+    df = read_table(str(out))
+    assert df["prompt"].tolist() == ["What is the capital of France?", "Name a color."]
+    assert all(isinstance(r, str) for r in df["response"]), (df, first.err)
+    assert all(len(json.loads(s)) == 2 for s in df["sampled_responses"]), (df, first.err)
+    assert df["error"].isna().all(), (df, first.err)
+    # --local starts its own server: a server named as well is refused before anything runs
+    code = main(["generate-and-score", str(prompts), "-o", str(out), "--local", "--model", "m"])
+    second = capsys.readouterr()
+    assert code == 2 and "--local starts its own server" in second.err, second
