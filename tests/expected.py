@@ -22,9 +22,7 @@ def scorer_pr(
     zero = set(punctuation_ids(engine.encoder.tokenizer))
     if prompt is not None:
         zero |= set(engine.encoder.tokenize([prompt])[0])
-    P, R, _ = engine.score(
-        [response] * len(samples), samples, zero_weight=[zero] * len(samples)
-    )
+    P, R, _ = engine.score([response] * len(samples), samples, zero_weight=[zero] * len(samples))
     return P.double().numpy(), R.double().numpy()
 
 
