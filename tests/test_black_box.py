@@ -21,6 +21,7 @@ from uqlm_bert.exceptions import (
 )
 from uqlm_bert.result import UQResult
 from uqlm_bert.scorers import Scorer, available_scorers, register_scorer
+from uqlm_bert.scorers.bert import BERTScoreConsistency
 
 FAST = {"max_retries": 1, "retry_base_delay": 0.0, "retry_max_delay": 0.0}
 
@@ -362,7 +363,10 @@ def test_bert_score_confidence_is_the_mean_f1_against_present_samples(embedded_m
         ["The Eiffel Tower stands in Paris, France.", None, "It is located in Rome."],
         ["At sea level, water boils at 100 C.", "Water freezes at 0 degrees."],
     ]
-    exact_uq = BlackBoxUQ(dtype="float32", show_progress_bars=False)
+    # BERTScore's F1 with the scorers' idf weights alone: one setting away from the default
+    # (which weighs punctuation and the prompt's tokens 0 and takes the F-measure with beta 0.7)
+    f1 = BERTScoreConsistency(beta=1.0, zero_weight=None, dtype="float32")
+    exact_uq = BlackBoxUQ(scorers=[f1], show_progress_bars=False)
     got = exact_uq.score(responses, samples).data["bert_score"]
     engine = exact_uq.scorers[0].engine
     assert engine.settings.idf == "auto"
@@ -379,9 +383,8 @@ def test_bert_score_confidence_is_the_mean_f1_against_present_samples(embedded_m
         expected.append(sum(f1) / len(f1))
     assert got == pytest.approx(expected, abs=1e-5)
     # and without idf, plain BERTScore, as the reference computes it
-    plain = BlackBoxUQ(idf=False, dtype="float32", show_progress_bars=False).score(
-        responses, samples
-    )
+    plain_f1 = BERTScoreConsistency(beta=1.0, zero_weight=None, idf=False, dtype="float32")
+    plain = BlackBoxUQ(scorers=[plain_f1], show_progress_bars=False).score(responses, samples)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reference = bert_score.BERTScorer(model_type=embedded_model_path, num_layers=engine.num_layers)
@@ -400,7 +403,9 @@ async def test_bert_score_through_generation_matches_direct_scoring(bert_uq):
     )
     with pytest.warns(RuntimeWarning):
         result = await uq.generate_and_score(prompts_n(6), num_responses=2)
-    direct = bert_uq.score(result.data["responses"], result.data["sampled_responses"])
+    direct = bert_uq.score(
+        result.data["responses"], result.data["sampled_responses"], prompts=prompts_n(6)
+    )
     got, want = result.data["bert_score"], direct.data["bert_score"]
     assert math.isnan(got[3]) and math.isnan(want[3])
     assert [g for i, g in enumerate(got) if i != 3] == pytest.approx(
@@ -417,9 +422,10 @@ def test_bertscore_settings_pass_through():
 
 async def test_idf_from_references_is_computed_over_the_whole_run():
     llm = scripted(latency=0.002)
-    uq = BlackBoxUQ(
-        llm, scorers=["bert_score"], idf=True, max_concurrency=2, show_progress_bars=False
-    )
+    # the idf weights alone: the scripted answers repeat their prompts' words, which the
+    # default weighs 0 (tested in tests/scorers/test_prompt_weights.py)
+    scorer = BERTScoreConsistency(idf=True, zero_weight=None)
+    uq = BlackBoxUQ(llm, scorers=[scorer], max_concurrency=2, show_progress_bars=False)
     prompts = ["Tell me about cats.", "Tell me about dogs.", "Tell me about the moon."]
     result = await uq.generate_and_score(prompts, num_responses=2)
     # idf over all samples at once: the same as scoring the finished run in one call

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.identical_samples import identical_share
 from uqlm_bert.inputs import ScoringInputs
 from uqlm_bert.pipeline import Scored
 from uqlm_bert.result import SentenceUQResult, UQResult
@@ -107,6 +108,7 @@ class Assembly:
                 [apply(x, f"sampled_responses[{i}][{j}]") for j, x in enumerate(group)]
                 for i, group in enumerate(raw.samples)
             ],
+            raw.prompts,
         )
 
     def postprocess(
@@ -199,6 +201,8 @@ class Assembly:
             "checkpoint": None if path is None else os.fspath(path),
         }
         errors = (generation.response_errors, generation.sample_errors)
+        identical, judged = identical_share(raw.samples)
+        metadata["identical_samples"] = {"prompts": identical, "judged": judged}
         processed = self.scored_texts(raw)
         return self.result(
             list(generation.prompts), raw, processed, scored, scorers, metadata, errors

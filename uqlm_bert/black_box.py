@@ -2,17 +2,17 @@
 
 For each prompt the LLM gives one answer (at its own temperature) and ``num_responses`` samples
 (at ``sampling_temperature``). Each scorer turns (answer, samples) into a confidence; the default,
-``bert_score``, is the mean BERTScore F1 of the answer (candidate) against each sample
-(reference).
+``bert_score``, is the mean BERTScore F-measure (beta 0.7; the prompt's tokens and punctuation
+weigh 0) of the answer (candidate) against each sample (reference).
 
 Scoring overlaps generation: prompts are scored in batches as they complete, while the event
 loop keeps the LLM calls going (see :mod:`uqlm_bert.pipeline`).
 
 Example:
-    >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
-    >>> uq = BlackBoxUQ(llm=ParrotFakeChatModel(), scorers=["bert_score"],
+    >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    >>> uq = BlackBoxUQ(llm=FakeListChatModel(responses=["Paris."]), scorers=["bert_score"],
     ...                 show_progress_bars=False)
-    >>> result = uq.generate_and_score_sync(["The sky is blue."], num_responses=2)
+    >>> result = uq.generate_and_score_sync(["Capital of France?"], num_responses=2)
     >>> round(float(result.data["bert_score"][0]), 4)
     1.0
 """
@@ -306,9 +306,9 @@ class BlackBoxUQ:
 
         Example:
             >>> import asyncio
-            >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
-            >>> uq = BlackBoxUQ(ParrotFakeChatModel(), show_progress_bars=False)
-            >>> result = asyncio.run(uq.generate_and_score(["Hello there."], num_responses=2))
+            >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+            >>> uq = BlackBoxUQ(FakeListChatModel(responses=["Lima."]), show_progress_bars=False)
+            >>> result = asyncio.run(uq.generate_and_score(["Capital of Peru?"], num_responses=2))
             >>> round(result.data["bert_score"][0], 4)
             1.0
         """

@@ -23,6 +23,7 @@ __all__ = [
     "AuthenticationFailedError",
     "ProviderUnreachableError",
     "CheckpointError",
+    "LocalServerError",
     "NotFittedError",
 ]
 
@@ -72,6 +73,10 @@ class ProviderUnreachableError(GenerationError):
 
 class CheckpointError(UQLMBertError):
     """A checkpoint file is unreadable or belongs to a different run."""
+
+
+class LocalServerError(UQLMBertError):
+    """The local LLM server (llama.cpp, started by ``LocalLLM``) did not start, or stopped."""
 
 
 class NotFittedError(UQLMBertError, ValueError):

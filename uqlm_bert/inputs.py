@@ -57,6 +57,7 @@ __all__ = [
     "is_missing",
     "paired_arrays",
     "present_pairs",
+    "prompt_text",
     "reference_lists",
     "repair_text",
     "scoring_lists",
@@ -167,10 +168,14 @@ class ScoringInputs:
     Attributes:
         responses: each response, or None where it is missing.
         samples: each prompt's samples, None where a sample is missing.
+        prompts: each prompt's text (:func:`prompt_text`), or None where it is not known;
+            ``None`` when no prompts were given. The BERTScore scorers weigh the prompt's own
+            tokens 0 in its response and samples.
     """
 
     responses: list[str | None]
     samples: list[list[str | None]]
+    prompts: list[str | None] | None = None
 
     def __len__(self) -> int:
         return len(self.responses)
@@ -232,7 +237,38 @@ def scoring_lists(
             [repairs.text_or_none(s, f"sampled_responses[{i}][{j}]") for j, s in enumerate(group)]
         )
     repairs.warn()
-    return ScoringInputs(out_resp, out_samples)
+    texts = None if prompts is None else [prompt_text(p) for p in prompts]
+    return ScoringInputs(out_resp, out_samples, texts)
+
+
+def prompt_text(prompt: Any) -> str | None:
+    """The text of a prompt: a string as it is, the text of every message of a list of chat
+    messages (LangChain messages, ``(role, text)`` pairs or ``{"content": ...}`` dicts) joined
+    by newlines, else None.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage, SystemMessage
+        >>> prompt_text([SystemMessage("Be brief."), HumanMessage("Capital of Peru?")])
+        'Be brief.\\nCapital of Peru?'
+        >>> prompt_text("Capital of Peru?"), prompt_text(None)
+        ('Capital of Peru?', None)
+    """
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, (list, tuple)):
+        parts = []
+        for message in prompt:
+            content = getattr(message, "content", None)
+            if isinstance(message, dict):
+                content = message.get("content")
+            elif isinstance(message, (list, tuple)) and len(message) == 2:
+                content = message[1]
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):  # content blocks
+                parts += [b["text"] for b in content if isinstance(b, dict) and "text" in b]
+        return "\n".join(parts) if parts else None
+    return None
 
 
 def as_inputs(responses: Any, sampled_responses: Any = None) -> ScoringInputs:

@@ -31,12 +31,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uqlm_bert.inputs import ScoringInputs
+from uqlm_bert.inputs import ScoringInputs, prompt_text
 from uqlm_bert.scorers.base import Scorer, score_all
 from uqlm_bert.scorers.best import ORIGINAL, best_of
 from uqlm_bert.scoring_queue import Row, ScoringQueue, recipe_of
@@ -61,6 +61,7 @@ class ScoringPipeline:
         use_best: choose each prompt's best candidate (all scorers then run together).
         postprocess: what the scorers see of the texts (``ScoringInputs`` as they are).
         queue: the queue shared with the owner's other calls; ``None``: one of the call's own.
+        prompts: the call's prompts, whose texts the scorers may read (``None``: not known).
 
     Attributes:
         scores: each scorer's confidences, by prompt (NaN until scored).
@@ -78,7 +79,9 @@ class ScoringPipeline:
         use_best: bool = False,
         postprocess: Postprocess | None = None,
         queue: ScoringQueue | None = None,
+        prompts: list[Any] | None = None,
     ) -> None:
+        self._prompts = None if prompts is None else [prompt_text(p) for p in prompts]
         # best-of needs every scorer on the same candidates: all run together, at the end if
         # one of them depends on the whole batch
         invariant = all(s.batch_invariant for s in scorers)
@@ -160,9 +163,12 @@ class ScoringPipeline:
 
     def score(self, rows: list[Row]) -> Scored:
         """Score ``rows`` (a worker thread of the queue)."""
-        responses = [r.response for r in rows]
-        samples = [r.samples for r in rows]
-        return score_rows(self.overlapped, self._postprocess(responses, samples), self._use_best)
+        inputs = self._postprocess([r.response for r in rows], [r.samples for r in rows])
+        if any(r.call.prompt_of(r.index) is not None for r in rows):
+            # rows of the calls of one recipe: each with its own prompt (the BERTScore scorers
+            # weigh a prompt's own tokens 0)
+            inputs = replace(inputs, prompts=[r.call.prompt_of(r.index) for r in rows])
+        return score_rows(self.overlapped, inputs, self._use_best)
 
     def scored(self, rows: list[Row], scored: Scored, seconds: float, batch_size: int) -> None:
         """Write back the scores of the call's ``rows`` from a batch of ``batch_size``."""
@@ -198,11 +204,25 @@ class ScoringPipeline:
 
     def _score_deferred(self, generation: GenerationResult) -> None:
         started = time.perf_counter()
+        indices = list(range(self._n))
         inputs = self._postprocess(
             list(generation.responses), [list(s) for s in generation.sampled_responses]
         )
-        self._write(list(range(self._n)), score_rows(self.deferred, inputs, self._use_best))
+        self._write(
+            indices, score_rows(self.deferred, self._with_prompts(inputs, indices), self._use_best)
+        )
         self.busy_seconds += time.perf_counter() - started
+
+    def prompt_of(self, index: int) -> str | None:
+        """The text of prompt ``index`` of the call, where the call was given its prompts."""
+        return None if self._prompts is None else self._prompts[index]
+
+    def _with_prompts(self, inputs: ScoringInputs, indices: list[int]) -> ScoringInputs:
+        """``inputs`` of the prompts ``indices`` with their prompts' texts (the BERTScore
+        scorers weigh a prompt's own tokens 0)."""
+        if self._prompts is None:
+            return inputs
+        return replace(inputs, prompts=[self._prompts[i] for i in indices])
 
     def _write(self, indices: list[int], scored: Scored) -> None:
         for name, values in scored.scores.items():
@@ -258,7 +278,14 @@ async def generate_and_score(
     """
     started = time.perf_counter()
     pipeline = ScoringPipeline(
-        scorers, len(prompts), max_batch, show, use_best, postprocess, queue=queue
+        scorers,
+        len(prompts),
+        max_batch,
+        show,
+        use_best,
+        postprocess,
+        queue=queue,
+        prompts=prompts,
     )
     pipeline.start()
     try:

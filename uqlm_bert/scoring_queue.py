@@ -69,6 +69,9 @@ class QueuedCall(Protocol):
     def more_coming(self) -> bool:
         """Whether the call may still queue prompts."""
 
+    def prompt_of(self, index: int) -> str | None:
+        """The text of the call's prompt ``index``, where known."""
+
     def score(self, rows: list[Row]) -> Any:
         """Score ``rows`` of this call or of calls of its recipe (a worker thread); a result
         with ``rows(start, stop)``."""

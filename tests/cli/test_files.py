@@ -7,13 +7,13 @@ import base64
 import datetime as dt
 import decimal
 import json
-import math
 import os
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from tests.expected import default_confidence
 from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
@@ -47,12 +47,9 @@ def reference_scorer() -> BERTScorer:
 
 
 def expected_confidence(scorer: BERTScorer, response: str, samples: list) -> float:
-    """Mean BERTScore F1 of the response against each present sample (NaN and None skipped)."""
-    present = [s for s in samples if isinstance(s, str)]
-    if not present:
-        return math.nan
-    _, _, F = scorer.score([response] * len(present), present)
-    return float(np.mean(F.double().numpy()))
+    """The default confidence of the response against each present sample (NaN and None
+    skipped; no prompts: punctuation weighs 0)."""
+    return default_confidence(scorer, response, samples)
 
 
 def record(i: int) -> dict:

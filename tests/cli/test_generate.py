@@ -6,10 +6,10 @@ import json
 import math
 import os
 
-import numpy as np
 import pandas as pd
 import pytest
 
+from tests.expected import default_confidence
 from tests.openai_server import FakeOpenAIServer, answer_text
 from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
@@ -51,9 +51,9 @@ def run(argv, capsys):
     return code, captured.out, captured.err
 
 
-def mean_f1(scorer: BERTScorer, response: str, samples: list[str]) -> float:
-    _, _, F = scorer.score([response] * len(samples), samples)
-    return float(np.mean(F.double().numpy()))
+def mean_f1(scorer: BERTScorer, response: str, samples: list[str], prompt: str) -> float:
+    """The default confidence (generation knows the prompt: its tokens weigh 0)."""
+    return default_confidence(scorer, response, samples, prompt)
 
 
 def test_generate_and_score_from_a_text_file(tmp_path, capsys, server, monkeypatch):
@@ -87,7 +87,7 @@ def test_generate_and_score_from_a_text_file(tmp_path, capsys, server, monkeypat
     scorer = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
     for i in (0, 2):
         assert float(df["bert_score"][i]) == pytest.approx(
-            mean_f1(scorer, df["response"][i], samples[i]), abs=1e-6
+            mean_f1(scorer, df["response"][i], samples[i], df["prompt"][i]), abs=1e-6
         )
     assert df["bert_score"][1] is None  # no answer: no score
     assert "rows: 3  failed: 1" in stdout

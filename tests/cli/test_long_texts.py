@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from tests.distributed.test_dataset import _deadline
+from tests.expected import default_confidence
 from tests.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
@@ -39,8 +40,7 @@ def _expected(mode: str) -> list[float]:
         warnings.simplefilter("ignore")
         for row in ROWS:
             samples = row["sampled_responses"]
-            F = engine.score([row["response"]] * len(samples), samples)[2]
-            out.append(float(F.double().mean()))
+            out.append(default_confidence(engine, row["response"], samples))
     return out
 
 

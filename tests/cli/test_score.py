@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.expected import default_confidence, precision_confidence
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
@@ -28,12 +29,9 @@ def reference_scorer() -> BERTScorer:
 
 
 def expected_confidence(scorer: BERTScorer, response, samples) -> float:
-    """Mean BERTScore F1 of the response (candidate) against each present sample (reference)."""
-    present = [s for s in samples if s is not None]
-    if response is None or not present:
-        return math.nan
-    _, _, F = scorer.score([response] * len(present), present)
-    return float(np.mean(F.double().numpy()))
+    """The default confidence of the response against each present sample (no prompts in
+    these tables: punctuation weighs 0)."""
+    return default_confidence(scorer, response, samples)
 
 
 def run(argv, capsys):
@@ -119,9 +117,12 @@ def test_score_passes_bertscore_settings_to_the_engine(tmp_path, capsys):
     assert list(records[0])[-3:] == ["bert_score_precision", "bert_score", "score_error"]
     for row, rec in zip(ROWS[:2], records, strict=True):
         present = [s for s in row["sampled_responses"] if s is not None]
-        P, _, F = layer3.score([row["response"]] * len(present), present)
-        assert rec["bert_score_precision"] == pytest.approx(float(P.double().mean()), abs=1e-6)
-        assert rec["bert_score"] == pytest.approx(float(F.double().mean()), abs=1e-6)
+        assert rec["bert_score_precision"] == pytest.approx(
+            precision_confidence(layer3, row["response"], present), abs=1e-6
+        )
+        assert rec["bert_score"] == pytest.approx(
+            default_confidence(layer3, row["response"], present), abs=1e-6
+        )
 
 
 def test_existing_score_column_is_replaced_in_place(tmp_path, capsys):

@@ -291,7 +291,8 @@ async def test_bert_score_through_chatopenai(server):
         result = await uq.generate_and_score(prompts, num_responses=2)
     got = result.data["bert_score"]
     assert math.isnan(got[1])
-    direct = uq.score(result.data["responses"], result.data["sampled_responses"])
+    # generation knows the prompts (their tokens weigh 0): scoring them given is the same
+    direct = uq.score(result.data["responses"], result.data["sampled_responses"], prompts=prompts)
     assert [got[0], got[2]] == pytest.approx(
         [direct.data["bert_score"][0], direct.data["bert_score"][2]], abs=1e-6
     )

@@ -1,8 +1,9 @@
 """The notebooks run top to bottom offline, and show results tables and plots.
 
 Each notebook is executed in a fresh kernel of this Python, as ``notebooks/build.py`` executes
-it, with the LLM replayed from ``notebooks/data/trivia.jsonl`` and BERTScore on the embedded
-model. The committed copies must hold the outputs of such a run.
+it, with BERTScore on the embedded model: the screening notebook generates with the local LLM
+(llama.cpp's server with the embedded SmolLM2, on 127.0.0.1), the filtering pipeline replays
+``notebooks/data/trivia.jsonl``. The committed copies must hold the outputs of such a run.
 """
 
 from __future__ import annotations

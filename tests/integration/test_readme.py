@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 
@@ -37,11 +39,15 @@ def test_ci_runs_the_readme_test_command():
     assert out.stdout.strip() == _quick_start_commands()[1]
 
 
+@pytest.mark.network
 def test_main_job_of_the_quick_start_runs():
     """The first command's main job, run with this interpreter (the install part is what CI's
-    fresh environment exercises)."""
+    fresh environment exercises): the real local LLM answers the shipped questions, and the
+    output shows each confidence, flag and verdict, and the separation line."""
+    from uqlm_bert.examples import load_questions
+
     setup, _, job = _quick_start_commands()[0].partition(" && ")
-    assert setup == "bash scripts/setup-env.sh"
+    assert setup == "bash scripts/setup-env.sh local"
     argv = job.split()
     assert argv[0] == ".venv/bin/python"
     result = subprocess.run(
@@ -50,5 +56,14 @@ def test_main_job_of_the_quick_start_runs():
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "confidence" in lines[0]
-    assert any("LOW" in line for line in lines) and "likely hallucinations" in result.stdout
+    assert "confidence" in lines[0] and "right" in lines[0]
+    questions = [q["question"] for q in load_questions(30)]
+    rows = lines[1 : 1 + len(questions)]
+    for question, row in zip(questions, rows, strict=True):
+        confidence, rest = row.split(maxsplit=1)
+        assert 0.0 <= float(confidence) <= 1.0, row
+        assert f"{question} -> " in rest, row
+        assert ("yes" in rest.split(question)[0]) != ("no" in rest.split(question)[0]), row
+    assert "flagged as likely hallucinations" in result.stdout
+    # the separation line, or (a model right on every question or none) why there is none
+    assert re.search(r"^Separation: (AUROC [01]\.\d\d|none to measure)", result.stdout, re.M)

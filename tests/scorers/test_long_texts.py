@@ -104,7 +104,7 @@ def test_bert_score_sees_the_tail_of_a_long_answer():
         cut = build_scorer("bert_score", long_texts="truncate").score(responses, samples)
     whole = build_scorer("bert_score").score(responses, samples)
     assert cut[0] == cut[1]  # blind past the window
-    assert whole[0] == pytest.approx(1.0, abs=1e-6) and whole[1] < whole[0] - 1e-3
+    assert whole[0] == pytest.approx(1.0, abs=1e-5) and whole[1] < whole[0] - 1e-3
 
 
 def test_sentence_scores_of_a_long_sentence_follow_the_setting(engines):

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,7 +32,7 @@ from uqlm_bert.bertscore.pair_scoring import score_pairs
 from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, BERTScoreSettings
 from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
 from uqlm_bert.checks import check_int
-from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 from uqlm_bert.inputs import reference_lists, text_list
 
 __all__ = ["BERTScorer"]
@@ -243,6 +244,8 @@ class BERTScorer:
         refs: Sequence[str] | Sequence[Sequence[str]],
         batch_size: int | None = None,
         show_progress_bars: bool | None = None,
+        *,
+        zero_weight: Sequence[Collection[int]] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """BERTScore of each candidate against its reference(s).
 
@@ -252,6 +255,9 @@ class BERTScorer:
                 score over them is kept, per metric, as the reference package does).
             batch_size: texts per forward pass at most (default: the scorer's).
             show_progress_bars: override the scorer's setting for this call.
+            zero_weight: per candidate, token ids that weigh 0 in it and in its references
+                (still matched against, as [CLS] and [SEP] are): the words of the question
+                that an answer and its samples all repeat, say. ``None``: the weights alone.
 
         Returns:
             ``(P, R, F)``: float32 CPU tensors, one value per candidate.
@@ -275,9 +281,14 @@ class BERTScorer:
                 pair_ref.append(r)
                 pair_group.append(i)
 
-        keys_c = [c.strip() for c in pair_cand]
-        keys_r = [r.strip() for r in pair_ref]
-        scores = self._score_pairs(keys_c, keys_r, pair_group, max_texts, show)
+        keys_c: list[Any] = [c.strip() for c in pair_cand]
+        keys_r: list[Any] = [r.strip() for r in pair_ref]
+        zero_sets = None
+        if zero_weight is not None:  # a text is weighed apart in each context it appears in
+            contexts, zero_sets = _contexts(zero_weight, len(cands))
+            keys_c = [(c, contexts[g]) for c, g in zip(keys_c, pair_group, strict=True)]
+            keys_r = [(r, contexts[g]) for r, g in zip(keys_r, pair_group, strict=True)]
+        scores = self._score_pairs(keys_c, keys_r, pair_group, max_texts, show, zero_sets)
         if len(pair_group) != len(cands):  # the best over each candidate's references
             starts = np.flatnonzero(np.diff(pair_group, prepend=-1))
             scores = np.maximum.reduceat(scores, starts, axis=0)
@@ -295,6 +306,7 @@ class BERTScorer:
         pair_group: list[int],
         max_texts: int | None,
         show: bool,
+        zero_sets: list[np.ndarray] | None = None,
     ) -> np.ndarray:
         """Raw ``[pairs, 3]`` P/R/F of pairs of stripped texts; warns about truncated texts and
         pairs that score 0 by construction."""
@@ -304,7 +316,7 @@ class BERTScorer:
         weights = self._weight_lookup
         # on an accelerator the next chunk's texts are tokenized while this one's run
         ahead = enc.device.type != "cpu" and not from_refs
-        with CallTexts(enc, keys_c, keys_r, chunk, weights, ahead) as texts:
+        with CallTexts(enc, keys_c, keys_r, chunk, weights, ahead, zero_sets) as texts:
             if from_refs:  # each reference occurrence is a document, as in bert_score.score
                 texts.wait_all()
                 idf = idf_from_token_ids([texts[r].ids.tolist() for r in keys_r])
@@ -384,3 +396,20 @@ class BERTScorer:
             f"idf={idf!r}, rescale_with_baseline={self.rescale_with_baseline}, "
             f"device={str(self.device)!r}, dtype={self._encoder.dtype})"
         )
+
+
+def _contexts(zero_weight: Sequence[Collection[int]], n: int) -> tuple[list[int], list[np.ndarray]]:
+    """Each candidate's context (an index into the distinct sets of ``zero_weight``), and the
+    sets as sorted id arrays.
+
+    Raises:
+        InputValidationError: not one set per candidate.
+    """
+    if isinstance(zero_weight, (str, bytes)) or len(zero_weight) != n:
+        raise InputValidationError(
+            f"zero_weight must hold one collection of token ids per candidate ({n})"
+        )
+    index: dict[frozenset[int], int] = {}
+    contexts = [index.setdefault(frozenset(map(int, ids)), len(index)) for ids in zero_weight]
+    sets = [np.array(sorted(ids), dtype=np.int64) for ids in index]
+    return contexts, sets

@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -93,6 +93,8 @@ class CallTexts:
         weights: the token weights (:func:`weight_lookup`), or ``None`` to weigh later with
             :meth:`weigh_all` (idf computed from the call's own references).
         ahead: tokenize in a background thread, ahead of :meth:`wait`.
+        zero_sets: token ids that weigh 0, per context; the keys are then ``(text, context)``
+            pairs, a text weighed apart in each context it appears in.
 
     A text keeps at most the encoder's :attr:`~uqlm_bert.bertscore.encoder.Encoder.token_limit`
     tokens (more than the model's window where long texts are read in windows).
@@ -108,8 +110,10 @@ class CallTexts:
         chunk_size: int,
         weights: WeightLookup | None = None,
         ahead: bool = False,
+        zero_sets: Sequence[np.ndarray] | None = None,
     ) -> None:
         self._encoder = encoder
+        self._zero_sets = zero_sets
         self._special = np.fromiter(
             encoder.special_ids, dtype=np.int64, count=len(encoder.special_ids)
         )
@@ -188,7 +192,8 @@ class CallTexts:
         enc = self._encoder
         for start in range(0, len(keys), _TOKENIZE_CHUNK):
             part = keys[start : start + _TOKENIZE_CHUNK]
-            ids_list, cut = enc.tokenize_checked(part)
+            strings = [k[0] for k in part] if self._zero_sets is not None else part
+            ids_list, cut = enc.tokenize_checked(strings)
             lens = np.fromiter(map(len, ids_list), dtype=np.int64, count=len(ids_list))
             flat = np.fromiter(
                 itertools.chain.from_iterable(ids_list), dtype=np.int64, count=int(lens.sum())
@@ -198,7 +203,7 @@ class CallTexts:
             empty = special == lens
             for i, (key, ids) in enumerate(zip(part, np.split(flat, ends[:-1]), strict=True)):
                 if cut[i]:
-                    self.truncated.append(key)
+                    self.truncated.append(strings[i])
                 self._texts[key] = TextInfo(ids, None, bool(empty[i]), False, self._last_use[key])
             if self._weights is not None:
                 self._weigh(part, self._weights, flat, lens, ends)
@@ -219,10 +224,18 @@ class CallTexts:
             flat = np.concatenate([t.ids for t in infos]) if infos else np.zeros(0, np.int64)
             ends = np.cumsum(lens)
         w = weights(flat)
-        totals = _segment_sums(w, lens, ends)
+        # zero_weight flags the texts the weights alone leave without weight; a text made only
+        # of its context's tokens is not flagged: it scores 0 on purpose
+        flagged = _segment_sums(w, lens, ends)
+        if self._zero_sets is not None:  # the context's tokens weigh 0 in each text
+            context = np.repeat([k[1] for k in keys], lens)
+            for c in np.unique(context):
+                at = context == c
+                w[at] = np.where(np.isin(flat[at], self._zero_sets[c]), 0.0, w[at])
+        totals = _segment_sums(w, lens, ends) if self._zero_sets is not None else flagged
         scale = np.divide(1.0, totals, out=np.zeros_like(totals), where=totals > 0)
         w = (w * np.repeat(scale, lens)).astype(np.float32)
-        for info, tw, total in zip(infos, np.split(w, ends[:-1]), totals, strict=True):
+        for info, tw, total in zip(infos, np.split(w, ends[:-1]), flagged, strict=True):
             info.weights = tw
             info.zero_weight = not info.empty and not total > 0
 

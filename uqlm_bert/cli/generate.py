@@ -28,20 +28,22 @@ import argparse
 import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from uqlm_bert.cli.options import checked_scorers, generation_settings, refuse_same_file
 from uqlm_bert.cli.reporting import EXIT_FAILED_ROWS, EXIT_OK, report_lines, summary
 from uqlm_bert.exceptions import ConfigurationError, UQLMBertError
 
-__all__ = ["run"]
+__all__ = ["LOCAL_EMBEDDED", "run"]
+
+#: ``--local`` without a file: the embedded model.
+LOCAL_EMBEDDED = "embedded"
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``uqlm-bert generate-and-score`` with its parsed options; return the exit code."""
-    from uqlm_bert.black_box import BlackBoxUQ
-    from uqlm_bert.failures import FAILED_CALLS_WARNING
-    from uqlm_bert.io import check_output_location, check_writable, load_prompts, write_table
+    from uqlm_bert.io import check_output_location, check_writable, load_prompts
 
     names, settings = checked_scorers(args)
     generation = generation_settings(args)
@@ -52,8 +54,25 @@ def run(args: argparse.Namespace) -> int:
     )
     prompts = load_prompts(args.prompts)
     check_writable(prompts.frame, args.output, source=prompts.path, lines=prompts.lines)
+    with _llm(args) as llm:
+        return _generate(args, llm, names, settings, generation, prompts)
+
+
+def _generate(
+    args: argparse.Namespace,
+    llm: Any,
+    names: list[str],
+    settings: dict[str, Any],
+    generation: Any,
+    prompts: Any,
+) -> int:
+    """Generate, score and write the table, with ``llm``."""
+    from uqlm_bert.black_box import BlackBoxUQ
+    from uqlm_bert.failures import FAILED_CALLS_WARNING
+    from uqlm_bert.io import write_table
+
     uq = BlackBoxUQ(
-        llm=_chat_model(args),
+        llm=llm,
         scorers=names,
         generation=generation,
         show_progress_bars=not args.quiet,
@@ -151,7 +170,32 @@ def _new_file_path(directory: str, stem: str, suffix: str) -> str:
     raise FileExistsError(f"no free name for {stem}{suffix} in {directory or '.'}")
 
 
+@contextlib.contextmanager
+def _llm(args: argparse.Namespace) -> Iterator[Any]:
+    """The chat model of the options: the local LLM, started for the run and stopped after it
+    (``--local``), or ``ChatOpenAI`` on ``--base-url`` with ``--model``."""
+    if args.local is None:
+        yield _chat_model(args)
+        return
+    if args.model is not None or args.base_url is not None:
+        raise ConfigurationError(
+            "--local starts its own server: leave out --model and --base-url, or leave out "
+            "--local to use the server they name"
+        )
+    from uqlm_bert.local_llm import LocalLLM
+
+    model = None if args.local == LOCAL_EMBEDDED else args.local
+    kwargs = {} if args.temperature is None else {"temperature": args.temperature}
+    with LocalLLM(model, num_responses=args.num_responses, **kwargs) as llm:
+        yield llm
+
+
 def _chat_model(args: argparse.Namespace) -> Any:
+    if args.model is None:
+        raise ConfigurationError(
+            "give the model: --model NAME (with --base-url for a server other than OpenAI's), "
+            "or --local for the local LLM"
+        )
     key = os.environ.get(args.api_key_env)
     if not key:
         raise ConfigurationError(

@@ -228,7 +228,15 @@ def _generate_command(commands: argparse._SubParsersAction, parents: list) -> No
         "with a prompt column",
     )
     _add_output(command)
-    command.add_argument("--model", required=True, help="the model name the server knows")
+    command.add_argument("--model", help="the model name the server knows")
+    command.add_argument(
+        "--local",
+        nargs="?",
+        const="embedded",
+        metavar="GGUF",
+        help="start the local LLM (llama.cpp's server on 127.0.0.1) for the run, with the "
+        "embedded SmolLM2-135M-Instruct or the GGUF file given, instead of --model/--base-url",
+    )
     command.add_argument(
         "--base-url",
         help="the server's OpenAI-compatible base URL, e.g. http://localhost:8000/v1 "

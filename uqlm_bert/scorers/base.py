@@ -71,12 +71,14 @@ class Pairs:
         show_progress_bars: show the scorer's progress.
         shared: lives for one :func:`score_all` call: scorers that can reuse one another's work
             (the BERTScore components) keep it here, keyed by what makes it the same.
+        prompts: the prompt of each pair (None where unknown), or None without prompts.
     """
 
     cands: list[str]
     refs: list[str]
     show_progress_bars: bool = False
     shared: dict[Any, Any] = field(default_factory=dict)
+    prompts: list[str | None] | None = None
 
 
 class PairwiseScorer(Scorer):
@@ -124,7 +126,8 @@ def score_all(
     inputs = as_inputs(responses, sampled_responses)
     n = len(inputs)
     group, cands, refs = present_pairs(inputs)
-    pairs = Pairs(cands, refs, show_progress_bars)
+    prompts = None if inputs.prompts is None else [inputs.prompts[g] for g in group]
+    pairs = Pairs(cands, refs, show_progress_bars, prompts=prompts)
     out: dict[str, np.ndarray] = {}
     for scorer in scorers:
         if not isinstance(scorer, PairwiseScorer):

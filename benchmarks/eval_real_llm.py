@@ -1,0 +1,213 @@
+"""How well the confidences separate right from wrong answers of a real LLM.
+
+The local LLM (llama.cpp's server with the embedded SmolLM2-135M-Instruct, started by
+:class:`uqlm_bert.local_llm.LocalLLM`) answers the shipped questions (216 from BIG-bench's
+``qa_wikidata``, see ``uqlm_bert/examples/QUESTIONS.md``) at temperature 0, and gives
+``-m`` samples per question at ``BlackBoxUQ``'s sampling temperature (1.0). An answer is right
+when it names a gold answer (:func:`uqlm_bert.examples.is_correct`). For every black-box scorer,
+and for two anchors on the same answers, the figures are
+
+- AUROC of the confidence against correctness, and PRR (prediction-rejection ratio), each with a
+  95% bootstrap interval over questions (percentiles of ``--bootstrap`` resamples);
+- ``bert_score`` as BERTScore's F1 with the idf weights alone (the earlier default), beside
+  the default (F with beta 0.7, the prompt's tokens and punctuation weighing 0);
+- the anchors: the answer's mean token log-probability as the server reports it (a grey-box
+  confidence: it needs the model's probabilities) and exact-match consistency (the share of
+  samples identical to the answer, after normalisation: the ``exact_match`` scorer).
+
+Generation and scoring are separate steps: ``generate`` saves the answers, samples and
+log-probabilities (JSON Lines), and ``score`` reads them, so scorer variants are compared on the
+same answers without generating again::
+
+    python benchmarks/eval_real_llm.py                     # generate, then score
+    python benchmarks/eval_real_llm.py generate --limit 50
+    python benchmarks/eval_real_llm.py score               # the saved answers again
+    python benchmarks/eval_real_llm.py all --questions other.jsonl --answers out/other.jsonl
+
+Writes ``benchmarks/out/real_llm_answers.jsonl`` (or ``--answers``) and
+``real_llm_scores.md`` beside it, and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from uqlm_bert import BlackBoxUQ
+from uqlm_bert.evaluation import auroc, prr
+from uqlm_bert.examples import is_correct, load_questions
+from uqlm_bert.local_llm import LocalLLM
+from uqlm_bert.scorers.bert import BERTScoreConsistency
+
+OUT = Path(__file__).resolve().parent / "out"
+#: The system message of every call: a short answer, as a screening pipeline would ask for.
+SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
+#: Every black-box scorer, the default first.
+SCORERS = [
+    "bert_score",
+    "bert_score_precision",
+    "bert_score_recall",
+    "cosine_sim",
+    "rouge_l",
+    "bleu",
+    "exact_match",
+]
+
+
+def _questions(path: Path | None, limit: int | None) -> list[dict]:
+    if path is None:
+        return load_questions(limit)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    return rows if limit is None else rows[:limit]
+
+
+def _mean_logprob(reply) -> float:
+    content = (reply.response_metadata.get("logprobs") or {}).get("content") or []
+    values = [t["logprob"] for t in content if t.get("logprob") is not None]
+    return float(np.mean(values)) if values else math.nan
+
+
+async def generate(args: argparse.Namespace) -> None:
+    """Answers (temperature 0, with log-probabilities) and samples for every question."""
+    rows = _questions(args.questions, args.limit)
+    questions = [r["question"] for r in rows]
+    started = time.perf_counter()
+    local = LocalLLM(
+        num_responses=args.m, slots=args.slots, threads=args.threads, max_tokens=args.max_tokens
+    )
+    async with local as llm:
+        loaded = time.perf_counter() - started
+        answering = local.chat_model(logprobs=True)
+        messages = [[("system", SYSTEM_PROMPT), ("user", q)] for q in questions]
+        replies = await answering.abatch(messages, config={"max_concurrency": local.slots})
+        answered = time.perf_counter() - started
+        uq = BlackBoxUQ(
+            llm=llm,
+            system_prompt=SYSTEM_PROMPT,
+            request_timeout=args.request_timeout,
+            show_progress_bars=not args.quiet,
+        )
+        samples = await uq.generate_candidate_responses(questions, num_responses=args.m)
+        calls = uq.last_generation.stats.as_dict()
+    elapsed = time.perf_counter() - started
+    args.answers.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.answers, "w", encoding="utf-8") as f:
+        for row, reply, group in zip(rows, replies, samples, strict=True):
+            record = {
+                "question": row["question"],
+                "answers": row["answers"],
+                "relation": row.get("relation"),
+                "response": reply.content,
+                "response_logprob": _mean_logprob(reply),
+                "sampled_responses": group,
+                "correct": is_correct(reply.content, row["answers"]),
+            }
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    print(
+        f"{len(rows)} questions x (1 + {args.m}) in {elapsed:.0f} s (model loaded in "
+        f"{loaded:.1f} s, answers by {answered:.0f} s); sample calls: {calls['attempts']} "
+        f"attempts, {calls['retries']} retries, {calls['failed']} failed; saved to {args.answers}",
+        file=sys.stderr,
+    )
+
+
+def _interval(values: np.ndarray, labels: np.ndarray, metric, resamples: int, seed: int):
+    """The 95% percentile interval of ``metric`` over bootstrap resamples of the questions
+    (resamples with one class only are skipped)."""
+    rng = np.random.default_rng(seed)
+    n = len(values)
+    stats = []
+    for _ in range(resamples):
+        idx = rng.integers(0, n, n)
+        if labels[idx].min() == labels[idx].max():
+            continue
+        stats.append(metric(values[idx], labels[idx]))
+    return np.percentile(stats, [2.5, 97.5])
+
+
+def score(args: argparse.Namespace) -> str:
+    """Per scorer and anchor: AUROC and PRR with bootstrap intervals, on the saved answers."""
+    records = [json.loads(line) for line in args.answers.read_text(encoding="utf-8").splitlines()]
+    responses = [r["response"] for r in records]
+    samples = [r["sampled_responses"] for r in records]
+    correct = np.array([is_correct(r["response"], r["answers"]) for r in records], dtype=float)
+    uq = BlackBoxUQ(scorers=SCORERS, show_progress_bars=not args.quiet)
+    started = time.perf_counter()
+    data = uq.score(responses, samples, prompts=[r["question"] for r in records]).data
+    scoring_s = time.perf_counter() - started
+    confidences = {name: np.asarray(data[name], dtype=float) for name in SCORERS}
+    # the earlier default: BERTScore's F1 with the idf weights alone
+    plain = BlackBoxUQ(
+        scorers=[BERTScoreConsistency(beta=1.0, zero_weight=None)], show_progress_bars=False
+    )
+    confidences["bert_score as F1, idf weights alone"] = np.asarray(
+        plain.score(responses, samples).data["bert_score"], dtype=float
+    )
+    confidences["mean token log-prob (grey box)"] = np.array(
+        [r["response_logprob"] for r in records], dtype=float
+    )
+    n = len(records)
+    acc = correct.mean()
+    rng = np.random.default_rng(args.seed)
+    acc_lo, acc_hi = np.percentile(
+        [correct[rng.integers(0, n, n)].mean() for _ in range(args.bootstrap)], [2.5, 97.5]
+    )
+    lines = [
+        f"{n} questions ({args.answers.name}), {len(samples[0])} samples each; answers right "
+        f"{acc:.1%} (95% interval {acc_lo:.1%}-{acc_hi:.1%}); scored in {scoring_s:.1f} s",
+        "",
+        "| confidence | AUROC | 95% interval | PRR | 95% interval |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, values in confidences.items():
+        keep = ~np.isnan(values)
+        v, y = values[keep], correct[keep]
+        a_lo, a_hi = _interval(v, y, auroc, args.bootstrap, args.seed)
+        p_lo, p_hi = _interval(v, y, prr, args.bootstrap, args.seed)
+        lines.append(
+            f"| {name} | {auroc(v, y):.3f} | {a_lo:.3f}-{a_hi:.3f} | {prr(v, y):.3f} | "
+            f"{p_lo:.3f}-{p_hi:.3f} |"
+        )
+    table = "\n".join(lines)
+    (args.answers.parent / (args.answers.stem.replace("answers", "scores") + ".md")).write_text(
+        table + "\n", encoding="utf-8"
+    )
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", nargs="?", choices=["all", "generate", "score"], default="all")
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        default=None,
+        help="a JSON Lines file of question/answers records (default: shipped)",
+    )
+    parser.add_argument("--answers", type=Path, default=OUT / "real_llm_answers.jsonl")
+    parser.add_argument("--limit", type=int, default=None, help="the first N questions only")
+    parser.add_argument("-m", type=int, default=5, help="samples per question")
+    parser.add_argument("--slots", type=int, default=12, help="the server's slots")
+    parser.add_argument("--threads", type=int, default=None, help="the server's threads")
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--request-timeout", type=float, default=600.0)
+    parser.add_argument("--bootstrap", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    if args.step in ("all", "generate"):
+        asyncio.run(generate(args))
+    if args.step in ("all", "score"):
+        print(score(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
