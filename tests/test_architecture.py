@@ -140,6 +140,8 @@ SHARED_STATE = {
     "uqlm_bert/generation/lanes.py": {"_providers"},
     # one TLS context for the connection pools made for calls (a cache of the certificates)
     "uqlm_bert/generation/clients.py": {"_tls_context"},
+    # the local LLM servers started and not yet stopped, stopped when the interpreter exits
+    "uqlm_bert/local_llm.py": {"_RUNNING"},
     # the csv field limit, which the csv module keeps process-wide, lifted while CSV is read
     "uqlm_bert/io/csv_reading.py": {"_CSV_READERS", "_CSV_SAVED_LIMIT"},
     # the sentence splitter of each language, built once

@@ -52,6 +52,8 @@ NOT_GIVEN_BY_USERS = {
     "uqlm_bert.inputs.paired_arrays.min_items",
     "uqlm_bert.inputs.reference_lists.n",
     "uqlm_bert.failures.FailureGroup.count",
+    "uqlm_bert.identical_samples.warn_if_identical_share.identical",
+    "uqlm_bert.identical_samples.warn_if_identical_share.judged",
     *(
         f"uqlm_bert.failures.Failures.{name}"
         for name in ("responses", "samples", "prompts_with_failures", "failed_prompts")
@@ -302,6 +304,12 @@ def _score(value: Any) -> Any:
     return BERTScorer(show_progress_bars=False).score(["a"], ["a"], batch_size=value)
 
 
+def _local_llm(**kwargs: Any) -> Any:
+    from uqlm_bert.local_llm import LocalLLM
+
+    return LocalLLM(**kwargs)  # the counts are checked before the model is looked for
+
+
 def _retry(value: Any) -> Any:
     from uqlm_bert.generation import RetryPolicy
 
@@ -310,6 +318,18 @@ def _retry(value: Any) -> Any:
 
 #: ``parameter -> call(value, tmp_path)``; the parameter's name must appear in the error.
 CALLS: dict[str, Callable[[Any, Any], Any]] = {
+    **{
+        f"uqlm_bert.local_llm.LocalLLM.{name}": (lambda v, _, n=name: _local_llm(**{n: v}))
+        for name in (
+            "num_responses",
+            "slots",
+            "threads",
+            "context_per_slot",
+            "max_tokens",
+            "seed",
+            "top_k",
+        )
+    },
     **{
         f"uqlm_bert.black_box.BlackBoxUQ.{name}": (lambda v, _, n=name: _black_box(**{n: v}))
         for name in (

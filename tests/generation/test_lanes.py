@@ -17,28 +17,28 @@ def state() -> ProviderState:
     return ProviderState(("http://x", "t", "m"), AdaptiveConcurrency(None), None)
 
 
-def test_a_timeout_counts_from_the_send_or_the_last_answer_to_an_earlier_call():
+def test_a_timeout_counts_from_the_send_or_the_providers_last_answer_within_a_bound():
     p = state()
-    a, b, c = p.attempt_sent(), p.attempt_sent(), p.attempt_sent()
-    assert p.clock_start(c, sent_at=10.0) == 10.0  # nothing answered yet: from its send
-    p.attempt_done(a, answered_at=12.0)  # the provider works through its queue
-    assert p.clock_start(b, 10.0) == 12.0 and p.clock_start(c, 10.0) == 12.0
-    p.attempt_done(c, answered_at=13.0)  # an answer to a later call does not move b's clock
-    assert p.clock_start(b, 10.0) == 12.0
-    d = p.attempt_sent()
-    assert p.clock_start(d, 14.0) == 14.0  # sent after the last answer
-    p.attempt_done(b, answered_at=None)  # a failure is no answer
-    assert p.clock_start(d, 11.0) == 13.0
-
-
-def test_the_answers_kept_stay_few_while_calls_come_and_go():
-    p = state()
-    for k in range(1000):
-        attempt = p.attempt_sent()
-        p.attempt_done(attempt, answered_at=float(k))
-    assert len(p._answers) <= 1
-    late = p.attempt_sent()
-    assert p.clock_start(late, 0.0) == 999.0
+    timeout = 2.0
+    a = p.attempt_sent(10.0)
+    b = p.attempt_sent(10.5)
+    c = p.attempt_sent(11.0)
+    assert (a.ahead, b.ahead, c.ahead) == (0, 1, 2)
+    assert p.deadline(c, timeout) == 13.0  # nothing answered yet: from its send
+    p.attempt_done(answered_at=12.5)  # the provider answers one of them (in any order)
+    assert p.deadline(b, timeout) == 14.5 and p.deadline(c, timeout) == 14.5
+    p.attempt_done(answered_at=None)  # a failure is no answer
+    assert p.deadline(c, timeout) == 14.5
+    # a provider that keeps answering others extends a waiting attempt by at most one timeout
+    # per attempt that was in flight when it was sent, and one for itself
+    for k in range(20):  # calls sent after c, answered while a, b and c wait
+        p.attempt_sent(12.0 + k)
+        p.attempt_done(answered_at=14.0 + k)
+    assert p.deadline(a, timeout) == 10.0 + timeout * 1
+    assert p.deadline(b, timeout) == 10.5 + timeout * 2
+    assert p.deadline(c, timeout) == 11.0 + timeout * 3
+    d = p.attempt_sent(40.0)  # sent after the last answer: from its send
+    assert d.ahead == 1 and p.deadline(d, timeout) == 42.0  # one of a, b, c still out
 
 
 async def test_the_rate_limiter_serves_waiting_calls_in_the_order_they_asked():

@@ -87,7 +87,9 @@ def check_replies(questions: list[str], replies: list[Any], num_responses: int) 
     assert [r.status_code for r in replies] == [200] * len(questions), bodies
     samples = [answer_text(q, 1.0) for q in questions]  # samples at sampling_temperature
     alone = BlackBoxUQ(show_progress_bars=False).score(
-        [answer_text(q, 0.0) for q in questions], [[s] * num_responses for s in samples]
+        [answer_text(q, 0.0) for q in questions],
+        [[s] * num_responses for s in samples],
+        prompts=questions,
     )
     for q, body, expected in zip(questions, bodies, alone.data["bert_score"], strict=True):
         assert body["question"] == q

@@ -160,7 +160,9 @@ async def test_fifty_concurrent_calls_get_their_own_rows_and_the_scores_of_scori
     batches = set()
     for prompts, result in zip(calls, results, strict=True):
         assert_own_rows(result, prompts, 3)
-        alone = uq.score(result.data["responses"], result.data["sampled_responses"])
+        alone = uq.score(
+            result.data["responses"], result.data["sampled_responses"], prompts=prompts
+        )
         for name in ("bert_score", "exact_match"):
             assert result.data[name] == pytest.approx(alone.data[name], abs=1e-6)
     # and they were scored together: fewer batches than calls

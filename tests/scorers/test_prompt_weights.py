@@ -30,7 +30,7 @@ def engine() -> BERTScorer:
 def _by_hand(engine: BERTScorer, cand: str, ref: str, zero: set[int]) -> tuple[float, float]:
     enc = engine.encoder
     a, b = enc.tokenize([cand, ref])
-    ea, eb = enc.embed_batch([a, b])
+    ea, eb = enc.embed_packed([a, b]).split([len(a), len(b)])
     lookup = engine._weight_lookup  # the engine's idf weights, [CLS]/[SEP] 0
     wa = lookup(np.array(a)) * ~np.isin(a, list(zero))
     wb = lookup(np.array(b)) * ~np.isin(b, list(zero))

@@ -47,14 +47,14 @@ The environment variables are listed in :data:`ENVIRONMENT`. In your own code, b
 :func:`create_app` from any LangChain chat model.
 
 Example:
-    >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+    >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
     >>> from starlette.testclient import TestClient
-    >>> app = create_app(ParrotFakeChatModel(), num_responses=2)
+    >>> app = create_app(FakeListChatModel(responses=["It is blue."]), num_responses=2)
     >>> with TestClient(app) as client:      # runs the lifespan: start, requests, stop
-    ...     reply = client.post("/ask", json={"question": "The sky is blue."}).json()
+    ...     reply = client.post("/ask", json={"question": "What colour is the sky?"}).json()
     ...     empty = client.post("/ask", json={"question": ""})
     >>> reply["answer"], round(reply["confidence"], 4), reply["flagged"]
-    ('The sky is blue.', 1.0, False)
+    ('It is blue.', 1.0, False)
     >>> empty.status_code, empty.json()["error"]
     (400, 'the body must be a JSON object with a non-empty "question" string')
 """
@@ -122,13 +122,13 @@ class QuestionService:
 
     Example:
         >>> import asyncio
-        >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+        >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
         >>> from uqlm_bert import BlackBoxUQ
-        >>> uq = BlackBoxUQ(ParrotFakeChatModel(), show_progress_bars=False)
+        >>> uq = BlackBoxUQ(FakeListChatModel(responses=["It is wet."]), show_progress_bars=False)
         >>> service = QuestionService(uq, num_responses=2)
-        >>> status, body = asyncio.run(service.answer("Rain is wet."))
+        >>> status, body = asyncio.run(service.answer("Is rain wet?"))
         >>> status, body["answer"], body["flagged"]
-        (200, 'Rain is wet.', False)
+        (200, 'It is wet.', False)
     """
 
     def __init__(

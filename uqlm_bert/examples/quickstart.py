@@ -46,13 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     questions = [r["question"] for r in rows]
     started = time.perf_counter()
     with LocalLLM(num_responses=args.samples, max_tokens=args.max_tokens) as llm:
-        # the local server queues the calls beyond its slots: a generous timeout lets the
-        # queue drain instead of sending calls again that the server still holds
         uq = BlackBoxUQ(
             llm=llm,
             scorers=["bert_score"],
             system_prompt=SYSTEM_PROMPT,
-            request_timeout=300,
             show_progress_bars=not args.quiet,
         )
         result = uq.generate_and_score_sync(questions, num_responses=args.samples)

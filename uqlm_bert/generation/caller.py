@@ -13,8 +13,9 @@ different event loops (notebooks, repeated ``asyncio.run``) never share one).
 Each call takes a place in flight and each attempt a token of the rate limit. A call for samples
 may ask for several at once with the provider's ``n`` parameter (:meth:`LLMCaller.
 samples_per_call` says how many): one request, one token, one place. An attempt times out
-``request_timeout`` seconds after it was sent, or after the last answer to an attempt sent before
-it, whichever is later (a server that queues calls is working through its queue). Where
+``request_timeout`` seconds after it was sent, or after the provider's last answer, whichever is
+later (a server that queues calls is working through its queue), within a bound
+(:mod:`uqlm_bert.generation.lanes`). Where
 congestion control stands, and whether the provider honours ``n``, are kept for later runs
 against the same provider (:mod:`uqlm_bert.generation.memory`).
 
@@ -59,7 +60,7 @@ from uqlm_bert.generation.clients import (
     message_text,
     unbind,
 )
-from uqlm_bert.generation.lanes import Place, SharedLimits
+from uqlm_bert.generation.lanes import Attempt, Place, SharedLimits
 from uqlm_bert.generation.records import CallFailure, CallStats
 from uqlm_bert.generation.settings import GenerationSettings
 from uqlm_bert.inputs import repair_text
@@ -256,19 +257,18 @@ class LLMCaller:
                 if rate is not None:
                     await rate.acquire()
                 loop = asyncio.get_running_loop()
-                started = loop.time()
-                attempt = self.provider.attempt_sent()
+                attempt = self.provider.attempt_sent(loop.time())
                 answered_at = None
                 self.stats.attempts += 1
                 try:
-                    texts = await self._within(self._send(messages, sample, n), attempt, started)
+                    texts = await self._within(self._send(messages, sample, n), attempt)
                     answered_at = loop.time()
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - every client error is classified
                     info = self._failed(exc, held)
                 else:
-                    latency = answered_at - started
+                    latency = answered_at - attempt.sent
                     self._answered = True
                     if n > 1:
                         self.stats.n_calls += 1
@@ -278,7 +278,7 @@ class LLMCaller:
                         self.stats.repaired_replies += repaired
                     return texts, None
                 finally:
-                    self.provider.attempt_done(attempt, answered_at)
+                    self.provider.attempt_done(answered_at)
                     if rate is not None:
                         rate.release()
                 if info.retryable and attempts <= policy.max_retries:
@@ -304,10 +304,10 @@ class LLMCaller:
             if held is not None:
                 self.release(held, latency)
 
-    async def _within(self, awaitable: Awaitable[Any], attempt: int, sent: float) -> Any:
-        """``await awaitable``, raising ``asyncio.TimeoutError`` once ``request_timeout``
-        seconds have passed since the attempt was sent, or since the last answer to an attempt
-        sent before it, whichever is later."""
+    async def _within(self, awaitable: Awaitable[Any], attempt: Attempt) -> Any:
+        """``await awaitable``, raising ``asyncio.TimeoutError`` at the attempt's deadline
+        (:meth:`~uqlm_bert.generation.lanes.ProviderState.deadline`: ``request_timeout`` after
+        it was sent or after the provider's last answer, whichever is later, within a bound)."""
         timeout = self.settings.request_timeout
         if timeout is None:
             return await awaitable
@@ -316,7 +316,7 @@ class LLMCaller:
             task = asyncio.ensure_future(awaitable)
             try:
                 while True:
-                    deadline = self.provider.clock_start(attempt, sent) + timeout
+                    deadline = self.provider.deadline(attempt, timeout)
                     if deadline <= loop.time():
                         raise asyncio.TimeoutError
                     done, _ = await asyncio.wait({task}, timeout=deadline - loop.time())
@@ -329,13 +329,13 @@ class LLMCaller:
 
             def check() -> None:
                 nonlocal handle
-                due = self.provider.clock_start(attempt, sent) + timeout
+                due = self.provider.deadline(attempt, timeout)
                 if due <= loop.time():
                     deadline.reschedule(loop.time())
                 else:
                     handle = loop.call_at(due, check)
 
-            handle = loop.call_at(sent + timeout, check)
+            handle = loop.call_at(attempt.sent + timeout, check)
             try:
                 return await awaitable
             finally:

@@ -25,10 +25,13 @@ owners on one provider keep their own rate limits and caps (each is its user's s
 the provider's level, so together they do not push the provider past what it refused.
 
 **Queued calls are not timed out.** A server that queues what it cannot serve yet (llama.cpp,
-vLLM, Ollama) answers the calls sent earlier first. An attempt's ``request_timeout`` therefore
-counts from when it was sent, or from the last answer to an attempt sent before it, whichever is
-later: while the provider keeps answering the calls ahead of it, a call waiting behind them is
-waiting its turn, not hung. A provider that answers nothing times out as before.
+vLLM, Ollama) answers other calls while a call waits its turn, and not always in the order they
+were sent (llama.cpp serves a call asking for several choices once that many slots are free).
+An attempt's ``request_timeout`` therefore counts from when it was sent, or from the provider's
+last answer to any attempt, whichever is later: while the provider keeps answering, a call it
+has not served yet is waiting, not hung. So that a call the provider never serves still ends, an
+attempt waits at most one ``request_timeout`` for itself and one for each attempt that was in
+flight when it was sent. A provider that answers nothing times out as before.
 
 Example:
     >>> import asyncio
@@ -47,7 +50,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import bisect
+import math
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +60,15 @@ from uqlm_bert.generation.clients import derive_llm, http_pool_factory, provider
 from uqlm_bert.generation.limits import AdaptiveConcurrency, Permit, RateLimiter
 from uqlm_bert.generation.settings import GenerationSettings
 
-__all__ = ["ClientSet", "Lane", "Place", "ProviderState", "SharedLimits", "provider_state"]
+__all__ = [
+    "Attempt",
+    "ClientSet",
+    "Lane",
+    "Place",
+    "ProviderState",
+    "SharedLimits",
+    "provider_state",
+]
 
 #: Calls in flight per HTTP connection pool. The OpenAI client's pool looks at every one of its
 #: connections for each request it sends and each reply it reads, so the CPU a call costs grows
@@ -82,41 +93,37 @@ class ProviderState:
         self.concurrency = concurrency
         self.max_choices = max_choices
         self.users = 0
-        self._sent = 0
-        self._outstanding: dict[int, None] = {}  # attempts in flight, by send order
-        # answers as (attempt, time), both increasing: for an attempt, the latest answer to
-        # one sent before it is the last entry below it
-        self._answers: list[tuple[int, float]] = []
+        self.in_flight = 0  # attempts sent and not back
+        self.last_answer = -math.inf  # when an attempt was last answered (loop time)
 
-    def attempt_sent(self) -> int:
-        """Number an attempt in send order; :meth:`attempt_done` once it is back."""
-        self._sent += 1
-        self._outstanding[self._sent] = None
-        return self._sent
+    def attempt_sent(self, now: float) -> Attempt:
+        """An attempt goes out at ``now`` (loop time); :meth:`attempt_done` once it is back."""
+        self.in_flight += 1
+        return Attempt(now, self.in_flight - 1)
 
-    def attempt_done(self, attempt: int, answered_at: float | None) -> None:
-        """The attempt is back: answered at ``answered_at`` (loop time), or failed (None)."""
-        self._outstanding.pop(attempt, None)
+    def attempt_done(self, answered_at: float | None) -> None:
+        """An attempt is back: answered at ``answered_at`` (loop time), or failed (None)."""
+        self.in_flight -= 1
         if answered_at is not None:
-            # an answer to a later attempt supersedes every earlier one for the attempts after it
-            while self._answers and self._answers[-1][0] >= attempt:
-                self._answers.pop()
-            self._answers.append((attempt, answered_at))
-        self._trim()
+            self.last_answer = max(self.last_answer, answered_at)
 
-    def clock_start(self, attempt: int, sent_at: float) -> float:
-        """When the attempt's timeout starts counting: when it was sent, or the last answer to
-        an attempt sent before it (the provider was still working through its queue)."""
-        k = bisect.bisect_left(self._answers, (attempt, -1.0))
-        return max(sent_at, self._answers[k - 1][1]) if k else sent_at
+    def deadline(self, attempt: Attempt, timeout: float) -> float:
+        """When ``attempt`` times out: ``timeout`` seconds after it was sent or after the
+        provider last answered an attempt, whichever is later (while the provider answers, a
+        call it has not served yet waits in its queue), and at the latest ``timeout`` seconds
+        for itself and for each attempt that was in flight when it was sent (served one at a
+        time, each within its timeout)."""
+        waited = max(attempt.sent, self.last_answer) + timeout
+        return min(waited, attempt.sent + timeout * (1 + attempt.ahead))
 
-    def _trim(self) -> None:
-        """Keep only the answers an attempt in flight can still ask for: of those to attempts
-        sent before every attempt in flight, the latest."""
-        oldest = next(iter(self._outstanding), self._sent + 1)
-        k = bisect.bisect_left(self._answers, (oldest, -1.0))
-        if k > 1:
-            del self._answers[: k - 1]
+
+@dataclass(frozen=True)
+class Attempt:
+    """An attempt in flight: when it was sent, and the attempts in flight then (ahead of it
+    at a server that queues in arrival order)."""
+
+    sent: float
+    ahead: int
 
 
 #: The provider states of each event loop.
