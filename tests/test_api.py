@@ -24,6 +24,7 @@ PUBLIC = {
         "GenerationSettings",
         "InputValidationError",
         "ModelLoadError",
+        "ModelUnavailableError",
         "NotFittedError",
         "ProviderUnreachableError",
         "ScoreCalibrator",
@@ -92,6 +93,7 @@ PUBLIC = {
         "resolve_model",
     ],
     "uqlm_bert.bertscore.cache": ["LRUCache", "MODELS", "TOKENIZERS", "clear_model_cache"],
+    "uqlm_bert.bertscore.presets": ["PRESETS", "Preset", "cached_copy", "preset_location"],
     "uqlm_bert.bertscore.layer_stack": [
         "LayerStack",
         "config_layers",
@@ -100,6 +102,7 @@ PUBLIC = {
         "truncate_layers",
     ],
     "uqlm_bert.bertscore.fixed_idf": [
+        "ACCURATE_TABLE",
         "DOC_WORDS",
         "EMBEDDED_TABLE",
         "NUM_DOCS",
@@ -242,6 +245,7 @@ PUBLIC = {
         "GenerationError",
         "InputValidationError",
         "ModelLoadError",
+        "ModelUnavailableError",
         "NotFittedError",
         "ProviderUnreachableError",
         "UQLMBertError",
