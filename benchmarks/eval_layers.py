@@ -14,9 +14,10 @@ passage's mean sentence label (accurate 0, minor 0.5, major 1), as in ``eval_wik
   texts embedded once), and the same per 1,000 answers of 20 samples.
 
 The F1 of a pair does not depend on the other pairs of a call (fixed idf), so one call at m=20
-gives the sets of 5 too; the script checks that on the model's default layer by scoring the
-first set of 5 through ``BlackBoxUQ.score`` itself (the difference is printed; in bfloat16 the
-batches differ, so it is within bfloat16's rounding rather than exactly 0).
+gives the sets of 5 too; where the model's default layer is among ``--layers``, the script checks
+that by scoring the first set of 5 of the first ``--data`` file through ``BlackBoxUQ.score``
+itself (the difference is printed; in bfloat16 the batches differ, so it is within bfloat16's
+rounding rather than exactly 0).
 
 Each ``--data`` file is reported on its own: the 30 development passages shipped beside the
 repository by default; more passages (the rest of the 238 of the published set, say) in the same
@@ -112,9 +113,12 @@ def model_location(model: str) -> str:
     return model
 
 
-def evaluate(model: str, layers: Sequence[int], datasets: dict[str, list[dict]], device) -> list:
-    """One row per (data, layer): Spearman at m=20, the m=5 sets' mean and spread, time."""
-    out = []
+def evaluate(
+    model: str, layers: Sequence[int], datasets: dict[str, list[dict]], device
+) -> tuple[list[dict], dict[tuple[str, int], np.ndarray]]:
+    """One row per (data, layer): Spearman at m=20, the m=5 sets' mean and spread, time; and
+    the pair F1 of each (data, layer)."""
+    out, pairs = [], {}
     for layer in layers:
         clear_model_cache()  # one model in memory at a time
         settings = SCORER_DEFAULTS.replace(model_type=model, num_layers=layer, device=device)
@@ -122,6 +126,7 @@ def evaluate(model: str, layers: Sequence[int], datasets: dict[str, list[dict]],
         for name, rows in datasets.items():
             degree = np.array([r["degree"] for r in rows])
             f1, seconds = pair_f1(scorer, rows)
+            pairs[name, layer] = f1
             fives = [passage_spearman(f1, degree, s) for s in SETS_OF_FIVE]
             out.append(
                 {
@@ -135,20 +140,22 @@ def evaluate(model: str, layers: Sequence[int], datasets: dict[str, list[dict]],
                 }
             )
             print(f"layer {layer} {name}: {out[-1]}", file=sys.stderr, flush=True)
-    return out
+    return out, pairs
 
 
-def check_against_black_box(model: str, rows: list[dict], device) -> float:
+def check_against_black_box(
+    model: str, rows: list[dict], f1_at: dict[int, np.ndarray], device
+) -> float | None:
     """Largest |difference| between the confidences this script derives for the first set of 5
-    samples at the model's default layer and ``BlackBoxUQ.score``'s own."""
+    samples at the model's default layer and ``BlackBoxUQ.score``'s own (None where that layer
+    was not evaluated: ``f1_at`` holds the evaluated layers' pair F1 of ``rows``)."""
+    clear_model_cache()
     uq = BlackBoxUQ(scorers=["bert_score"], model_type=model, device=device,
                     show_progress_bars=False)  # fmt: skip
-    engine = uq.scorers[0].engine
+    f1 = f1_at.get(uq.scorers[0].engine.num_layers)
+    if f1 is None:
+        return None
     first = SETS_OF_FIVE[0]
-    settings = SCORER_DEFAULTS.replace(model_type=model, num_layers=engine.num_layers,
-                                       device=device)  # fmt: skip
-    scorer = BERTScorer.from_settings(settings, show_progress_bars=False)
-    f1, _ = pair_f1(scorer, rows)
     ours = f1[:, first].mean(axis=1)
     got = uq.score([r["response"] for r in rows], [[r["samples"][j] for j in first] for r in rows])
     return float(np.abs(np.asarray(got.data["bert_score"]) - ours).max())
@@ -215,10 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         total = config_layers(AutoConfig.from_pretrained(resolve_model(model)[1]))
         layers = list(range(1, total + 1))
+    rows, pairs = evaluate(model, layers, datasets, args.device)
     check = None
     if not args.no_check:
-        check = check_against_black_box(model, next(iter(datasets.values())), args.device)
-    rows = evaluate(model, layers, datasets, args.device)
+        first = next(iter(datasets))
+        f1_at = {layer: f1 for (name, layer), f1 in pairs.items() if name == first}
+        check = check_against_black_box(model, datasets[first], f1_at, args.device)
     name = Path(args.model).name if os.sep in args.model else args.model.replace("/", "_")
     text = report(args.model, rows, {k: len(v) for k, v in datasets.items()}, check)
     write_report(args.out, f"layers_{name}.md", text + "\n")

@@ -3,7 +3,7 @@
 :class:`Encoder` pairs a cached model (see :mod:`uqlm_bert.bertscore.models`) with its tokenizer
 and a length limit. It tokenizes exactly as the reference ``bert_score`` package does (the text
 is stripped; RoBERTa and GPT-2 tokenizers get a leading space; truncation at the limit) and
-embeds batches of token-id lists: BERT and RoBERTa run the packed forward of
+embeds batches of token-id lists: BERT, RoBERTa and MPNet run the packed forward of
 :mod:`uqlm_bert.bertscore.packed`, other architectures the transformers forward.
 
 Work is bounded by what is scored: a text far longer than the limit is tokenized from a prefix
@@ -151,7 +151,7 @@ class Encoder:
     def hidden_states(self, batch: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Each text's ``[len, dim]`` float32 output of the model's last kept layer, on its device.
 
-        BERT and RoBERTa encoders run packed (no work on padding outside attention, see
+        BERT, RoBERTa and MPNet encoders run packed (no work on padding outside attention, see
         :mod:`uqlm_bert.bertscore.packed`); other architectures run the transformers forward.
         """
         return list(self._forward(batch).float().split([len(ids) for ids in batch]))
@@ -192,7 +192,7 @@ class Encoder:
     @torch.inference_mode()
     def _forward(self, batch: Sequence[Sequence[int]]) -> torch.Tensor:
         """The last kept layer's states of the texts, packed ``[sum of lengths, dim]``, in the
-        model's dtype: BERT and RoBERTa run packed, other architectures padded."""
+        model's dtype: BERT, RoBERTa and MPNet run packed, other architectures padded."""
         packed = self.loaded.packed
         with _autocast_off(self.device):
             if packed is not None:
