@@ -83,7 +83,7 @@ PRESETS: dict[str, Preset] = {
     "accurate": Preset(
         "accurate",
         ACCURATE_MODEL_NAME,
-        "a 110M-parameter encoder: better hallucination detection at about 5x the CPU time",
+        "a 110M-parameter encoder: better hallucination detection at about 7x the CPU time",
     ),
 }
 
