@@ -1,7 +1,7 @@
 """Rebuild the fixed idf data of ``uqlm_bert/bertscore/idf_data/`` from wordfreq.
 
     pip install -e '.[dev]'          # brings wordfreq, needed by this script only
-    python scripts/make_idf_table.py
+    python scripts/make_idf_table.py [--accurate-tokenizer DIR]
 
 Writes, deterministically (the same wordfreq version gives the same bytes):
 
@@ -11,7 +11,11 @@ Writes, deterministically (the same wordfreq version gives the same bytes):
   left out, and the whole numbers 10-9999 at least as frequent as the cut-off are listed
   instead, with wordfreq's own estimate for each (Benford's law, and a distribution of years).
 - ``all-MiniLM-L6-v2.tsv.gz``: the token weights of the embedded model's tokenizer, built from
-  that table by :func:`uqlm_bert.bertscore.fixed_idf.build_idf`.
+  that table by :func:`uqlm_bert.bertscore.fixed_idf.build_idf`;
+- ``all-mpnet-base-v2.tsv.gz``: the same for the tokenizer of the ``"accurate"`` preset's model,
+  sentence-transformers/all-mpnet-base-v2. Only its tokenizer files are read: from
+  ``--accurate-tokenizer`` (a directory), else from ``$UQLM_BERT_ACCURATE_MODEL_DIR``, else from
+  the Hugging Face cache or hub under its name;
 - the provenance section of ``README.md`` there (versions, sizes and constants).
 """
 
@@ -65,8 +69,14 @@ def word_table_text(rows: list[tuple[str, float]]) -> str:
     return "\n".join(head + [f"{w}\t{z:.2f}" for w, z in rows]) + "\n"
 
 
-def provenance(table: fixed_idf.WordTable, weights: IdfWeights, vocab: int) -> str:
-    """The README's provenance section."""
+def provenance(table: fixed_idf.WordTable, built: list[tuple[str, IdfWeights, int]]) -> str:
+    """The README's provenance section; ``built``: each token table's file name, weights and
+    vocabulary size."""
+    tables = [
+        f"- `{file}`: {len(weights.weights)} of the {vocab} token ids have a weight other than "
+        f"the default (special tokens included, at 0); default log(M + 1) = {weights.default}."
+        for file, weights, vocab in built
+    ]
     return "\n".join(
         [
             START,
@@ -77,17 +87,42 @@ def provenance(table: fixed_idf.WordTable, weights: IdfWeights, vocab: int) -> s
             f"- word table SHA-256 (of its text): `{table.digest}`;",
             f"- L = `DOC_WORDS` = {fixed_idf.DOC_WORDS} words, M = `NUM_DOCS` = "
             f"{fixed_idf.NUM_DOCS} documents;",
-            f"- `all-MiniLM-L6-v2.tsv.gz`: {len(weights.weights)} of the {vocab} token ids have a "
-            "weight other than the default (special tokens included, at 0); default "
-            f"log(M + 1) = {weights.default}.",
+            *tables,
             END,
         ]
     )
 
 
+def accurate_tokenizer(given: str | None):
+    """The accurate preset's tokenizer, from a directory, the environment or the hub's name."""
+    import os
+
+    from transformers import AutoTokenizer
+
+    from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME
+    from uqlm_bert.bertscore.presets import cached_copy
+
+    where = given or os.environ.get("UQLM_BERT_ACCURATE_MODEL_DIR") or None
+    return AutoTokenizer.from_pretrained(
+        where or cached_copy(ACCURATE_MODEL_NAME) or ACCURATE_MODEL_NAME
+    )
+
+
+def write_weights(path, tok, table, note: str) -> tuple[str, IdfWeights, int]:
+    """Build and write one tokenizer's token table; its row of the provenance section."""
+    weights = fixed_idf.build_idf(tok, table)
+    key = fixed_idf.tokenizer_key(tok, table)
+    fixed_idf.write_token_table(path, key, weights, note=note)
+    return path.name, weights, len(tok.get_vocab())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.parse_args(argv)
+    ap.add_argument(
+        "--accurate-tokenizer",
+        help="directory of sentence-transformers/all-mpnet-base-v2 (its tokenizer files)",
+    )
+    args = ap.parse_args(argv)
     try:
         found = version("wordfreq")
     except PackageNotFoundError:
@@ -102,21 +137,28 @@ def main(argv: list[str] | None = None) -> int:
     fixed_idf.write_gz_text(fixed_idf.WORD_TABLE, word_table_text(rows))
     table = fixed_idf.load_word_table(fixed_idf.WORD_TABLE)  # read back: what the package ships
 
-    tok = fixed_idf.embedded_tokenizer()
-    weights = fixed_idf.build_idf(tok, table)
-    fixed_idf.write_token_table(
-        fixed_idf.EMBEDDED_TABLE,
-        fixed_idf.tokenizer_key(tok, table),
-        weights,
-        note="sentence-transformers/all-MiniLM-L6-v2; derived from words_en.tsv.gz, CC BY-SA 4.0",
-    )
+    licence = "derived from words_en.tsv.gz, CC BY-SA 4.0"
+    built = [
+        write_weights(
+            fixed_idf.EMBEDDED_TABLE,
+            fixed_idf.embedded_tokenizer(),
+            table,
+            f"sentence-transformers/all-MiniLM-L6-v2; {licence}",
+        ),
+        write_weights(
+            fixed_idf.ACCURATE_TABLE,
+            accurate_tokenizer(args.accurate_tokenizer),
+            table,
+            f"sentence-transformers/all-mpnet-base-v2; {licence}",
+        ),
+    ]
 
     readme = README.read_text(encoding="utf-8")
     if START not in readme or END not in readme:
         raise SystemExit(f"{README} lacks the provenance markers {START} ... {END}")
     before, rest = readme.split(START, 1)
     after = rest.split(END, 1)[1]
-    block = provenance(table, weights, len(tok.get_vocab()))
+    block = provenance(table, built)
     README.write_text(before + block + after, encoding="utf-8")
     print(block)
     return 0

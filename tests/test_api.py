@@ -25,6 +25,7 @@ PUBLIC = {
         "InputValidationError",
         "LocalServerError",
         "ModelLoadError",
+        "ModelUnavailableError",
         "NotFittedError",
         "ProviderUnreachableError",
         "ScoreCalibrator",
@@ -101,6 +102,7 @@ PUBLIC = {
         "resolve_model",
     ],
     "uqlm_bert.bertscore.cache": ["LRUCache", "MODELS", "TOKENIZERS", "clear_model_cache"],
+    "uqlm_bert.bertscore.presets": ["PRESETS", "Preset", "cached_copy", "preset_location"],
     "uqlm_bert.bertscore.layer_stack": [
         "LayerStack",
         "config_layers",
@@ -109,6 +111,7 @@ PUBLIC = {
         "truncate_layers",
     ],
     "uqlm_bert.bertscore.fixed_idf": [
+        "ACCURATE_TABLE",
         "DOC_WORDS",
         "EMBEDDED_TABLE",
         "NUM_DOCS",
@@ -271,6 +274,7 @@ PUBLIC = {
         "InputValidationError",
         "LocalServerError",
         "ModelLoadError",
+        "ModelUnavailableError",
         "NotFittedError",
         "ProviderUnreachableError",
         "UQLMBertError",

@@ -133,7 +133,12 @@ SHARED_STATE = {
     # loaded models and tokenizers, keyed by everything that changes the numbers
     "uqlm_bert/bertscore/cache.py": {"MODELS", "TOKENIZERS"},
     # the idf tables: the shipped ones read once, a tokenizer's table built once
-    "uqlm_bert/bertscore/fixed_idf.py": {"_MEMO", "_shipped_embedded", "_shipped_word_table"},
+    "uqlm_bert/bertscore/fixed_idf.py": {
+        "_MEMO",
+        "_shipped_embedded",
+        "_shipped_tables",
+        "_shipped_word_table",
+    },
     # what runs learned about a provider: limits belong to the provider, not to a call
     "uqlm_bert/generation/memory.py": {"_memory"},
     # the provider's live state on each event loop, shared by the calls in flight on it

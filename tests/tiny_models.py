@@ -61,3 +61,36 @@ def build_tiny_roberta(directory: Path, layers: int = 3) -> Path:
     )
     RobertaModel(config).save_pretrained(directory)
     return directory
+
+
+def build_tiny_mpnet(directory: Path, vocab_dir: str, layers: int = 3) -> Path:
+    """A 3-layer MPNet (relative position bias, positions from ``padding_idx + 1``) with random
+    weights and an MPNet tokenizer over the embedded model's WordPiece vocabulary, read up to 130
+    tokens at once: long enough for the bias's far buckets."""
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    words = (Path(vocab_dir) / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    vocab = [*specials, *words, "<mask>"]  # the tokenizer's unknown token stays [UNK]
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tok = MPNetTokenizer(str(directory / "vocab.txt"), do_lower_case=True)
+    tok.model_max_length = 130
+    tok.save_pretrained(directory)
+    torch.manual_seed(0)
+    config = MPNetConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=132,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+    )
+    model = MPNetModel(config)
+    with torch.no_grad():  # a bias that matters: random, as large as the scores
+        model.encoder.relative_attention_bias.weight.normal_(0.0, 1.0)
+    model.save_pretrained(directory)
+    return directory

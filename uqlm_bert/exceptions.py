@@ -17,6 +17,7 @@ __all__ = [
     "InputValidationError",
     "ConfigurationError",
     "ModelLoadError",
+    "ModelUnavailableError",
     "DeviceOutOfMemoryError",
     "BaselineNotFoundError",
     "GenerationError",
@@ -46,6 +47,11 @@ class ConfigurationError(UQLMBertError, ValueError):
 
 class ModelLoadError(UQLMBertError, OSError):
     """A model or tokenizer could not be loaded from the name or path given."""
+
+
+class ModelUnavailableError(ModelLoadError):
+    """A model named by a preset (``model_type="accurate"``) is not on this machine and could not
+    be downloaded; the message says how to provide a local copy."""
 
 
 class DeviceOutOfMemoryError(UQLMBertError, MemoryError):

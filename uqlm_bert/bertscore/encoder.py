@@ -7,7 +7,7 @@ how texts reach it (:class:`~.resolve.ReadingPlan`: the model's window, whether 
 are read in windows, the most tokens of a text that are scored). It carries those decisions for
 every module that acts on them. It tokenizes exactly as the reference ``bert_score`` package
 does (the text is stripped; RoBERTa and GPT-2 tokenizers get a leading space; truncation at the
-limit) and embeds batches of token-id lists: BERT and RoBERTa run the packed forward of
+limit) and embeds batches of token-id lists: BERT, RoBERTa and MPNet run the packed forward of
 :mod:`uqlm_bert.bertscore.packed`, other architectures the transformers forward.
 
 Work is bounded by what is scored: a text far longer than the limit is tokenized from a prefix
@@ -230,7 +230,7 @@ class Encoder:
     @torch.inference_mode()
     def _forward(self, batch: Sequence[Sequence[int]]) -> torch.Tensor:
         """The last kept layer's states of the texts, packed ``[sum of lengths, dim]``, in the
-        model's dtype: BERT and RoBERTa run packed, other architectures padded."""
+        model's dtype: BERT, RoBERTa and MPNet run packed, other architectures padded."""
         packed = self.loaded.packed
         with _autocast_off(self.device):
             if packed is not None:

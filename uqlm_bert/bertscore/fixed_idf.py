@@ -34,8 +34,8 @@ unseen default, so the list loses nothing by stopping there. Occurrences are tre
 independent (Poisson); real content words cluster within a document, so their true document
 frequency is lower and their weights here are, if anything, conservative.
 
-The embedded model's weights are shipped too (``embedded_idf``); other tokenizers' are built on
-first use (a few seconds: the word table is tokenized once), and kept in a disk cache
+The weights of the embedded model's tokenizer (``embedded_idf``) and of the accurate preset's
+(all-mpnet-base-v2, ``ACCURATE_TABLE``) are shipped too; other tokenizers' are built on first use (a few seconds: the word table is tokenized once), and kept in a disk cache
 (``$UQLM_BERT_CACHE_DIR/idf``, else ``~/.cache/uqlm_bert/idf``) and in memory.
 
 Example:
@@ -76,6 +76,7 @@ __all__ = [
     "PUNCTUATION",
     "WORD_TABLE",
     "EMBEDDED_TABLE",
+    "ACCURATE_TABLE",
     "WordTable",
     "load_word_table",
     "build_idf",
@@ -129,6 +130,8 @@ DATA_DIR = Path(__file__).resolve().parent / "idf_data"
 WORD_TABLE = DATA_DIR / "words_en.tsv.gz"
 #: The shipped token weights of the embedded model's tokenizer.
 EMBEDDED_TABLE = DATA_DIR / "all-MiniLM-L6-v2.tsv.gz"
+#: The shipped token weights of the accurate preset's tokenizer (all-mpnet-base-v2's).
+ACCURATE_TABLE = DATA_DIR / "all-mpnet-base-v2.tsv.gz"
 
 # Bump when the derivation changes, so that disk caches of the old one are not reused.
 _ALGORITHM_VERSION = 1
@@ -375,6 +378,12 @@ def _shipped_embedded() -> tuple[str, IdfWeights]:
     return read_token_table(EMBEDDED_TABLE)
 
 
+@functools.lru_cache(maxsize=1)
+def _shipped_tables() -> tuple[tuple[str, IdfWeights], ...]:
+    """``(key, weights)`` of every shipped token table."""
+    return (_shipped_embedded(), read_token_table(ACCURATE_TABLE))
+
+
 def cache_dir() -> Path:
     """The disk cache: ``$UQLM_BERT_CACHE_DIR/idf``, else ``~/.cache/uqlm_bert/idf``.
 
@@ -394,7 +403,7 @@ def cache_dir() -> Path:
 def idf_for_tokenizer(tokenizer: Any) -> IdfWeights:
     """Fixed idf weights for any tokenizer (a fresh copy on each call).
 
-    The embedded tokenizer gets the shipped weights. Others are looked up in memory, then in
+    The tokenizers of the shipped tables get their weights. Others are looked up in memory, then in
     :func:`cache_dir`, and otherwise built with :func:`build_idf` and written there. A cache
     write that fails is logged, not raised; an unreadable cache file is logged and rebuilt.
 
@@ -406,10 +415,9 @@ def idf_for_tokenizer(tokenizer: Any) -> IdfWeights:
     """
     key = tokenizer_key(tokenizer)
     if key not in _MEMO:
-        shipped_key, shipped = _shipped_embedded()
-        if key == shipped_key:
-            _MEMO[key] = shipped
-        else:
+        for found_key, weights in _shipped_tables():
+            _MEMO.setdefault(found_key, weights)
+        if key not in _MEMO:
             _MEMO[key] = _cached_or_built(tokenizer, key)
     return _copy(_MEMO[key])
 

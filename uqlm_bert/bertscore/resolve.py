@@ -50,7 +50,9 @@ from uqlm_bert.bertscore.layers import (
     EMBEDDED_MODEL_NAME,
     LANG_MODELS,
     MODEL_LAYERS,
+    known_name,
 )
+from uqlm_bert.bertscore.presets import PRESETS, preset_location
 from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, ModelSettings, dtype_name
 from uqlm_bert.bertscore.windows import MAX_TOKENS, Frame
 from uqlm_bert.exceptions import ConfigurationError, ModelLoadError
@@ -393,7 +395,11 @@ def resolve_model(model_type: str | os.PathLike[str] | None, lang: str = "en") -
 
     ``name`` keys the layer table and the baseline files; ``location`` is what transformers
     loads (a hub name or a local directory). The embedded model's hub name loads the copy
-    shipped in the installed package, with no network.
+    shipped in the installed package, with no network; a preset (``"fast"``, ``"accurate"``:
+    see :mod:`~uqlm_bert.bertscore.presets`) its model's local copy.
+
+    Raises:
+        ModelUnavailableError: a preset's model is not on this machine and cannot be downloaded.
 
     Example:
         >>> resolve_model(None)[0]
@@ -407,6 +413,10 @@ def resolve_model(model_type: str | os.PathLike[str] | None, lang: str = "en") -
             return name, name
         return EMBEDDED_MODEL_NAME, _embedded_path()
     location = os.fspath(model_type)
+    if location in PRESETS:
+        if PRESETS[location].model == EMBEDDED_MODEL_NAME:
+            return EMBEDDED_MODEL_NAME, _embedded_path()
+        return preset_location(location)
     if location == EMBEDDED_MODEL_NAME:  # its hub name: the copy shipped in the package
         return EMBEDDED_MODEL_NAME, _embedded_path()
     if _is_embedded_dir(location):
@@ -468,10 +478,4 @@ def _table_name(location: str) -> str:
     """The name under which a model is known to the layer table (a path's last parts)."""
     if location in MODEL_LAYERS:
         return location
-    parts = Path(location.rstrip("/\\")).parts
-    for k in (2, 1):
-        if len(parts) >= k:
-            candidate = "/".join(parts[-k:])
-            if candidate in MODEL_LAYERS:
-                return candidate
-    return location
+    return known_name(location) or location
