@@ -11,6 +11,8 @@ and for two anchors on the same answers, the figures are
   95% bootstrap interval over questions (percentiles of ``--bootstrap`` resamples);
 - ``bert_score`` as BERTScore's F1 with the idf weights alone (the earlier default), beside
   the default (F with beta 0.7, the prompt's tokens and punctuation weighing 0);
+- ``bert_score`` on the accurate preset's model (all-mpnet-base-v2 at its measured layer), where a
+  copy is on the machine (``$UQLM_BERT_ACCURATE_MODEL_DIR`` or the Hugging Face cache);
 - the anchors: the answer's mean token log-probability as the server reports it (a grey-box
   confidence: it needs the model's probabilities) and exact-match consistency (the share of
   samples identical to the answer, after normalisation: the ``exact_match`` scorer).
@@ -34,6 +36,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -43,10 +46,13 @@ import numpy as np
 from uqlm_bert import BlackBoxUQ
 from uqlm_bert.evaluation import auroc, prr
 from uqlm_bert.examples import is_correct, load_questions
+from uqlm_bert.exceptions import ModelUnavailableError
 from uqlm_bert.local_llm import LocalLLM
 from uqlm_bert.scorers.bert import BERTScoreConsistency
 
 OUT = Path(__file__).resolve().parent / "out"
+#: A local copy of the accurate preset's model (all-mpnet-base-v2), where the cache has none.
+ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 #: The system message of every call: a short answer, as a screening pipeline would ask for.
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 #: Every black-box scorer, the default first.
@@ -132,6 +138,18 @@ def _interval(values: np.ndarray, labels: np.ndarray, metric, resamples: int, se
     return np.percentile(stats, [2.5, 97.5])
 
 
+def _accurate_preset(quiet: bool) -> BlackBoxUQ | None:
+    """The default scorer on the accurate preset's model: from ``$UQLM_BERT_ACCURATE_MODEL_DIR``
+    (a copy of all-mpnet-base-v2) or the Hugging Face cache; None, with a note, where neither
+    has it."""
+    model = os.environ.get(ACCURATE_MODEL_ENV) or "accurate"
+    try:
+        return BlackBoxUQ(scorers=["bert_score"], model_type=model, show_progress_bars=not quiet)
+    except ModelUnavailableError as exc:
+        print(f"the accurate preset is left out: {exc}", file=sys.stderr)
+        return None
+
+
 def score(args: argparse.Namespace) -> str:
     """Per scorer and anchor: AUROC and PRR with bootstrap intervals, on the saved answers."""
     records = [json.loads(line) for line in args.answers.read_text(encoding="utf-8").splitlines()]
@@ -150,6 +168,14 @@ def score(args: argparse.Namespace) -> str:
     confidences["bert_score as F1, idf weights alone"] = np.asarray(
         plain.score(responses, samples).data["bert_score"], dtype=float
     )
+    accurate = _accurate_preset(args.quiet)
+    if accurate is not None:
+        confidences["bert_score, accurate preset"] = np.asarray(
+            accurate.score(responses, samples, prompts=[r["question"] for r in records]).data[
+                "bert_score"
+            ],
+            dtype=float,
+        )
     confidences["mean token log-prob (grey box)"] = np.array(
         [r["response_logprob"] for r in records], dtype=float
     )
