@@ -57,3 +57,25 @@ def test_nan_from_pandas_counts_as_missing(uq):
     conf = uq.score(list(responses), [["Water boils at 100 C.", float("nan")], [None]])
     assert conf.data["bert_score"][0] == pytest.approx(1.0, abs=1e-5)
     assert math.isnan(conf.data["bert_score"][1])
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"scorers": ["exact_match"], "scorer_kwargs": {"exact_match_normalize": False}},
+        {"scorers": ["cosine_sim"], "sentence_transformer": "sentence-transformers/all-MiniLM-L6-v2"},
+        {"scorers": ["bleu", "bert_score"], "num_layers": 4},
+    ],
+)
+def test_sentence_scores_take_only_bertscore_settings(settings):
+    # The other scorers' settings of the object are not BERTScore's: sentence scoring builds its
+    # engine from BERTScore's settings alone (and the object's, where it has a BERTScore scorer).
+    uq = BlackBoxUQ(show_progress_bars=False, **settings)
+    sentences = ["The sky is blue.", "It rains today."]
+    sample = "The sky is blue. It is dry."
+    df = uq.score_sentences([" ".join(sentences)], [[sample]], sentences=[sentences]).to_df()
+    own = {k: v for k, v in settings.items() if k == "num_layers"}
+    engine = BERTScorer.from_settings(SCORER_DEFAULTS.replace(**own), show_progress_bars=False)
+    for k, sentence in enumerate(sentences):
+        F = [float(engine.score([sentence], [t])[2][0]) for t in ["The sky is blue.", "It is dry."]]
+        assert df["bert_score"].iloc[k] == pytest.approx(max(F), abs=1e-5)

@@ -591,7 +591,7 @@ class BlackBoxUQ:
                 return scorer.engine
         if not build:
             return None
-        return scorer_spec("bert_score").build(**self._scorer_settings).engine  # type: ignore[attr-defined]
+        return scorer_spec("bert_score").build_own(self._scorer_settings).engine  # type: ignore[attr-defined]
 
     def _show(self, override: bool | None) -> bool:
         return self.show_progress_bars if override is None else bool(override)

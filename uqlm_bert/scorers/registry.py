@@ -88,6 +88,18 @@ class ScorerSpec:
         """
         return self.make(_settings_for([self], settings))
 
+    def build_own(self, settings: Mapping[str, Any]) -> Scorer:
+        """Build the scorer from an entry point's whole set of scorer settings, taking only the
+        ones it accepts (the others belong to other scorers of that entry point).
+
+        Example:
+            >>> scorer_spec("exact_match").build_own({"num_layers": 4}).normalize
+            True
+        """
+        kind = self.settings_type
+        own = self.keywords | ({kind.keyword} if kind is not None else set())
+        return self.build(**{k: v for k, v in settings.items() if k in own})
+
     def make(self, settings: Mapping[str, Any]) -> Scorer:
         """Build the scorer from settings already built by :func:`scorer_settings`."""
         kind = self.settings_type
