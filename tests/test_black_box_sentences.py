@@ -43,8 +43,9 @@ def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
 
 
 def test_precision_metric_and_missing_samples(uq):
-    res = uq.score_sentences(["A cat sat. A dog ran."], [[None, "A cat sat on a mat."]],
-                             metric="precision")
+    res = uq.score_sentences(
+        ["A cat sat. A dog ran."], [[None, "A cat sat on a mat."]], metric="precision"
+    )
     df = res.to_df()
     engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
     expected = float(engine.score(["A cat sat."], ["A cat sat on a mat."])[0][0])
@@ -63,7 +64,10 @@ def test_nan_from_pandas_counts_as_missing(uq):
     "settings",
     [
         {"scorers": ["exact_match"], "scorer_kwargs": {"exact_match_normalize": False}},
-        {"scorers": ["cosine_sim"], "sentence_transformer": "sentence-transformers/all-MiniLM-L6-v2"},
+        {
+            "scorers": ["cosine_sim"],
+            "sentence_transformer": "sentence-transformers/all-MiniLM-L6-v2",
+        },
         {"scorers": ["bleu", "bert_score"], "num_layers": 4},
     ],
 )

@@ -454,8 +454,9 @@ def prompt_text(prompt: Any) -> str | None:
 
 def _errors_as_text(values: Any) -> list[Any]:
     return [
-        [None if e is None else str(e) for e in v] if isinstance(v, list) else
-        (None if v is None else str(v))
+        [None if e is None else str(e) for e in v]
+        if isinstance(v, list)
+        else (None if v is None else str(v))
         for v in values
     ]
 
