@@ -132,6 +132,8 @@ def test_every_library_warning_goes_through_warn_user():
 SHARED_STATE = {
     # loaded models and tokenizers, keyed by everything that changes the numbers
     "uqlm_bert/bertscore/cache.py": {"MODELS", "TOKENIZERS"},
+    # whether this CPU's bfloat16 products beat float32's: measured once per process
+    "uqlm_bert/bertscore/resolve.py": {"cpu_prefers_bfloat16"},
     # the idf tables: the shipped ones read once, a tokenizer's table built once
     "uqlm_bert/bertscore/fixed_idf.py": {
         "_MEMO",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import types
 import warnings
 
@@ -22,9 +23,9 @@ T5 = types.SimpleNamespace(model_type="t5")
 
 
 def test_auto_picks_by_device_and_model(monkeypatch):
-    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
+    monkeypatch.setattr(resolve, "cpu_prefers_bfloat16", lambda: True)
     assert auto_dtype(torch.device("cpu"), BERT) == torch.bfloat16
-    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: False)
+    monkeypatch.setattr(resolve, "cpu_prefers_bfloat16", lambda: False)
     assert auto_dtype(torch.device("cpu"), BERT) == torch.float32  # emulated bf16 is slower
     assert auto_dtype(torch.device("cuda"), BERT) == torch.float16
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
@@ -147,3 +148,38 @@ def test_default_confidences_on_the_dev_passages_stay_within_2e3_of_float32(dev_
     conf32 = np.asarray(exact.score(responses, samples).to_df()["bert_score"])
     assert np.abs(conf - conf32).max() <= 2e-3
     assert _spearman(conf, conf32) >= 0.999
+
+
+def test_the_cpu_choice_of_bfloat16_is_measured_where_only_avx512_bf16_offers_it(monkeypatch):
+    calls = []
+
+    def gain(value):
+        def measure() -> float:
+            calls.append(value)
+            return value
+
+        return measure
+
+    def choice(units: bool, amx: bool, measured: float) -> bool:
+        monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: units)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+        monkeypatch.setattr(resolve, "bfloat16_matmul_gain", gain(measured))
+        resolve.cpu_prefers_bfloat16.cache_clear()
+        try:
+            return resolve.cpu_prefers_bfloat16()
+        finally:
+            resolve.cpu_prefers_bfloat16.cache_clear()
+
+    assert choice(units=False, amx=False, measured=3.0) is False  # emulated: never
+    assert calls == []
+    assert choice(units=True, amx=True, measured=0.5) is True  # AMX tiles: always
+    assert calls == []
+    assert choice(units=True, amx=False, measured=0.55) is False  # slower than float32's units
+    assert choice(units=True, amx=False, measured=resolve.BFLOAT16_MIN_GAIN) is True
+    assert choice(units=True, amx=False, measured=resolve.BFLOAT16_MIN_GAIN - 0.01) is False
+    assert calls == [0.55, resolve.BFLOAT16_MIN_GAIN, resolve.BFLOAT16_MIN_GAIN - 0.01]
+
+
+def test_the_bfloat16_gain_is_a_ratio_of_real_timings():
+    gain = resolve.bfloat16_matmul_gain(rows=128, reps=2)
+    assert math.isfinite(gain) and gain > 0

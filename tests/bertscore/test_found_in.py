@@ -140,7 +140,7 @@ def test_the_engine_finds_in_bfloat16_for_long_pairs_only_and_only_in_bfloat16(m
     monkeypatch.setattr(pair_scoring, "greedy_match_rows_found_in", spy)
     # as on a CPU with bfloat16 matrix instructions, wherever the test runs (the plan is made
     # when the model is loaded: from a fresh cache)
-    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
+    monkeypatch.setattr(resolve, "cpu_prefers_bfloat16", lambda: True)
     clear_model_cache()
     scorer = BERTScorer(device="cpu", dtype=dtype, long_texts="window", show_progress_bars=False)
     short_c, short_r = _long_pairs(60)
@@ -165,11 +165,11 @@ def test_bfloat16_finding_needs_the_cpu_s_bfloat16_instructions(monkeypatch):
     from uqlm_bert.bertscore.settings import BERTScoreSettings
 
     bf16 = BERTScoreSettings(device="cpu", dtype="bfloat16")
-    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
+    monkeypatch.setattr(resolve, "cpu_prefers_bfloat16", lambda: True)
     assert resolve.plan_compute(bf16).match_dtype == torch.bfloat16
-    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: False)  # emulated: slower
+    monkeypatch.setattr(resolve, "cpu_prefers_bfloat16", lambda: False)  # emulated: slower
     assert resolve.plan_compute(bf16).match_dtype == torch.float32
-    monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: True)
+    monkeypatch.setattr(resolve, "cpu_prefers_bfloat16", lambda: True)
     f32 = BERTScoreSettings(device="cpu", dtype="float32")
     assert resolve.plan_compute(f32).match_dtype == torch.float32
     # what the model is loaded with is what the encoder carries

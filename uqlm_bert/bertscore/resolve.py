@@ -37,7 +37,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,9 @@ __all__ = [
     "ReadingPlan",
     "auto_dtype",
     "cpu_has_bfloat16_units",
+    "cpu_prefers_bfloat16",
+    "bfloat16_matmul_gain",
+    "BFLOAT16_MIN_GAIN",
     "default_num_layers",
     "model_kind",
     "plan_compute",
@@ -197,7 +202,7 @@ def plan_compute(settings: ModelSettings, config: Any = None) -> ComputePlan:
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype or ENGINE_DEFAULTS.dtype, device, config)
     bfloat16_cpu = device.type == "cpu" and dtype == torch.bfloat16
-    native = bfloat16_cpu and cpu_has_bfloat16_units()
+    native = bfloat16_cpu and cpu_prefers_bfloat16()
     return ComputePlan(
         device=device,
         dtype=dtype,
@@ -347,8 +352,10 @@ def auto_dtype(device: torch.device, config: Any = None) -> torch.dtype:
     - CUDA: float16; bfloat16 for models whose activations overflow float16
       (:data:`MODEL_KINDS`), or float32 for them on GPUs without bfloat16.
       A batch whose float16 embeddings are not finite all the same is redone in float32.
-    - CPU: bfloat16 where the CPU has bfloat16 matrix instructions (AVX512-BF16 or AMX), which
-      run it about 2.5 times as fast as float32; float32 elsewhere (emulated bfloat16 is slower).
+    - CPU: bfloat16 where the CPU multiplies bfloat16 matrices faster than float32 ones
+      (:func:`cpu_prefers_bfloat16`: AMX tiles, or AVX512-BF16 measured faster once per process),
+      about 2.5 times as fast as float32 there; float32 elsewhere (emulated bfloat16, or AVX512-BF16
+      slower than float32's own units, as on some Intel CPUs without AMX).
     - MPS: float16 (float32 for the models above).
     - anything else: float32.
 
@@ -366,7 +373,7 @@ def auto_dtype(device: torch.device, config: Any = None) -> torch.dtype:
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
     if device.type == "mps":
         return torch.float32 if unsafe else torch.float16
-    if device.type == "cpu" and cpu_has_bfloat16_units():
+    if device.type == "cpu" and cpu_prefers_bfloat16():
         return torch.bfloat16
     return torch.float32
 
@@ -388,6 +395,62 @@ def cpu_has_bfloat16_units() -> bool:
         except RuntimeError:  # pragma: no cover - a build without the probe
             continue
     return False
+
+
+#: bfloat16 is preferred on a CPU with AVX512-BF16 but no AMX when its matrix products run at
+#: least this many times as fast as float32's (:func:`cpu_prefers_bfloat16`). On an Intel Xeon
+#: without AMX they ran at 0.55x (the whole model at 0.63x); where bfloat16 pays, the whole model
+#: ran 1.9-2.5x as fast (docs/bertscore.md). The margin keeps a machine where the two are close
+#: from choosing differently from one process to the next.
+BFLOAT16_MIN_GAIN = 1.2
+
+
+@functools.cache
+def cpu_prefers_bfloat16() -> bool:
+    """Whether bfloat16 matrix products beat float32 ones on this CPU: with AMX tiles, yes; with
+    AVX512-BF16 alone, when a product of the embedded model's shapes runs at least
+    :data:`BFLOAT16_MIN_GAIN` times as fast (measured once per process, about 0.1 s); without
+    either (emulated), no.
+
+    Example:
+        >>> isinstance(cpu_prefers_bfloat16(), bool)
+        True
+    """
+    if not cpu_has_bfloat16_units():
+        return False
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    try:
+        if amx is not None and amx():
+            return True
+    except RuntimeError:  # pragma: no cover - a build without the probe
+        pass
+    return bfloat16_matmul_gain() >= BFLOAT16_MIN_GAIN
+
+
+def bfloat16_matmul_gain(rows: int = 1024, reps: int = 5) -> float:
+    """How many times as fast this CPU multiplies bfloat16 matrices as float32 ones: the best
+    of ``reps`` timings each of a feed-forward product of the embedded model's shape
+    (``rows`` x 384 by 384 x 1536), after a warm-up.
+
+    Example:
+        >>> bfloat16_matmul_gain(rows=64, reps=1) > 0
+        True
+    """
+
+    def best(dtype: torch.dtype) -> float:
+        generator = torch.Generator().manual_seed(0)
+        a = torch.randn(rows, 384, generator=generator).to(dtype)
+        b = torch.randn(384, 1536, generator=generator).to(dtype)
+        torch.mm(a, b)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    with torch.inference_mode():
+        return best(torch.float32) / max(best(torch.bfloat16), 1e-9)
 
 
 def resolve_model(model_type: str | os.PathLike[str] | None, lang: str = "en") -> tuple[str, str]:
