@@ -92,7 +92,6 @@ PUBLIC = {
         "ModelKind",
         "ReadingPlan",
         "auto_dtype",
-        "bfloat16_matmul_gain",
         "cpu_has_bfloat16_units",
         "cpu_prefers_bfloat16",
         "default_num_layers",

@@ -163,7 +163,7 @@ def test_the_cpu_choice_of_bfloat16_is_measured_where_only_avx512_bf16_offers_it
     def choice(units: bool, amx: bool, measured: float) -> bool:
         monkeypatch.setattr(resolve, "cpu_has_bfloat16_units", lambda: units)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
-        monkeypatch.setattr(resolve, "bfloat16_matmul_gain", gain(measured))
+        monkeypatch.setattr(resolve, "_bfloat16_matmul_gain", gain(measured))
         resolve.cpu_prefers_bfloat16.cache_clear()
         try:
             return resolve.cpu_prefers_bfloat16()
@@ -181,5 +181,5 @@ def test_the_cpu_choice_of_bfloat16_is_measured_where_only_avx512_bf16_offers_it
 
 
 def test_the_bfloat16_gain_is_a_ratio_of_real_timings():
-    gain = resolve.bfloat16_matmul_gain(rows=128, reps=2)
+    gain = resolve._bfloat16_matmul_gain(rows=128, reps=2)
     assert math.isfinite(gain) and gain > 0

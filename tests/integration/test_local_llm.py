@@ -158,7 +158,8 @@ def _start_script(tmp_path):
     server's process id (read from /proc: the child of the script)."""
     script = tmp_path / "hold.py"
     script.write_text(
-        "import sys, time\n"
+        "import faulthandler, signal, sys, time\n"
+        "faulthandler.register(signal.SIGUSR1)  # where it stands, should it hang\n"
         "from uqlm_bert.local_llm import LocalLLM\n"
         "local = LocalLLM(num_responses=1, max_tokens=4)\n"
         "with local:\n"
@@ -180,8 +181,15 @@ def test_ctrl_c_stops_the_server(tmp_path):
     proc, server_pid = _start_script(tmp_path)
     assert _alive(server_pid)
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-    proc.wait(timeout=30)
-    assert b"KeyboardInterrupt" in proc.stderr.read()
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # the script's threads' stacks, to its stderr
+        time.sleep(1)
+        proc.kill()
+        _, err = proc.communicate(timeout=30)
+        pytest.fail(f"the script did not end within 60 s of Ctrl-C:\n{err.decode()}")
+    assert b"KeyboardInterrupt" in err
     assert _wait_gone(server_pid, 10)
 
 

@@ -68,7 +68,6 @@ __all__ = [
     "auto_dtype",
     "cpu_has_bfloat16_units",
     "cpu_prefers_bfloat16",
-    "bfloat16_matmul_gain",
     "BFLOAT16_MIN_GAIN",
     "default_num_layers",
     "model_kind",
@@ -424,18 +423,13 @@ def cpu_prefers_bfloat16() -> bool:
             return True
     except RuntimeError:  # pragma: no cover - a build without the probe
         pass
-    return bfloat16_matmul_gain() >= BFLOAT16_MIN_GAIN
+    return _bfloat16_matmul_gain() >= BFLOAT16_MIN_GAIN
 
 
-def bfloat16_matmul_gain(rows: int = 1024, reps: int = 5) -> float:
+def _bfloat16_matmul_gain(rows: int = 1024, reps: int = 5) -> float:
     """How many times as fast this CPU multiplies bfloat16 matrices as float32 ones: the best
     of ``reps`` timings each of a feed-forward product of the embedded model's shape
-    (``rows`` x 384 by 384 x 1536), after a warm-up.
-
-    Example:
-        >>> bfloat16_matmul_gain(rows=64, reps=1) > 0
-        True
-    """
+    (``rows`` x 384 by 384 x 1536), after a warm-up."""
 
     def best(dtype: torch.dtype) -> float:
         generator = torch.Generator().manual_seed(0)
