@@ -1,9 +1,10 @@
 """Which layer of a model detects hallucinations best? Every layer, on WikiBio GPT-3 passages.
 
 For a model (a preset such as ``accurate``, a hub name or a local directory) and each of its
-layers, the ``bert_score`` scorer at its defaults otherwise (``BlackBoxUQ.score``: fixed idf for
-the model's tokenizer, ``dtype="auto"``, long texts in windows) scores every passage's response
-against each of its 20 samples. A passage's confidence is the mean F1 over its samples; it is
+layers, BERTScore's F1 with the scorers' engine settings (fixed idf for the model's tokenizer,
+``dtype="auto"``, long texts in windows; the ``bert_score`` scorer as
+``BERTScoreConsistency(beta=1.0, zero_weight=None)``, its earlier default) scores every passage's
+response against each of its 20 samples. A passage's confidence is the mean F1 over its samples; it is
 judged by the passage-level Spearman correlation (x100) of the negated confidence with the
 passage's mean sentence label (accurate 0, minor 0.5, major 1), as in ``eval_wikibio.py``:
 
@@ -57,6 +58,7 @@ from uqlm_bert.bertscore import clear_model_cache  # noqa: E402
 from uqlm_bert.bertscore.layer_stack import config_layers  # noqa: E402
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS  # noqa: E402
 from uqlm_bert.evaluation import spearman  # noqa: E402
+from uqlm_bert.scorers.bert import BERTScoreConsistency  # noqa: E402
 
 ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(N_SAMPLES // 5)]
@@ -150,8 +152,9 @@ def check_against_black_box(
     samples at the model's default layer and ``BlackBoxUQ.score``'s own (None where that layer
     was not evaluated: ``f1_at`` holds the evaluated layers' pair F1 of ``rows``)."""
     clear_model_cache()
-    uq = BlackBoxUQ(scorers=["bert_score"], model_type=model, device=device,
-                    show_progress_bars=False)  # fmt: skip
+    settings = SCORER_DEFAULTS.replace(model_type=model, device=device)
+    scorer = BERTScoreConsistency(bertscore=settings, beta=1.0, zero_weight=None)
+    uq = BlackBoxUQ(scorers=[scorer], show_progress_bars=False)
     f1 = f1_at.get(uq.scorers[0].engine.num_layers)
     if f1 is None:
         return None
