@@ -160,6 +160,9 @@ def _start_script(tmp_path):
     script.write_text(
         "import faulthandler, signal, sys, time\n"
         "faulthandler.register(signal.SIGUSR1)  # where it stands, should it hang\n"
+        # as in a terminal: a process started in the background (nohup, `&`) inherits SIGINT
+        # ignored, and Python then never raises KeyboardInterrupt
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from uqlm_bert.local_llm import LocalLLM\n"
         "local = LocalLLM(num_responses=1, max_tokens=4)\n"
         "with local:\n"
