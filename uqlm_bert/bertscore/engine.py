@@ -72,7 +72,7 @@ class BERTScorer:
         max_length: the most tokens the model reads at once (``None``: the model's maximum).
         dtype: "float32" (the default: exact, matches the reference), "bfloat16" or "float16"
             (fast), or ``"auto"``: the fastest safe one for the device and model (float16 on
-            CUDA, bfloat16 on CPUs with bfloat16 matrix units; see
+            CUDA, bfloat16 on CPUs whose bfloat16 units beat float32; see
             :func:`~uqlm_bert.bertscore.resolve.auto_dtype`). :attr:`dtype` says which runs.
         trust_remote_code: allow models whose code lives in their repository.
         show_progress_bars: show progress for calls that take more than a second.

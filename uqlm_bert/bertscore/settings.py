@@ -369,7 +369,7 @@ ENGINE_DEFAULTS = BERTScoreSettings(idf=False, dtype="float32", long_texts="trun
 #: better, each measured: idf weights come from the fixed table of general English, which ranks
 #: answers better and, unlike idf over the call's own samples, keeps a prompt's score
 #: independent of the other prompts; the model runs in the fastest safe dtype for the device
-#: (``dtype="auto"``: float16 on CUDA, bfloat16 on CPUs with bfloat16 matrix units), whose
+#: (``dtype="auto"``: float16 on CUDA, bfloat16 on CPUs whose bfloat16 units beat float32), whose
 #: confidences stay within 2e-3 of float32's with the same ranking (the measured differences
 #: are in docs/bertscore.md); and a text longer than the model's window is read in overlapping
 #: windows and scored whole, not judged by its first 512 tokens (which tells a long answer

@@ -163,7 +163,7 @@ class BERTScoreConsistency(PairwiseScorer):
     @property
     def model_dtype(self) -> str:
         """The dtype the model runs in, by name (what ``dtype`` resolved to: ``"auto"`` is
-        float16 on CUDA, bfloat16 on CPUs with bfloat16 matrix units, ...)."""
+        float16 on CUDA, bfloat16 on CPUs whose bfloat16 units beat float32, ...)."""
         return str(self.engine.dtype).removeprefix("torch.")
 
     def _at_defaults(self) -> bool:
