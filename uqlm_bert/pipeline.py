@@ -164,10 +164,11 @@ class ScoringPipeline:
     def score(self, rows: list[Row]) -> Scored:
         """Score ``rows`` (a worker thread of the queue)."""
         inputs = self._postprocess([r.response for r in rows], [r.samples for r in rows])
-        if any(r.call.prompt_of(r.index) is not None for r in rows):
-            # rows of the calls of one recipe: each with its own prompt (the BERTScore scorers
-            # weigh a prompt's own tokens 0)
-            inputs = replace(inputs, prompts=[r.call.prompt_of(r.index) for r in rows])
+        # rows of the calls of one recipe: each with its own prompt (the BERTScore scorers
+        # weigh a prompt's own tokens 0)
+        prompts = [r.call.prompt_of(r.index) for r in rows]
+        if any(p is not None for p in prompts):
+            inputs = replace(inputs, prompts=prompts)
         return score_rows(self.overlapped, inputs, self._use_best)
 
     def scored(self, rows: list[Row], scored: Scored, seconds: float, batch_size: int) -> None:

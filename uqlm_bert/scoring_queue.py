@@ -65,6 +65,8 @@ class QueuedCall(Protocol):
 
     #: calls whose prompts may share a batch have equal recipes (:func:`recipe_of`)
     recipe: Hashable
+    #: time batches that held the call's prompts waited for a busy event loop
+    held_seconds: float
 
     def more_coming(self) -> bool:
         """Whether the call may still queue prompts."""
@@ -258,42 +260,34 @@ class ScoringQueue:
             outcome = await asyncio.to_thread(self._score_batch, batch)
             seconds = time.perf_counter() - started
             self.batch_sizes.append(len(batch))
-            for call, rows in _by_call(batch).items():
-                result = outcome[call]
+            for call, rows, result in outcome:
                 if isinstance(result, BaseException):
                     call.failed(result)
                 else:
                     call.scored(rows, result, seconds, len(batch))
 
-    def _score_batch(self, batch: list[Row]) -> dict[QueuedCall, Any]:
+    def _score_batch(self, batch: list[Row]) -> list[tuple[QueuedCall, list[Row], Any]]:
         """Score ``batch`` (in a worker thread, with the torch thread count of the loop's
-        thread): each call's share of the result, or the exception its rows raised."""
+        thread): each call, its rows, and their share of the result or the exception they
+        raised."""
         torch = sys.modules.get("torch")  # loaded when _threads was read, if it is set
         if self._threads is not None and torch.get_num_threads() != self._threads:
             torch.set_num_threads(self._threads)
         calls = _by_call(batch)
         try:
             scored = batch[0].call.score([row for rows in calls.values() for row in rows])
-        except Exception as exc:  # noqa: BLE001 - isolated below, or handed to its one call
+        except Exception as exc:  # noqa: BLE001 - handed to the call(s) it belongs to
             if len(calls) == 1:
-                return {call: exc for call in calls}
-            scored = None
-        if scored is not None:
-            out: dict[QueuedCall, Any] = {}
-            start = 0
-            for call, rows in calls.items():
-                out[call] = scored.rows(start, start + len(rows))
-                start += len(rows)
-            return out
-        # a failure in a shared batch: each call's rows on their own, so it reaches only the
-        # call whose rows caused it
-        isolated: dict[QueuedCall, Any] = {}
+                return [(call, rows, exc) for call, rows in calls.items()]
+            # a failure in a shared batch: each call's rows again on their own, so that it
+            # reaches only the call whose rows caused it
+            return [(call, rows, _score_or_error(call, rows)) for call, rows in calls.items()]
+        out = []
+        start = 0
         for call, rows in calls.items():
-            try:
-                isolated[call] = call.score(rows)
-            except Exception as exc:  # noqa: BLE001 - handed to the call that caused it
-                isolated[call] = exc
-        return isolated
+            out.append((call, rows, scored.rows(start, start + len(rows))))
+            start += len(rows)
+        return out
 
 
 class ScoringQueues:
@@ -323,6 +317,14 @@ def _by_call(batch: list[Row]) -> dict[QueuedCall, list[Row]]:
     for row in batch:
         groups.setdefault(row.call, []).append(row)
     return groups
+
+
+def _score_or_error(call: QueuedCall, rows: list[Row]) -> Any:
+    """``call``'s scores of ``rows``, or the exception scoring them raised."""
+    try:
+        return call.score(rows)
+    except Exception as exc:  # noqa: BLE001 - handed to the call that caused it
+        return exc
 
 
 def recipe_of(scorers: list[Any], use_best: bool, postprocess: Any) -> Hashable:

@@ -58,7 +58,6 @@ from uqlm_bert.generation.clients import (
     llm_endpoint,
     llm_temperature,
     message_text,
-    unbind,
 )
 from uqlm_bert.generation.lanes import Attempt, Place, SharedLimits
 from uqlm_bert.generation.records import CallFailure, CallStats
@@ -349,13 +348,7 @@ class LLMCaller:
             if n == 1:
                 llm = clients.sampling[turn] if sample else clients.original[turn]
                 return [message_text(await llm.ainvoke(list(messages)))]
-            if turn not in clients.n_models:
-                # streaming merges the choices into one: off for calls that ask for several
-                model, kwargs = unbind(clients.sampling[turn])
-                if "disable_streaming" in getattr(type(model), "model_fields", {}):
-                    model = model.model_copy(update={"disable_streaming": True})
-                clients.n_models[turn] = (model, kwargs)
-            model, kwargs = clients.n_models[turn]
+            model, kwargs = clients.n_model(turn)
             result = await model.agenerate([list(messages)], n=n, **kwargs)
         finally:
             clients.checkin(turn)

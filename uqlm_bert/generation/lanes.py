@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uqlm_bert.generation import memory
-from uqlm_bert.generation.clients import derive_llm, http_pool_factory, provider_key
+from uqlm_bert.generation.clients import derive_llm, http_pool_factory, provider_key, unbind
 from uqlm_bert.generation.limits import AdaptiveConcurrency, Permit, RateLimiter
 from uqlm_bert.generation.settings import GenerationSettings
 
@@ -81,7 +81,7 @@ class ProviderState:
 
     Args:
         key: the provider (endpoint, model type, model name).
-        concurrency: its congestion control; ``None`` for lanes that do not adapt.
+        concurrency: its congestion control (lanes that do not adapt leave it aside).
         max_choices: the most choices one call may ask for with ``n``, where a reply showed it.
 
     Attributes:
@@ -172,7 +172,7 @@ class ClientSet:
         self.users = 0
         self.original: list[Any] = []
         self.sampling: list[Any] = []
-        self.n_models: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._n_models: dict[int, tuple[Any, dict[str, Any]]] = {}
         self._new_pool = http_pool_factory(llm)
         self._pools: list[Any] = []
         self._sending: list[int] = []  # attempts in flight per copy
@@ -206,6 +206,17 @@ class ClientSet:
                 http_client=pool,
             )
         )
+        self._sending.append(0)
+
+    def n_model(self, turn: int) -> tuple[Any, dict[str, Any]]:
+        """The sampling copy ``turn`` unbound, with its bound arguments, for calls that ask for
+        several choices with ``n`` (streaming off: it merges the choices into one)."""
+        if turn not in self._n_models:
+            model, kwargs = unbind(self.sampling[turn])
+            if "disable_streaming" in getattr(type(model), "model_fields", {}):
+                model = model.model_copy(update={"disable_streaming": True})
+            self._n_models[turn] = (model, kwargs)
+        return self._n_models[turn]
 
     def reserve(self, in_flight: float) -> None:
         """Pools enough for ``in_flight`` calls, made before the calls start (not between
@@ -216,12 +227,9 @@ class ClientSet:
     def checkout(self) -> int:
         """The copy (and pool) the next attempt uses: the one with the fewest attempts in
         flight, so that connections spread evenly; a new pool when every pool is full."""
-        if len(self._sending) < len(self.original):
-            self._sending.extend([0] * (len(self.original) - len(self._sending)))
         turn = min(range(len(self._sending)), key=self._sending.__getitem__)
         if self._new_pool is not None and self._sending[turn] >= POOL_CONNECTIONS:
             self._add()
-            self._sending.append(0)
             turn = len(self._sending) - 1
         self._sending[turn] += 1
         return turn
