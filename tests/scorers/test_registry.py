@@ -106,7 +106,39 @@ def test_each_scorer_family_s_settings_are_built_once_and_shared():
         ["bert_score", "bert_score_recall", "cosine_sim", "exact_match", "rouge_l"], **built
     )
     assert bert.engine.settings is recall.engine.settings is built["bertscore"]
+    assert bert.engine is recall.engine  # the built-in BERTScore scorers share one engine
     assert cosine.settings is built["cosine_sim"] and exact.settings is built["exact_match"]
+
+
+def test_the_built_in_bertscore_scorers_of_one_object_share_one_engine_with_its_settings():
+    uq = BlackBoxUQ(
+        scorers=["bert_score_recall", "rouge_l", "bert_score"], long_texts="truncate", num_layers=4
+    )
+    recall, _, f = uq.scorers
+    assert recall.engine is f.engine
+    assert (f.engine.settings.long_texts, f.engine.num_layers) == ("truncate", 4)
+    # the scorers' defaults for what was not set, as a scorer built alone has them
+    alone = build_scorer("bert_score_recall", long_texts="truncate", num_layers=4)
+    assert alone.engine.settings == recall.engine.settings and alone.engine is not recall.engine
+    assert (recall.metric, f.metric, f.default_threshold) == ("recall", "f1", None)
+
+
+def test_a_custom_scorer_with_the_bertscore_settings_is_built_by_its_own_factory():
+    from uqlm_bert.scorers import register_scorer
+    from uqlm_bert.scorers.registry import _REGISTRY
+
+    seen = []
+
+    def make(settings):
+        seen.append(settings)
+        return BERTScoreConsistency("precision", bertscore=settings)
+
+    register_scorer("my_precision", make, type(build_scorer("bert_score").engine.settings))
+    try:
+        mine, f = build_scorers(["my_precision", "bert_score"], num_layers=4)
+        assert seen == [f.engine.settings] and mine.engine is not f.engine
+    finally:
+        del _REGISTRY["my_precision"]
 
 
 def test_settings_given_whole_and_flat_for_one_scorer_are_refused():

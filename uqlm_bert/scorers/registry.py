@@ -14,7 +14,8 @@ keywords do: ``build_scorers(num_layers=4)`` and
 ``build_scorers(bertscore=BERTScoreSettings(num_layers=4))`` build the same scorer.
 
 The built-in scorers are registered here, when this module is imported; the model-based ones
-import torch only when a scorer is built.
+import torch only when a scorer is built. The built-in BERTScore scorers named together
+(``bert_score``, ``bert_score_precision``, ``bert_score_recall``) share one engine, loaded once.
 
 Example:
     >>> available_scorers()[:3]
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.checks import check_names
@@ -37,6 +38,9 @@ from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.bert import BERTSCORE_SCORERS, BERTScoreConsistency
 from uqlm_bert.scorers.settings import CosineSettings, ExactMatchSettings
+
+if TYPE_CHECKING:
+    from uqlm_bert.bertscore.engine import BERTScorer
 
 __all__ = [
     "BERTSCORE_SCORERS",
@@ -233,9 +237,15 @@ def build_scorers(
         check_scorer_names(names)
     specs = [_REGISTRY[name] for name in names]
     built_settings = _settings_for(specs, settings)
+    engine = _shared_bert_engine(specs, settings)
     built: list[Scorer] = []
     for item in items:
-        scorer = item if isinstance(item, Scorer) else _REGISTRY[item].make(built_settings)
+        if isinstance(item, Scorer):
+            scorer = item
+        elif isinstance(_REGISTRY[item].factory, _BERTFactory):
+            scorer = BERTScoreConsistency(_REGISTRY[item].factory.metric, engine=engine)
+        else:
+            scorer = _REGISTRY[item].make(built_settings)
         if any(s.name == scorer.name for s in built):
             raise ConfigurationError(f"scorer {scorer.name!r} is listed twice")
         built.append(scorer)
@@ -350,11 +360,28 @@ _NLI_NAMES = frozenset(
 )
 
 
-def _bert(metric: str) -> Callable[[BERTScoreSettings], Scorer]:
-    def make(settings: BERTScoreSettings) -> Scorer:
-        return BERTScoreConsistency(metric=metric, bertscore=settings)
+@dataclass(frozen=True)
+class _BERTFactory:
+    """The factory of a built-in BERTScore scorer: :func:`build_scorers` gives the built-in
+    ones named together one engine instead (the same scorers, the model loaded once)."""
 
-    return make
+    metric: str
+
+    def __call__(self, settings: BERTScoreSettings) -> Scorer:
+        return BERTScoreConsistency(metric=self.metric, bertscore=settings)
+
+
+def _shared_bert_engine(
+    specs: Sequence[ScorerSpec], settings: Mapping[str, Any]
+) -> BERTScorer | None:
+    """The one engine of the built-in BERTScore scorers among ``specs``, from the settings
+    given to :func:`build_scorers` (checked there), or None where there are none."""
+    if not any(isinstance(spec.factory, _BERTFactory) for spec in specs):
+        return None
+    from uqlm_bert.bertscore.engine import BERTScorer
+
+    given = {k: v for k, v in settings.items() if v is not None}
+    return BERTScorer.from_settings(_settings_object(BERTScoreSettings, given))
 
 
 def _cosine(settings: CosineSettings) -> Scorer:
@@ -380,7 +407,7 @@ def _text(kind: str) -> Callable[[], Scorer]:
 
 def _register_builtins() -> None:
     for metric, name in BERTSCORE_SCORERS.items():
-        register_scorer(name, _bert(metric), BERTScoreSettings)
+        register_scorer(name, _BERTFactory(metric), BERTScoreSettings)
     register_scorer("cosine_sim", _cosine, CosineSettings)
     register_scorer("exact_match", _exact_match, ExactMatchSettings)
     register_scorer("rouge_l", _text("rouge_l"))
