@@ -1,11 +1,10 @@
 """Which layer of a model detects hallucinations best? Every layer, on WikiBio GPT-3 passages.
 
 For a model (a preset such as ``accurate``, a hub name or a local directory) and each of its
-layers, BERTScore's F1 with the scorers' engine settings (fixed idf for the model's tokenizer,
-``dtype="auto"``, long texts in windows; the ``bert_score`` scorer as
-``BERTScoreConsistency(beta=1.0, zero_weight=None)``, its earlier default) scores every passage's
-response against each of its 20 samples. A passage's confidence is the mean F1 over its samples; it is
-judged by the passage-level Spearman correlation (x100) of the negated confidence with the
+layers, the ``bert_score`` scorer at its defaults (fixed idf for the model's tokenizer,
+``dtype="auto"``, long texts in windows, punctuation weighing 0, the F-measure with beta
+:data:`~uqlm_bert.scorers.bert.F_BETA`) scores every passage's response against each of its 20
+samples. A passage's confidence is the mean of those pair scores; it is judged by the passage-level Spearman correlation (x100) of the negated confidence with the
 passage's mean sentence label (accurate 0, minor 0.5, major 1), as in ``eval_wikibio.py``:
 
 - ``m=20``: the mean over all 20 samples;
@@ -14,7 +13,7 @@ passage's mean sentence label (accurate 0, minor 0.5, major 1), as in ``eval_wik
 - ``time``: the seconds of the one scoring call over all passages and samples at that layer (its
   texts embedded once), and the same per 1,000 answers of 20 samples.
 
-The F1 of a pair does not depend on the other pairs of a call (fixed idf), so one call at m=20
+The score of a pair does not depend on the other pairs of a call (fixed idf), so one call at m=20
 gives the sets of 5 too; where the model's default layer is among ``--layers``, the script checks
 that by scoring the first set of 5 of the first ``--data`` file through ``BlackBoxUQ.score``
 itself (the difference is printed; in bfloat16 the batches differ, so it is within bfloat16's
@@ -58,7 +57,12 @@ from uqlm_bert.bertscore import clear_model_cache  # noqa: E402
 from uqlm_bert.bertscore.layer_stack import config_layers  # noqa: E402
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS  # noqa: E402
 from uqlm_bert.evaluation import spearman  # noqa: E402
-from uqlm_bert.scorers.bert import BERTScoreConsistency  # noqa: E402
+from uqlm_bert.scorers.bert import (  # noqa: E402
+    F_BETA,
+    BERTScoreConsistency,
+    f_beta,
+    punctuation_ids,
+)
 
 ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(N_SAMPLES // 5)]
@@ -94,18 +98,21 @@ def load_rows(path: Path, exclude: set[int]) -> list[dict]:
     return rows
 
 
-def passage_spearman(f1: np.ndarray, degree: np.ndarray, samples: Sequence[int]) -> float:
-    """Spearman (x100) of the negated mean F1 over ``samples`` against the passage degree."""
-    return 100 * spearman(-f1[:, list(samples)].mean(axis=1), degree)
+def passage_spearman(scores: np.ndarray, degree: np.ndarray, samples: Sequence[int]) -> float:
+    """Spearman (x100) of the negated mean pair score over ``samples`` against the passage degree."""
+    return 100 * spearman(-scores[:, list(samples)].mean(axis=1), degree)
 
 
-def pair_f1(scorer: BERTScorer, rows: list[dict]) -> tuple[np.ndarray, float]:
-    """``[passages, 20]`` F1 of each response against each sample, and the call's seconds."""
+def pair_scores(scorer: BERTScorer, rows: list[dict]) -> tuple[np.ndarray, float]:
+    """``[passages, 20]`` scores of each response against each sample as the ``bert_score``
+    scorer computes them (no prompts: punctuation weighs 0), and the call's seconds."""
     cands = [r["response"] for r in rows for _ in range(N_SAMPLES)]
     refs = [s for r in rows for s in r["samples"]]
+    zero = [punctuation_ids(scorer.encoder.tokenizer)] * len(cands)
     t0 = time.perf_counter()
-    _, _, f1 = scorer.score(cands, refs)
-    return f1.double().numpy().reshape(len(rows), N_SAMPLES), time.perf_counter() - t0
+    P, R, _ = scorer.score(cands, refs, zero_weight=zero)
+    scores = f_beta(P.numpy(), R.numpy(), F_BETA)
+    return scores.reshape(len(rows), N_SAMPLES), time.perf_counter() - t0
 
 
 def model_location(model: str) -> str:
@@ -119,7 +126,7 @@ def evaluate(
     model: str, layers: Sequence[int], datasets: dict[str, list[dict]], device
 ) -> tuple[list[dict], dict[tuple[str, int], np.ndarray]]:
     """One row per (data, layer): Spearman at m=20, the m=5 sets' mean and spread, time; and
-    the pair F1 of each (data, layer)."""
+    the pair scores of each (data, layer)."""
     out, pairs = [], {}
     for layer in layers:
         clear_model_cache()  # one model in memory at a time
@@ -127,7 +134,7 @@ def evaluate(
         scorer = BERTScorer.from_settings(settings, show_progress_bars=False)
         for name, rows in datasets.items():
             degree = np.array([r["degree"] for r in rows])
-            f1, seconds = pair_f1(scorer, rows)
+            f1, seconds = pair_scores(scorer, rows)
             pairs[name, layer] = f1
             fives = [passage_spearman(f1, degree, s) for s in SETS_OF_FIVE]
             out.append(
@@ -150,10 +157,10 @@ def check_against_black_box(
 ) -> float | None:
     """Largest |difference| between the confidences this script derives for the first set of 5
     samples at the model's default layer and ``BlackBoxUQ.score``'s own (None where that layer
-    was not evaluated: ``f1_at`` holds the evaluated layers' pair F1 of ``rows``)."""
+    was not evaluated: ``f1_at`` holds the evaluated layers' pair scores of ``rows``)."""
     clear_model_cache()
     settings = SCORER_DEFAULTS.replace(model_type=model, device=device)
-    scorer = BERTScoreConsistency(bertscore=settings, beta=1.0, zero_weight=None)
+    scorer = BERTScoreConsistency(bertscore=settings)
     uq = BlackBoxUQ(scorers=[scorer], show_progress_bars=False)
     f1 = f1_at.get(uq.scorers[0].engine.num_layers)
     if f1 is None:

@@ -17,6 +17,8 @@ sys.path.insert(0, str(BENCH))
 import eval_combinations as combos  # noqa: E402
 import eval_idf  # noqa: E402
 
+from uqlm_bert.bertscore.settings import SCORER_DEFAULTS  # noqa: E402
+
 
 def test_judge_matches_scipy_over_sample_subsets():
     rng = np.random.default_rng(0)
@@ -315,3 +317,28 @@ def test_async_app_script_writes_its_report(shared_data_dir, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert (tmp_path / "async_app.md").read_text() in printed
     assert "CPU: " in printed and ("AMX" in printed or "AVX512-BF16" in printed)
+
+
+def test_layer_sweep_scores_each_layer_as_the_scorer_does(shared_data_dir, monkeypatch):
+    """eval_layers.py judges a layer by the confidences ``BlackBoxUQ.score`` gives at its
+    defaults: at the default layer its pair scores reproduce them; at another layer they are
+    the scorer's with that layer (float32, where batches do not change the numbers)."""
+    import eval_layers
+
+    from uqlm_bert import BlackBoxUQ
+
+    monkeypatch.setattr(eval_layers, "SCORER_DEFAULTS", SCORER_DEFAULTS.replace(dtype="float32"))
+    rows = eval_layers.load_rows(shared_data_dir / "wikibio_gpt3_dev.jsonl", set())[:4]
+    datasets = {"dev": rows}
+    table, pairs = eval_layers.evaluate("fast", [4, 5], datasets, "cpu")
+    assert [(r["data"], r["layer"]) for r in table] == [("dev", 4), ("dev", 5)]
+    assert pairs["dev", 5].shape == (4, eval_layers.N_SAMPLES)
+    at = {layer: pairs["dev", layer] for layer in (4, 5)}
+    assert eval_layers.check_against_black_box("fast", rows, at, "cpu") < 1e-6
+    first = eval_layers.SETS_OF_FIVE[1]
+    uq = BlackBoxUQ(num_layers=4, device="cpu", dtype="float32", show_progress_bars=False)
+    got = uq.score([r["response"] for r in rows], [[r["samples"][j] for j in first] for r in rows])
+    np.testing.assert_allclose(got.data["bert_score"], at[4][:, first].mean(axis=1), atol=1e-6)
+    degree = np.array([r["degree"] for r in rows])
+    expected = 100 * spearmanr(-at[5].mean(axis=1), degree).statistic
+    assert table[1]["m=20"] == pytest.approx(expected)
