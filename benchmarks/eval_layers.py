@@ -52,17 +52,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_summary, write_report  # noqa: E402
 from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, LABEL_DEGREE, N_SAMPLES  # noqa: E402
 
-from uqlm_bert import BERTScorer, BlackBoxUQ  # noqa: E402
+from uqlm_bert import BlackBoxUQ  # noqa: E402
 from uqlm_bert.bertscore import clear_model_cache  # noqa: E402
 from uqlm_bert.bertscore.layer_stack import config_layers  # noqa: E402
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS  # noqa: E402
 from uqlm_bert.evaluation import spearman  # noqa: E402
-from uqlm_bert.scorers.bert import (  # noqa: E402
-    F_BETA,
-    BERTScoreConsistency,
-    f_beta,
-    punctuation_ids,
-)
+from uqlm_bert.scorers.base import Pairs  # noqa: E402
+from uqlm_bert.scorers.bert import BERTScoreConsistency  # noqa: E402
 
 ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(N_SAMPLES // 5)]
@@ -103,15 +99,13 @@ def passage_spearman(scores: np.ndarray, degree: np.ndarray, samples: Sequence[i
     return 100 * spearman(-scores[:, list(samples)].mean(axis=1), degree)
 
 
-def pair_scores(scorer: BERTScorer, rows: list[dict]) -> tuple[np.ndarray, float]:
-    """``[passages, 20]`` scores of each response against each sample as the ``bert_score``
-    scorer computes them (no prompts: punctuation weighs 0), and the call's seconds."""
+def pair_scores(scorer: BERTScoreConsistency, rows: list[dict]) -> tuple[np.ndarray, float]:
+    """``[passages, 20]`` scores of each response against each sample (the scorer's own pair
+    scores, no prompts), and the call's seconds."""
     cands = [r["response"] for r in rows for _ in range(N_SAMPLES)]
     refs = [s for r in rows for s in r["samples"]]
-    zero = [punctuation_ids(scorer.encoder.tokenizer)] * len(cands)
     t0 = time.perf_counter()
-    P, R, _ = scorer.score(cands, refs, zero_weight=zero)
-    scores = f_beta(P.numpy(), R.numpy(), F_BETA)
+    scores = scorer.score_pairs(Pairs(cands, refs))
     return scores.reshape(len(rows), N_SAMPLES), time.perf_counter() - t0
 
 
@@ -131,7 +125,7 @@ def evaluate(
     for layer in layers:
         clear_model_cache()  # one model in memory at a time
         settings = SCORER_DEFAULTS.replace(model_type=model, num_layers=layer, device=device)
-        scorer = BERTScorer.from_settings(settings, show_progress_bars=False)
+        scorer = BERTScoreConsistency(bertscore=settings)
         for name, rows in datasets.items():
             degree = np.array([r["degree"] for r in rows])
             f1, seconds = pair_scores(scorer, rows)

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from uqlm_bert import BlackBoxUQ
+from uqlm_bert import BERTScoreSettings, BlackBoxUQ
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers import available_scorers, build_scorer, build_scorers, scorer_spec
 from uqlm_bert.scorers.bert import BERTScoreConsistency
@@ -133,7 +133,7 @@ def test_a_custom_scorer_with_the_bertscore_settings_is_built_by_its_own_factory
         seen.append(settings)
         return BERTScoreConsistency("precision", bertscore=settings)
 
-    register_scorer("my_precision", make, type(build_scorer("bert_score").engine.settings))
+    register_scorer("my_precision", make, BERTScoreSettings)
     try:
         mine, f = build_scorers(["my_precision", "bert_score"], num_layers=4)
         assert seen == [f.engine.settings] and mine.engine is not f.engine

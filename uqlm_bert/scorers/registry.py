@@ -242,12 +242,13 @@ def build_scorers(
     built_settings = _settings_objects(specs, given, engine)
     built: list[Scorer] = []
     for item in items:
-        if isinstance(item, Scorer):
+        spec = None if isinstance(item, Scorer) else _REGISTRY[item]
+        if spec is None:
             scorer = item
-        elif isinstance(_REGISTRY[item].factory, _BERTFactory):
-            scorer = BERTScoreConsistency(_REGISTRY[item].factory.metric, engine=engine)
+        elif isinstance(spec.factory, _BERTFactory):
+            scorer = BERTScoreConsistency(spec.factory.metric, engine=engine)
         else:
-            scorer = _REGISTRY[item].make(built_settings)
+            scorer = spec.make(built_settings)
         if any(s.name == scorer.name for s in built):
             raise ConfigurationError(f"scorer {scorer.name!r} is listed twice")
         built.append(scorer)
