@@ -24,7 +24,8 @@ turn. The per-prompt sample counters are reset before every run, so every run of
 receives exactly the same texts per prompt (checked), and their confidences must agree.
 
 Runs, for each latency: uqlm, uqlm-bert with BERTScore matched to uqlm's (embedded
-all-MiniLM-L6-v2, layer 5, ``idf=False``, no rescaling, float32, texts cut at the model's window)
+all-MiniLM-L6-v2, layer 5, ``idf=False``, no rescaling, float32, texts cut at the model's window,
+BERTScore's F1: ``beta=1.0, zero_weight=None``)
 and uqlm-bert with its own default scorer settings (``dtype="auto"``, fixed idf weights, long
 texts read whole), in an order that turns each round (A B C, then B C A, then C A B, ...), so that every
 run takes every place in a round equally often (alternating A B C and C B A kept B always in the
@@ -49,6 +50,9 @@ parameter for the model, layer, idf or rescaling. This script patches that const
 (``uqlm.black_box.bert.BERTScorer``) while uqlm's ``BlackBoxUQ`` is built, adding
 ``model_type=<embedded model path>, num_layers=5, idf=False, rescale_with_baseline=False``, and
 checks the built scorer's settings. Nothing is downloaded.
+
+The tokenizers library's parallelism is left at its default, as in a user's process (turned
+off, tokenizing was most of a scoring pass on a 16-core GPU host; see benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -73,7 +78,6 @@ from unittest import mock
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -196,27 +200,33 @@ def make_uqlm(llm: Any, model_path: str, device: str | None = None) -> Any:
 
 def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> Any:
     """uqlm-bert's ``BlackBoxUQ``: default generation settings (samples asked for with ``n``,
-    which ``ChatOpenAI`` sends); BERTScore matched to uqlm's when ``model_path`` is given, its own
-    defaults otherwise; on ``device`` (``None``: its own choice)."""
+    which ``ChatOpenAI`` sends); BERTScore matched to uqlm's when ``model_path`` is given (its
+    model and layer, no idf, float32, texts cut at the window, and BERTScore's own F1: ``beta``
+    1 and no token weighed 0), its own defaults otherwise; on ``device`` (``None``: its own
+    choice)."""
     from uqlm_bert import BlackBoxUQ
+    from uqlm_bert.scorers.bert import BERTScoreConsistency
 
-    scorer: dict[str, Any] = {}
+    scorer: Any = "bert_score"
+    where = {"device": device}  # a Scorer object takes its device itself
     if model_path is not None:
-        # uqlm's numbers: its model and layer, no idf, float32, texts cut at the window
-        scorer = {
-            "model_type": model_path,
-            "num_layers": LAYER,
-            "idf": False,
-            "dtype": "float32",
-            "long_texts": "truncate",
-        }
+        scorer = BERTScoreConsistency(
+            beta=1.0,
+            zero_weight=None,
+            model_type=model_path,
+            num_layers=LAYER,
+            idf=False,
+            dtype="float32",
+            long_texts="truncate",
+            device=device,
+        )
+        where = {}
     return BlackBoxUQ(
         llm=llm,
-        scorers=["bert_score"],
+        scorers=[scorer],
         system_prompt=SYSTEM_PROMPT,
         show_progress_bars=False,
-        device=device,
-        **scorer,
+        **where,
     )
 
 
@@ -494,7 +504,7 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
             "wall_s_median": med,
             "wall_s_min": min(walls),
             "wall_s_max": max(walls),
-            "vs_uqlm": med / ref_med if ref_med else None,
+            "speed_up_over_uqlm": ref_med / med if ref_med else None,
             "calls": sorted({g.calls for g in group}),
             "answer_calls": sorted({g.answer_calls for g in group}),
             "sample_calls": sorted({g.sample_calls for g in group}),
@@ -579,12 +589,12 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         *_load_line(meta),
         "- " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
-        "| latency | run | wall s | vs uqlm | generation s | client CPU s | calls "
+        "| latency | run | wall s | speed-up over uqlm | generation s | client CPU s | calls "
         "| max in flight | max abs diff vs uqlm | texts |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        ratio = "" if r["vs_uqlm"] is None else f"{r['vs_uqlm']:.2f}x"
+        ratio = "" if r["speed_up_over_uqlm"] is None else f"{r['speed_up_over_uqlm']:.2f}x"
         calls = "/".join(map(str, r["calls"]))
         texts = "as expected" if r["text_mismatches"] == 0 else f"{r['text_mismatches']} off"
         lines.append(
@@ -611,8 +621,14 @@ def versions(with_uqlm: bool) -> dict[str, str]:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            out[name] = "absent"
+            # uqlm-bert run from a checkout on the path, not installed: its own version
+            module = importlib.util.find_spec(name.replace("-", "_"))
+            out[name] = "absent" if module is None else _module_version(name.replace("-", "_"))
     return out
+
+
+def _module_version(module: str) -> str:
+    return f"{getattr(importlib.import_module(module), '__version__', 'unknown')} (not installed)"
 
 
 def check_env() -> int:

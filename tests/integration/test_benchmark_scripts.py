@@ -155,6 +155,17 @@ def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
     assert all(r.generation_s > 0 and r.client_cpu_s > 0 for r in runs)
     # the default scorer weighs tokens with the fixed idf table; uqlm's settings do not
     assert runs[0].scores != runs[1].scores
+    # uqlm's settings give uqlm's numbers: per prompt the mean bert_score F1 of the answer
+    # against each sample, from the reference package (what uqlm computes)
+    bert_score = pytest.importorskip("bert_score")
+    reference = bert_score.BERTScorer(
+        model_type=vs.embedded_model_path(), num_layers=vs.LAYER, idf=False
+    )
+    texts = list(vs.make_prompts(_passages(), 3).values())
+    want = [
+        float(reference.score([t.response] * 2, list(t.samples[:2]))[2].mean()) for t in texts
+    ]
+    assert max(abs(a - b) for a, b in zip(runs[0].scores, want, strict=True)) <= vs.TOLERANCE
     assert all(0.0 < s <= 1.0 for r in runs for s in r.scores)
     report = vs.markdown(rows, vs.checks(rows, 3, 2), {
         "versions": vs.versions(False), "prompts": 3, "samples": 2, "calls_per_run": 9,
