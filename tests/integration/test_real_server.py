@@ -150,8 +150,11 @@ async def test_a_server_killed_mid_run_leaves_errors_in_place_and_a_resume_compl
         run = asyncio.ensure_future(
             uq.generate_and_score(prompts, num_responses=m, checkpoint=checkpoint)
         )
-        # kill the server once a few replies are in, well before the end
-        while _records(checkpoint) < 3 and not run.done():
+        # kill the server once a few replies are in, an answer among them (the server may
+        # finish the calls for samples first), well before the end
+        while (_records(checkpoint) < 3 or _records(checkpoint, answers=True) < 1) and not (
+            run.done()
+        ):
             await asyncio.sleep(0.05)
         await asyncio.to_thread(local.kill)
         with warnings.catch_warnings():
@@ -187,13 +190,20 @@ async def test_a_server_killed_mid_run_leaves_errors_in_place_and_a_resume_compl
         assert resumed.data["responses"][i] == data["responses"][i]
 
 
-def _records(path) -> int:
-    """Answers and samples a checkpoint holds (its header line aside)."""
+def _records(path, answers: bool = False) -> int:
+    """Answers and samples a checkpoint holds (its header line aside); answers alone with
+    ``answers``."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return 0
-    return sum(1 for line in lines[1:] if line.strip() and json.loads(line).get("text"))
+    records = []
+    for line in lines[1:]:
+        try:  # the line being written may be read half-written
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return sum(1 for r in records if r.get("text") and (not answers or r.get("slot") == -1))
 
 
 def test_identical_samples_at_a_high_temperature_give_one_warning():
