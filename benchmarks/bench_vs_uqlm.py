@@ -207,27 +207,20 @@ def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> An
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.scorers.bert import BERTScoreConsistency
 
-    scorer: Any = "bert_score"
-    where = {"device": device}  # a Scorer object takes its device itself
-    if model_path is not None:
-        scorer = BERTScoreConsistency(
-            beta=1.0,
-            zero_weight=None,
-            model_type=model_path,
-            num_layers=LAYER,
-            idf=False,
-            dtype="float32",
-            long_texts="truncate",
-            device=device,
-        )
-        where = {}
-    return BlackBoxUQ(
-        llm=llm,
-        scorers=[scorer],
-        system_prompt=SYSTEM_PROMPT,
-        show_progress_bars=False,
-        **where,
+    common = {"llm": llm, "system_prompt": SYSTEM_PROMPT, "show_progress_bars": False}
+    if model_path is None:
+        return BlackBoxUQ(scorers=["bert_score"], device=device, **common)
+    scorer = BERTScoreConsistency(
+        beta=1.0,
+        zero_weight=None,
+        model_type=model_path,
+        num_layers=LAYER,
+        idf=False,
+        dtype="float32",
+        long_texts="truncate",
+        device=device,
     )
+    return BlackBoxUQ(scorers=[scorer], **common)
 
 
 def make_llm(base_url: str) -> Any:
@@ -622,13 +615,13 @@ def versions(with_uqlm: bool) -> dict[str, str]:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             # uqlm-bert run from a checkout on the path, not installed: its own version
-            module = importlib.util.find_spec(name.replace("-", "_"))
-            out[name] = "absent" if module is None else _module_version(name.replace("-", "_"))
+            module = name.replace("-", "_")
+            if importlib.util.find_spec(module) is None:
+                out[name] = "absent"
+            else:
+                version = getattr(importlib.import_module(module), "__version__", "unknown")
+                out[name] = f"{version} (not installed)"
     return out
-
-
-def _module_version(module: str) -> str:
-    return f"{getattr(importlib.import_module(module), '__version__', 'unknown')} (not installed)"
 
 
 def check_env() -> int:

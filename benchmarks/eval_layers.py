@@ -4,8 +4,9 @@ For a model (a preset such as ``accurate``, a hub name or a local directory) and
 layers, the ``bert_score`` scorer at its defaults (fixed idf for the model's tokenizer,
 ``dtype="auto"``, long texts in windows, punctuation weighing 0, the F-measure with beta
 :data:`~uqlm_bert.scorers.bert.F_BETA`) scores every passage's response against each of its 20
-samples. A passage's confidence is the mean of those pair scores; it is judged by the passage-level Spearman correlation (x100) of the negated confidence with the
-passage's mean sentence label (accurate 0, minor 0.5, major 1), as in ``eval_wikibio.py``:
+samples. A passage's confidence is the mean of those pair scores; it is judged by the
+passage-level Spearman correlation (x100) of the negated confidence with the passage's mean
+sentence label (accurate 0, minor 0.5, major 1), as in ``eval_wikibio.py``:
 
 - ``m=20``: the mean over all 20 samples;
 - ``m=5``: the mean (and spread) over the 4 disjoint sets of 5 samples (5 is the default
@@ -128,14 +129,14 @@ def evaluate(
         scorer = BERTScoreConsistency(bertscore=settings)
         for name, rows in datasets.items():
             degree = np.array([r["degree"] for r in rows])
-            f1, seconds = pair_scores(scorer, rows)
-            pairs[name, layer] = f1
-            fives = [passage_spearman(f1, degree, s) for s in SETS_OF_FIVE]
+            scores, seconds = pair_scores(scorer, rows)
+            pairs[name, layer] = scores
+            fives = [passage_spearman(scores, degree, s) for s in SETS_OF_FIVE]
             out.append(
                 {
                     "data": name,
                     "layer": layer,
-                    "m=20": passage_spearman(f1, degree, range(N_SAMPLES)),
+                    "m=20": passage_spearman(scores, degree, range(N_SAMPLES)),
                     "m=5 mean": float(np.mean(fives)),
                     "m=5 std": float(np.std(fives)),
                     "seconds": seconds,
@@ -147,20 +148,20 @@ def evaluate(
 
 
 def check_against_black_box(
-    model: str, rows: list[dict], f1_at: dict[int, np.ndarray], device
+    model: str, rows: list[dict], scores_at: dict[int, np.ndarray], device
 ) -> float | None:
     """Largest |difference| between the confidences this script derives for the first set of 5
     samples at the model's default layer and ``BlackBoxUQ.score``'s own (None where that layer
-    was not evaluated: ``f1_at`` holds the evaluated layers' pair scores of ``rows``)."""
+    was not evaluated: ``scores_at`` holds the evaluated layers' pair scores of ``rows``)."""
     clear_model_cache()
     settings = SCORER_DEFAULTS.replace(model_type=model, device=device)
     scorer = BERTScoreConsistency(bertscore=settings)
     uq = BlackBoxUQ(scorers=[scorer], show_progress_bars=False)
-    f1 = f1_at.get(uq.scorers[0].engine.num_layers)
-    if f1 is None:
+    scores = scores_at.get(uq.scorers[0].engine.num_layers)
+    if scores is None:
         return None
     first = SETS_OF_FIVE[0]
-    ours = f1[:, first].mean(axis=1)
+    ours = scores[:, first].mean(axis=1)
     got = uq.score([r["response"] for r in rows], [[r["samples"][j] for j in first] for r in rows])
     return float(np.abs(np.asarray(got.data["bert_score"]) - ours).max())
 
@@ -230,8 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = None
     if not args.no_check:
         first = next(iter(datasets))
-        f1_at = {layer: f1 for (name, layer), f1 in pairs.items() if name == first}
-        check = check_against_black_box(model, datasets[first], f1_at, args.device)
+        scores_at = {layer: s for (name, layer), s in pairs.items() if name == first}
+        check = check_against_black_box(model, datasets[first], scores_at, args.device)
     name = Path(args.model).name if os.sep in args.model else args.model.replace("/", "_")
     text = report(args.model, rows, {k: len(v) for k, v in datasets.items()}, check)
     write_report(args.out, f"layers_{name}.md", text + "\n")

@@ -236,16 +236,14 @@ def build_scorers(
     if names:
         check_scorer_names(names)
     specs = [_REGISTRY[name] for name in names]
-    given = {k: v for k, v in settings.items() if v is not None}
-    _check_accepted(specs, given)
+    given = _checked_settings(specs, settings)
     engine = _shared_bert_engine(specs, given)
     built_settings = _settings_objects(specs, given, engine)
     built: list[Scorer] = []
     for item in items:
-        spec = None if isinstance(item, Scorer) else _REGISTRY[item]
-        if spec is None:
+        if isinstance(item, Scorer):
             scorer = item
-        elif isinstance(spec.factory, _BERTFactory):
+        elif isinstance((spec := _REGISTRY[item]).factory, _BERTFactory):
             scorer = BERTScoreConsistency(spec.factory.metric, engine=engine)
         else:
             scorer = spec.make(built_settings)
@@ -325,9 +323,14 @@ def _check_accepted(specs: Sequence[ScorerSpec], given: Mapping[str, Any]) -> No
 
 def _settings_for(specs: Sequence[ScorerSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
     """See :func:`scorer_settings` (``specs`` are known)."""
+    return _settings_objects(specs, _checked_settings(specs, settings))
+
+
+def _checked_settings(specs: Sequence[ScorerSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings given (``None`` means the default: left out), each accepted by ``specs``."""
     given = {k: v for k, v in settings.items() if v is not None}
     _check_accepted(specs, given)
-    return _settings_objects(specs, given)
+    return given
 
 
 def _settings_objects(
