@@ -12,10 +12,15 @@ their ratios to ``fast``.
     python benchmarks/bench_presets.py                          # m=5, 5 rounds
     python benchmarks/bench_presets.py --samples 20 --rounds 3
     python benchmarks/bench_presets.py --padded   # and accurate on the transformers forward
+    python benchmarks/bench_presets.py --random-weights --device cuda
 
-``--padded`` adds a third contestant: the accurate preset with its packed pass switched off for
+``--padded`` adds a contestant: the accurate preset with its packed pass switched off for
 its rounds (the same loaded model run by the padded transformers forward), which measures what
-the packed pass gives MPNet.
+the packed pass gives MPNet. ``--random-weights`` adds one more: the accurate model's
+architecture and tokenizer with random weights (``random_weights_copy.py``), for a machine
+where the weights cannot be had (only the config and tokenizer files are needed then; the real
+model's row is left out when its weights are absent). Its time should equal the real model's:
+run both on one machine to see.
 
 The accurate preset's model is not shipped: set ``UQLM_BERT_ACCURATE_MODEL_DIR`` to a local
 copy's directory, or have it in the Hugging Face cache (see docs/bertscore.md). Writes
@@ -29,14 +34,17 @@ import gc
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load_prompts, machine_summary, write_report  # noqa: E402
+from random_weights_copy import random_weights_copy  # noqa: E402
 
 from uqlm_bert import BlackBoxUQ  # noqa: E402
+from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
@@ -58,8 +66,9 @@ def run(
     calls = {name: (lambda uq=uq: uq.score(responses, sampled)) for name, uq in uqs.items()}
     engines = {n: uq.scorers[0].engine for n, uq in uqs.items()}
     if padded:
-        engines["accurate, padded"] = engines["accurate"]
-        calls["accurate, padded"] = lambda: _unpacked(uqs["accurate"], responses, sampled)
+        accurate = "accurate" if "accurate" in uqs else RANDOM
+        engines[f"{accurate}, padded"] = engines[accurate]
+        calls[f"{accurate}, padded"] = lambda: _unpacked(uqs[accurate], responses, sampled)
     times: dict[str, dict[str, list[float]]] = {n: {"wall": [], "cpu": []} for n in calls}
     order = list(calls)
     for r in range(rounds):
@@ -84,13 +93,21 @@ def _unpacked(uq: BlackBoxUQ, responses, sampled) -> None:
         loaded.packed = packed
 
 
+def _card(engines) -> str:
+    """``; <GPU name>`` where the engines ran on a CUDA device, else nothing."""
+    import torch
+
+    cuda = [e.device for e in engines if e.device.type == "cuda"]
+    return f"; {torch.cuda.get_device_name(cuda[0])}" if cuda else ""
+
+
 def report(result: dict, prompts: int, samples: int, rounds: int) -> str:
     times, engines = result["times"], result["engines"]
     base = {k: statistics.median(times["fast"][k]) for k in ("wall", "cpu")}
     lines = [
         "# Presets side by side",
         "",
-        f"Machine: {machine_summary()}.",
+        f"Machine: {machine_summary()}{_card(engines.values())}.",
         "",
         f"Work: `BlackBoxUQ.score` on {prompts} {result['source']}, {samples} samples each; "
         f"{rounds} alternating rounds, medians.",
@@ -118,11 +135,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default=None)
     parser.add_argument("--padded", action="store_true", help="add accurate, packed pass off")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="add the accurate model with random weights (config and tokenizer suffice)",
+    )
     args = parser.parse_args(argv)
     presets = {"fast": "fast", "accurate": os.environ.get(ACCURATE_MODEL_ENV) or "accurate"}
-    result = run(presets, args.prompts, args.samples, args.rounds, args.device, args.padded)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.random_weights:
+            source = _accurate_source()
+            copy = Path(tmp) / ACCURATE_MODEL_NAME.split("/")[-1]  # recognised by its path
+            presets[RANDOM] = str(random_weights_copy(source, copy))
+            if not (source / "model.safetensors").is_file():
+                del presets["accurate"]
+        result = run(presets, args.prompts, args.samples, args.rounds, args.device, args.padded)
     write_report(args.out, "presets.md", report(result, args.prompts, args.samples, args.rounds))
     return 0
+
+
+#: The name of the contestant with random weights.
+RANDOM = "accurate, random weights"
+
+
+def _accurate_source() -> Path:
+    """The directory of the accurate model's config and tokenizer: ``$UQLM_BERT_ACCURATE_MODEL_DIR``
+    or the Hugging Face cache's copy."""
+    from uqlm_bert.bertscore.presets import cached_copy
+
+    given = os.environ.get(ACCURATE_MODEL_ENV) or cached_copy(ACCURATE_MODEL_NAME)
+    if not given:
+        raise SystemExit(f"--random-weights needs the model's config: set {ACCURATE_MODEL_ENV}")
+    return Path(given)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ def load_prompts(n_prompts: int, n_samples: int, seed: int = 0) -> tuple[list[st
             rec = recs[i % len(recs)]
             responses.append(rec["response"])
             samples.append(rec["sampled_responses"][:n_samples])
-        return responses, samples, "WikiBio GPT-3 passages"
+        repeated = f" ({len(recs)} distinct, repeated)" if n_prompts > len(recs) else ""
+        return responses, samples, "WikiBio GPT-3 passages" + repeated
     rng = random.Random(seed)
     lengths = [rng.randint(80, 200) for _ in range(n_prompts * (n_samples + 1))]
     it = iter(lengths)

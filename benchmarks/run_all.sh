@@ -12,6 +12,17 @@ mkdir -p benchmarks/out
 "$py" benchmarks/bench_ray.py | tee benchmarks/out/ray.md
 "$py" benchmarks/bench_onnxruntime.py | tee benchmarks/out/onnxruntime.md  # skips without onnxruntime
 "$py" benchmarks/bench_long_texts.py --device "$device"  # writes out/long_texts_speed.md
+"$py" benchmarks/bench_import.py  # writes out/import.md
+"$py" benchmarks/bench_async_app.py --latencies 1000 --rounds 3 --device "$device"  # out/async_app.md
+"$py" benchmarks/bench_pipeline.py  # writes out/pipeline.md
+# the presets: the accurate model where a copy is given, else its architecture with random weights
+if [ -n "${UQLM_BERT_ACCURATE_MODEL_DIR:-}" ]; then
+    random=$([ -f "$UQLM_BERT_ACCURATE_MODEL_DIR/model.safetensors" ] || echo --random-weights)
+    "$py" benchmarks/bench_presets.py --device "$device" $random  # writes out/presets.md
+fi
+if "$py" -c "import xllamacpp, langchain_openai" 2>/dev/null; then  # the local LLM (extra "local")
+    "$py" benchmarks/eval_real_llm.py --quiet  # writes out/real_llm_scores.md
+fi
 # against uqlm 0.6.7, in its own environment (bash benchmarks/setup-uqlm-env.sh creates it)
 if [ -x benchmarks/.venv-uqlm/bin/python ]; then
     benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py  # writes out/vs_uqlm.{md,json}
@@ -21,4 +32,10 @@ if [ -f ../shared/data/wikibio_gpt3_dev.jsonl ]; then
     "$py" benchmarks/eval_combinations.py | tee benchmarks/out/eval_combinations.md
     "$py" benchmarks/eval_idf.py --no-progress  # writes benchmarks/out/idf_eval.md
     "$py" benchmarks/eval_long_texts.py --device "$device" --sets 4  # writes out/long_texts.md
+    "$py" benchmarks/eval_threshold.py  # writes out/threshold.md
+    "$py" benchmarks/eval_calibration.py  # writes out/calibration.md
+    "$py" benchmarks/eval_layers.py --model fast --device "$device"  # writes out/layers_*.md
+    if [ -f "${UQLM_BERT_ACCURATE_MODEL_DIR:-}/model.safetensors" ]; then
+        "$py" benchmarks/eval_layers.py --model accurate --device "$device"
+    fi
 fi

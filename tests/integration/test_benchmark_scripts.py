@@ -162,15 +162,21 @@ def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
         model_type=vs.embedded_model_path(), num_layers=vs.LAYER, idf=False
     )
     texts = list(vs.make_prompts(_passages(), 3).values())
-    want = [
-        float(reference.score([t.response] * 2, list(t.samples[:2]))[2].mean()) for t in texts
-    ]
+    want = [float(reference.score([t.response] * 2, list(t.samples[:2]))[2].mean()) for t in texts]
     assert max(abs(a - b) for a, b in zip(runs[0].scores, want, strict=True)) <= vs.TOLERANCE
     assert all(0.0 < s <= 1.0 for r in runs for s in r.scores)
-    report = vs.markdown(rows, vs.checks(rows, 3, 2), {
-        "versions": vs.versions(False), "prompts": 3, "samples": 2, "calls_per_run": 9,
-        "rounds": 1, "machine": "test",
-    })
+    report = vs.markdown(
+        rows,
+        vs.checks(rows, 3, 2),
+        {
+            "versions": vs.versions(False),
+            "prompts": 3,
+            "samples": 2,
+            "calls_per_run": 9,
+            "rounds": 1,
+            "machine": "test",
+        },
+    )
     assert "| 0 ms | uqlm-bert, BERTScore as uqlm |" in report
 
 
@@ -189,8 +195,20 @@ def test_vs_uqlm_generation_only_runs_the_three_ways_of_asking_for_samples():
 
 @pytest.mark.network
 def test_vs_uqlm_script_writes_its_report(shared_data_dir, tmp_path, capsys):
-    args = ["--only", "ours", "--prompts", "2", "--samples", "2", "--rounds", "1",
-            "--latencies", "0", "--out", str(tmp_path)]
+    args = [
+        "--only",
+        "ours",
+        "--prompts",
+        "2",
+        "--samples",
+        "2",
+        "--rounds",
+        "1",
+        "--latencies",
+        "0",
+        "--out",
+        str(tmp_path),
+    ]
     if vs.uqlm_available():
         args[1] = "both"
     assert vs.main([*args, "--data", str(shared_data_dir / "wikibio_gpt3_dev.jsonl")]) == 0
@@ -224,8 +242,11 @@ def test_passage_server_answers_resets_and_logs_in_a_process_or_a_thread(where):
     first = next(iter(prompts))
 
     def ask(client: httpx.Client, prompt: str, temperature: float) -> str:
-        body = {"model": "m", "temperature": temperature,
-                "messages": [{"role": "user", "content": prompt}]}
+        body = {
+            "model": "m",
+            "temperature": temperature,
+            "messages": [{"role": "user", "content": prompt}],
+        }
         got = client.post("/chat/completions", json=body, timeout=10)
         got.raise_for_status()
         return got.json()["choices"][0]["message"]["content"]
@@ -353,3 +374,50 @@ def test_layer_sweep_scores_each_layer_as_the_scorer_does(shared_data_dir, monke
     degree = np.array([r["degree"] for r in rows])
     expected = 100 * spearmanr(-at[5].mean(axis=1), degree).statistic
     assert table[1]["m=20"] == pytest.approx(expected)
+
+
+def test_a_random_weights_copy_has_the_models_shapes_and_tokens_and_new_weights(
+    tmp_path, embedded_model_path
+):
+    """What lets a copy stand in for a model in timing: the same architecture and tokenizer
+    (so the same tokens and matrix shapes), weights of its own."""
+    import warnings
+
+    import torch
+    from random_weights_copy import random_weights_copy
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoTokenizer
+
+    from tests.texts import LONG, SHORT
+    from tests.tiny_models import build_tiny_mpnet
+    from uqlm_bert import BERTScorer
+
+    source = build_tiny_mpnet(tmp_path / "source", embedded_model_path)
+    real = load_file(source / "model.safetensors")
+    config_only = tmp_path / "config_only"  # what the copy needs: no weights
+    config_only.mkdir()
+    for f in source.iterdir():
+        if f.name != "model.safetensors":
+            (config_only / f.name).write_bytes(f.read_bytes())
+    copy = random_weights_copy(config_only, tmp_path / "copy" / "tiny", seed=1)  # not the source's
+
+    want, got = AutoConfig.from_pretrained(source), AutoConfig.from_pretrained(copy)
+    for key in ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size"):
+        assert getattr(got, key) == getattr(want, key)
+    drawn = load_file(copy / "model.safetensors")
+    assert {k: v.shape for k, v in drawn.items()} == {k: v.shape for k, v in real.items()}
+    assert not torch.equal(
+        drawn["embeddings.word_embeddings.weight"], real["embeddings.word_embeddings.weight"]
+    )
+    texts = SHORT + LONG[:2]
+    assert (
+        AutoTokenizer.from_pretrained(copy)(texts)["input_ids"]
+        == AutoTokenizer.from_pretrained(source)(texts)["input_ids"]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # texts over the tiny model's 130 tokens are cut
+        scorer = BERTScorer(model_type=str(copy), num_layers=3, show_progress_bars=False)
+        same = scorer.score(texts, texts)[2]
+        other = scorer.score(texts, texts[::-1])[2]
+    assert torch.allclose(same, torch.ones(len(texts)), atol=1e-5)  # a text against itself
+    assert torch.isfinite(other).all() and len(other) == len(texts)
