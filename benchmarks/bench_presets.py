@@ -48,6 +48,8 @@ from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
+#: The name of the contestant with random weights (``--random-weights``).
+RANDOM = "accurate, random weights"
 
 
 def run(
@@ -152,10 +154,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = run(presets, args.prompts, args.samples, args.rounds, args.device, args.padded)
     write_report(args.out, "presets.md", report(result, args.prompts, args.samples, args.rounds))
     return 0
-
-
-#: The name of the contestant with random weights.
-RANDOM = "accurate, random weights"
 
 
 def _accurate_source() -> Path:
