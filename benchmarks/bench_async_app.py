@@ -56,7 +56,7 @@ from bench_vs_uqlm import (  # noqa: E402
     max_abs_diff,
     round_order,
 )
-from common import WIKIBIO, machine_summary  # noqa: E402
+from common import WIKIBIO, gpu_name, machine_summary  # noqa: E402
 from loopback import PassageServer, add_server_option, describe  # noqa: E402
 
 BURST = "burst of one-prompt calls"
@@ -128,14 +128,6 @@ def cpu_bf16() -> str:
     else:
         kind = "neither AMX nor AVX512-BF16: bfloat16 is emulated"
     return f"{model}; {kind}"
-
-
-def gpu_name(device: str | None) -> str | None:
-    if not device or not device.startswith("cuda"):
-        return None
-    import torch
-
-    return torch.cuda.get_device_name(torch.device(device))
 
 
 def make_uq(base_url: str, device: str | None) -> Any:

@@ -226,8 +226,7 @@ def main() -> None:
     model = ("embedded all-MiniLM-L6-v2" if args.model == "minilm"
              else "BERT-large shape (24 x 1024, random weights)")
     print(f"## BERTScore speed ({args.device})\n")
-    print(f"- machine: {machine_summary()}"
-          + (f"; {torch.cuda.get_device_name(args.device)}" if gpu else ""))
+    print(f"- machine: {machine_summary(args.device)}")
     print(f"- data: {source}; {len(responses)} prompts x {args.samples} samples = {len(cands)} "
           f"pairs, {len(unique):,} unique texts, {sum(lengths):,} tokens, "
           f"{np.mean(lengths):.0f} per text on average")

@@ -40,14 +40,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import load_prompts, machine_summary, write_report  # noqa: E402
+from common import (  # noqa: E402
+    ACCURATE_MODEL_ENV,
+    accurate_model,
+    load_prompts,
+    machine_summary,
+    write_report,
+)
 from random_weights_copy import random_weights_copy  # noqa: E402
 
 from uqlm_bert import BlackBoxUQ  # noqa: E402
 from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 #: The name of the contestant with random weights (``--random-weights``).
 RANDOM = "accurate, random weights"
 
@@ -95,21 +100,13 @@ def _unpacked(uq: BlackBoxUQ, responses, sampled) -> None:
         loaded.packed = packed
 
 
-def _card(engines) -> str:
-    """``; <GPU name>`` where the engines ran on a CUDA device, else nothing."""
-    import torch
-
-    cuda = [e.device for e in engines if e.device.type == "cuda"]
-    return f"; {torch.cuda.get_device_name(cuda[0])}" if cuda else ""
-
-
 def report(result: dict, prompts: int, samples: int, rounds: int) -> str:
     times, engines = result["times"], result["engines"]
     base = {k: statistics.median(times["fast"][k]) for k in ("wall", "cpu")}
     lines = [
         "# Presets side by side",
         "",
-        f"Machine: {machine_summary()}{_card(engines.values())}.",
+        f"Machine: {machine_summary(engines['fast'].device)}.",
         "",
         f"Work: `BlackBoxUQ.score` on {prompts} {result['source']}, {samples} samples each; "
         f"{rounds} alternating rounds, medians.",
@@ -143,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="add the accurate model with random weights (config and tokenizer suffice)",
     )
     args = parser.parse_args(argv)
-    presets = {"fast": "fast", "accurate": os.environ.get(ACCURATE_MODEL_ENV) or "accurate"}
+    presets = {"fast": "fast", "accurate": accurate_model()}
     with tempfile.TemporaryDirectory() as tmp:
         if args.random_weights:
             source = _accurate_source()

@@ -20,6 +20,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 WIKIBIO = REPO.parent / "shared" / "data" / "wikibio_gpt3_dev.jsonl"
+#: A local copy of the accurate preset's model (all-mpnet-base-v2): its directory.
+ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
+
+
+def accurate_model() -> str:
+    """The accurate preset's model for a benchmark: the directory in
+    ``$UQLM_BERT_ACCURATE_MODEL_DIR`` where set, else the preset's name (the Hugging Face cache)."""
+    return os.environ.get(ACCURATE_MODEL_ENV) or "accurate"
+
+
+def gpu_name(device) -> str | None:
+    """The name of the CUDA card ``device`` (a string or ``torch.device``) names, else None."""
+    if device is None or not str(device).startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(torch.device(device))
 
 _WORDS = (
     "the a of and in to is was he she it born known for his her career team city river "
@@ -90,7 +107,9 @@ def peak_rss_mb() -> float:
     return r / 1024 if sys.platform != "darwin" else r / (1024 * 1024)
 
 
-def machine_summary() -> str:
+def machine_summary(device=None) -> str:
+    """The CPU, its cores and flags, torch and its threads; and the GPU where ``device`` is a
+    CUDA device."""
     import platform
 
     import torch
@@ -106,5 +125,6 @@ def machine_summary() -> str:
                           if f in have)
     except OSError:
         model = platform.processor()
+    card = gpu_name(device)
     return (f"{model}; {os.cpu_count()} cores; torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads); {flags}")
+            f"({torch.get_num_threads()} threads); {flags}" + (f"; {card}" if card else ""))

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_summary, write_report  # noqa: E402
+from common import accurate_model, machine_summary, write_report  # noqa: E402
 from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, LABEL_DEGREE, N_SAMPLES  # noqa: E402
 
 from uqlm_bert import BlackBoxUQ  # noqa: E402
@@ -61,7 +61,6 @@ from uqlm_bert.evaluation import spearman  # noqa: E402
 from uqlm_bert.scorers.base import Pairs  # noqa: E402
 from uqlm_bert.scorers.bert import BERTScoreConsistency  # noqa: E402
 
-ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(N_SAMPLES // 5)]
 
 
@@ -112,9 +111,7 @@ def pair_scores(scorer: BERTScoreConsistency, rows: list[dict]) -> tuple[np.ndar
 
 def model_location(model: str) -> str:
     """``accurate`` with ``$UQLM_BERT_ACCURATE_MODEL_DIR`` set is that directory."""
-    if model == "accurate" and os.environ.get(ACCURATE_MODEL_ENV):
-        return os.environ[ACCURATE_MODEL_ENV]
-    return model
+    return accurate_model() if model == "accurate" else model
 
 
 def evaluate(

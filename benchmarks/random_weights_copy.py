@@ -4,7 +4,8 @@ For timing where the weights cannot be had: a benchmark's time depends on the mo
 and on the tokens (how many, how long each text), not on the values of the weights, so a copy
 built from the model's own ``config.json`` and tokenizer files, with weights drawn by
 transformers' own initialisation, takes the time the model takes. Quality figures taken on such
-a copy mean nothing; ``bench_presets.py --compare-random`` measures that the times agree.
+a copy mean nothing. ``bench_presets.py --random-weights``, on a machine that has the real
+weights too, times both side by side: the times should agree.
 
     python benchmarks/random_weights_copy.py SOURCE_DIR TARGET_DIR
 
@@ -16,42 +17,25 @@ path, as the accurate preset's copy is.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-#: Files of a model directory that are not weights and are copied as they are.
-TOKENIZER_FILES = (
-    "config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "vocab.json",
-    "merges.txt",
-    "sentencepiece.bpe.model",
-    "spiece.model",
-)
-
 
 def random_weights_copy(source: Path, target: Path, seed: int = 0) -> Path:
     """Write to ``target`` the model of ``source``'s config with random weights (safetensors)
-    and ``source``'s tokenizer files.
+    and ``source``'s tokenizer, each saved by transformers.
 
     Example:
         >>> random_weights_copy(Path("models/all-mpnet-base-v2"), Path("/tmp/r/all-mpnet-base-v2"))
         ... # doctest: +SKIP
     """
     import torch
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     if not (source / "config.json").is_file():
         raise FileNotFoundError(f"{source} has no config.json: give a model's directory")
-    target.mkdir(parents=True, exist_ok=True)
-    for name in TOKENIZER_FILES:
-        if (source / name).is_file():
-            shutil.copy2(source / name, target / name)
+    AutoTokenizer.from_pretrained(source).save_pretrained(target)
     torch.manual_seed(seed)
     model = AutoModel.from_config(AutoConfig.from_pretrained(source))
     model.save_pretrained(target, safe_serialization=True)

@@ -1,25 +1,20 @@
-"""The engine on a CUDA GPU: parity with the reference (BERT, and MPNet's packed pass), dtype="auto",
-the out-of-memory split on real device memory, and generate_and_score end to end.
+"""The engine on a CUDA GPU: parity with the reference, dtype="auto", the out-of-memory split on
+real device memory, and generate_and_score end to end.
 
 Every test here needs CUDA (marked ``gpu``, skipped where there is none). The CPU versions of
 the same behaviour are in test_parity.py, test_dtype_auto.py, test_out_of_memory.py and
-test_torch_calls.py; test_fast_mode.py covers the reduced dtypes on every device.
+test_torch_calls.py; test_fast_mode.py covers the reduced dtypes on every device, and
+test_mpnet.py runs MPNet's packed pass on the CPU and on CUDA alike.
 """
 
 from __future__ import annotations
 
-import warnings
 import zlib
 
 import numpy as np
 import pytest
 import torch
 
-from tests.bertscore.test_mpnet import (  # noqa: F401 - tiny_mpnet is a fixture
-    _pairs,
-    _reference_alone,
-    tiny_mpnet,
-)
 from tests.bertscore.test_parity import (  # noqa: F401 - baseline_file is a fixture
     TOL,
     _ref,
@@ -31,10 +26,6 @@ from tests.bertscore.test_parity import (  # noqa: F401 - baseline_file is a fix
 from tests.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, BlackBoxUQ, DeviceOutOfMemoryError
 from uqlm_bert.bertscore.encoder import Encoder
-from uqlm_bert.bertscore.models import load_encoder
-from uqlm_bert.bertscore.settings import BERTScoreSettings
-
-bert_score = pytest.importorskip("bert_score")
 
 pytestmark = [
     pytest.mark.gpu,
@@ -96,72 +87,6 @@ def test_auto_is_float16_on_cuda_and_within_the_budget_of_float32():
     assert auto.dtype == torch.float16  # the embedded model (BERT) is safe in float16
     exact = BERTScorer(device="cpu", show_progress_bars=False)
     assert _largest_f_difference(auto, exact) <= 5e-3
-
-
-def _mpnet_on_cuda(location: str, layers: int | None):
-    return load_encoder(
-        BERTScoreSettings(model_type=location, num_layers=layers, device="cuda"),
-        all_layers=layers is None,
-    )
-
-
-def test_mpnet_runs_packed_on_cuda_and_gives_every_layer_of_the_transformers_forward(
-    tiny_mpnet,  # noqa: F811 - the fixture imported above
-):
-    enc = _mpnet_on_cuda(tiny_mpnet, None)
-    assert enc.device.type == "cuda" and enc.loaded.packed is not None
-    ids = enc.tokenize(SHORT + LONG)
-    packed = enc.layer_states(ids)
-    kept, enc.loaded.packed = enc.loaded.packed, None  # the transformers forward, padded
-    try:
-        expected = enc.layer_states(ids)
-    finally:
-        enc.loaded.packed = kept
-    assert len(packed) == len(expected) == 4
-    for got, want in zip(packed, expected, strict=True):
-        assert got.device.type == "cuda"
-        assert float((got - want).abs().max()) < TOL
-
-
-def _mpnet_case(location: str, layer: int, idf: bool):
-    """Ours on cuda in float32 against the reference on cuda, each pair scored alone."""
-    cands, refs = _pairs()
-    ours = BERTScorer(
-        model_type=location,
-        num_layers=layer,
-        idf=idf,
-        idf_sents=list(refs) if idf else None,
-        device="cuda",
-        show_progress_bars=False,
-    )
-    assert ours.device.type == "cuda" and ours.dtype == torch.float32
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # both cut texts over the tiny model's 130 tokens
-        ref = bert_score.BERTScorer(
-            model_type=location,
-            num_layers=layer,
-            idf=idf,
-            idf_sents=list(refs) if idf else None,
-            lang="en",
-            device="cuda",
-        )
-        got = _stack(ours.score(cands, refs))
-    return got, _reference_alone(ref, cands, refs)
-
-
-@pytest.mark.parametrize("idf", [False, True])
-def test_a_tiny_mpnet_on_cuda_scores_as_the_reference(
-    tiny_mpnet,  # noqa: F811 - the fixture imported above
-    idf,
-):
-    got, expected = _mpnet_case(tiny_mpnet, 3, idf)
-    assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()
-
-
-@pytest.mark.parametrize("idf", [False, True])
-def test_all_mpnet_base_v2_on_cuda_scores_as_the_reference_in_float32(accurate_model_dir, idf):
-    got, expected = _mpnet_case(accurate_model_dir, 11, idf)
-    assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()
 
 
 def test_the_accurate_preset_on_cuda_is_float16_within_the_budget_of_float32(accurate_model_dir):

@@ -4,7 +4,8 @@ A tiny random MPNet built here covers what CI can run (its relative position bia
 as the attention scores, texts long enough for the bias's far buckets); the same checks on
 all-mpnet-base-v2 itself, the accurate preset's model, run where a copy is on the machine (see
 ``conftest.py``) and skip elsewhere. Every expected number comes from transformers' own forward
-or from the ``bert_score`` package on the same model, layer and idf, in float32.
+or from the ``bert_score`` package on the same model, layer and idf, in float32, on the CPU and,
+where there is one, on a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ from uqlm_bert.bertscore.settings import BERTScoreSettings
 
 bert_score = pytest.importorskip("bert_score")
 TOL = 1e-5
+#: Where the checks run: the CPU, and a CUDA GPU where there is one (marked ``gpu``).
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"),
+        ],
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +43,9 @@ def tiny_mpnet(tmp_path_factory, embedded_model_path) -> str:
     return str(build_tiny_mpnet(tmp_path_factory.mktemp("tiny") / "mpnet", embedded_model_path))
 
 
-def _encoder(location: str, layers: int | None, **settings):
+def _encoder(location: str, layers: int | None, device: str = "cpu"):
     return load_encoder(
-        BERTScoreSettings(model_type=location, num_layers=layers, device="cpu", **settings),
+        BERTScoreSettings(model_type=location, num_layers=layers, device=device),
         all_layers=layers is None,
     )
 
@@ -65,7 +77,9 @@ def _stack(prf) -> torch.Tensor:
 
 
 @functools.cache
-def _reference(location: str, layer: int, idf_sents: tuple[str, ...] | None):
+def _reference(
+    location: str, layer: int, idf_sents: tuple[str, ...] | None, device: str | None = None
+):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return bert_score.BERTScorer(
@@ -74,6 +88,7 @@ def _reference(location: str, layer: int, idf_sents: tuple[str, ...] | None):
             idf=idf_sents is not None,
             idf_sents=list(idf_sents) if idf_sents else None,
             lang="en",
+            device=device,
         )
 
 
@@ -91,8 +106,12 @@ def _pairs():
 # -- the tiny model: what CI runs -----------------------------------------------------------------
 
 
-def test_a_tiny_mpnet_runs_packed_and_gives_every_layer_of_the_transformers_forward(tiny_mpnet):
-    enc = _encoder(tiny_mpnet, None)
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_tiny_mpnet_runs_packed_and_gives_every_layer_of_the_transformers_forward(
+    tiny_mpnet, device
+):
+    enc = _encoder(tiny_mpnet, None, device)
+    assert enc.device.type == device
     assert enc.loaded.packed is not None and enc.loaded.packed.relative is not None
     ids = enc.tokenize(SHORT + LONG)
     assert max(map(len, ids)) == enc.max_length == 130  # far buckets: distances up to 129
@@ -127,9 +146,10 @@ def test_attention_in_groups_of_texts_and_masks_made_in_each_layer_change_nothin
     assert _max_difference(rebuilt, one_each) == 0.0
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layer", [1, 3])
 @pytest.mark.parametrize("idf", [False, True])
-def test_a_tiny_mpnet_scores_as_the_reference_package(tiny_mpnet, layer, idf):
+def test_a_tiny_mpnet_scores_as_the_reference_package(tiny_mpnet, layer, idf, device):
     cands, refs = _pairs()
     idf_sents = tuple(refs) if idf else None
     ours = BERTScorer(
@@ -137,9 +157,11 @@ def test_a_tiny_mpnet_scores_as_the_reference_package(tiny_mpnet, layer, idf):
         num_layers=layer,
         idf=idf,
         idf_sents=list(refs) if idf else None,
+        device=device,
         show_progress_bars=False,
     )
-    expected = _reference_alone(_reference(tiny_mpnet, layer, idf_sents), cands, refs)
+    assert ours.device.type == device and ours.dtype == torch.float32
+    expected = _reference_alone(_reference(tiny_mpnet, layer, idf_sents, device), cands, refs)
     with pytest.warns(UserWarning, match="truncated, as the reference does"):
         got = _stack(ours.score(cands, refs))  # texts over 130 tokens cut there by both
     assert got.shape == expected.shape
@@ -157,18 +179,23 @@ def test_all_mpnet_base_v2_embeds_as_its_transformers_forward(accurate_model_dir
     assert _max_difference(_embedded(enc, ids), _padded_last(enc, ids)) < TOL
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("idf", [False, True])
-def test_all_mpnet_base_v2_scores_as_the_reference_package_in_float32(accurate_model_dir, idf):
+def test_all_mpnet_base_v2_scores_as_the_reference_package_in_float32(
+    accurate_model_dir, idf, device
+):
     cands, refs = _pairs()
     ours = BERTScorer(
         model_type=accurate_model_dir,
         idf=idf,
         idf_sents=list(refs) if idf else None,
+        device=device,
         show_progress_bars=False,
     )
+    assert ours.device.type == device and ours.dtype == torch.float32
     # a directory named as the model keeps the model's measured layer
     assert (ours.model_type, ours.num_layers) == ("sentence-transformers/all-mpnet-base-v2", 11)
-    ref = _reference(accurate_model_dir, 11, tuple(refs) if idf else None)
+    ref = _reference(accurate_model_dir, 11, tuple(refs) if idf else None, device)
     expected = _reference_alone(ref, cands, refs)
     got = _stack(ours.score(cands, refs))
     assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()

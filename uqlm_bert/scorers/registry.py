@@ -236,9 +236,8 @@ def build_scorers(
     if names:
         check_scorer_names(names)
     specs = [_REGISTRY[name] for name in names]
-    given = _checked_settings(specs, settings)
-    engine = _shared_bert_engine(specs, given)
-    built_settings = _settings_objects(specs, given, engine)
+    built_settings = _settings_for(specs, settings)
+    engine = _shared_bert_engine(specs, built_settings)
     built: list[Scorer] = []
     for item in items:
         if isinstance(item, Scorer):
@@ -322,31 +321,13 @@ def _check_accepted(specs: Sequence[ScorerSpec], given: Mapping[str, Any]) -> No
 
 
 def _settings_for(specs: Sequence[ScorerSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """See :func:`scorer_settings` (``specs`` are known)."""
-    return _settings_objects(specs, _checked_settings(specs, settings))
-
-
-def _checked_settings(specs: Sequence[ScorerSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings given (``None`` means the default: left out), each accepted by ``specs``."""
+    """See :func:`scorer_settings` (``specs`` are known): each settings object built once."""
     given = {k: v for k, v in settings.items() if v is not None}
     _check_accepted(specs, given)
-    return given
-
-
-def _settings_objects(
-    specs: Sequence[ScorerSpec], given: Mapping[str, Any], engine: BERTScorer | None = None
-) -> dict[str, Any]:
-    """The settings of ``specs`` from the checked settings ``given`` (``None`` left out); the
-    BERTScore settings are ``engine``'s where the shared engine is already built from them."""
     kinds = list(dict.fromkeys(s.settings_type for s in specs if s.settings_type is not None))
     by_keyword = {k for spec in specs if spec.settings_type is None for k in spec.settings}
     return {
-        **{
-            kind.keyword: engine.settings
-            if engine is not None and kind is BERTScoreSettings
-            else _settings_object(kind, given)
-            for kind in kinds
-        },
+        **{kind.keyword: _settings_object(kind, given) for kind in kinds},
         **{k: v for k, v in given.items() if k in by_keyword},
     }
 
@@ -390,14 +371,17 @@ class _BERTFactory:
         return BERTScoreConsistency(metric=self.metric, bertscore=settings)
 
 
-def _shared_bert_engine(specs: Sequence[ScorerSpec], given: Mapping[str, Any]) -> BERTScorer | None:
-    """The one engine of the built-in BERTScore scorers among ``specs``, from the settings
-    given to :func:`build_scorers` (checked there), or None where there are none."""
+def _shared_bert_engine(
+    specs: Sequence[ScorerSpec], built_settings: Mapping[str, Any]
+) -> BERTScorer | None:
+    """The one engine of the built-in BERTScore scorers among ``specs``, from the BERTScore
+    settings object :func:`build_scorers` built (a custom scorer of that family gets the same
+    object), or None where there are none."""
     if not any(isinstance(spec.factory, _BERTFactory) for spec in specs):
         return None
     from uqlm_bert.bertscore.engine import BERTScorer
 
-    return BERTScorer.from_settings(_settings_object(BERTScoreSettings, given))
+    return BERTScorer.from_settings(built_settings[BERTScoreSettings.keyword])
 
 
 def _cosine(settings: CosineSettings) -> Scorer:
