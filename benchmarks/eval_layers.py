@@ -109,11 +109,6 @@ def pair_scores(scorer: BERTScoreConsistency, rows: list[dict]) -> tuple[np.ndar
     return scores.reshape(len(rows), N_SAMPLES), time.perf_counter() - t0
 
 
-def model_location(model: str) -> str:
-    """``accurate`` with ``$UQLM_BERT_ACCURATE_MODEL_DIR`` set is that directory."""
-    return accurate_model() if model == "accurate" else model
-
-
 def evaluate(
     model: str, layers: Sequence[int], datasets: dict[str, list[dict]], device
 ) -> tuple[list[dict], dict[tuple[str, int], np.ndarray]]:
@@ -215,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.exclude is not None:
         exclude = {r["wiki_bio_test_idx"] for r in map(json.loads, args.exclude.open())}
     datasets = {p.name: load_rows(p, exclude) for p in args.data}
-    model = model_location(args.model)
+    model = accurate_model() if args.model == "accurate" else args.model  # the copy given
     layers = args.layers
     if layers is None:
         from transformers import AutoConfig

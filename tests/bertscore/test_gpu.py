@@ -23,14 +23,12 @@ from tests.bertscore.test_parity import (  # noqa: F401 - baseline_file is a fix
     baseline_file,
     grid_case,
 )
+from tests.devices import CUDA_ONLY
 from tests.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, BlackBoxUQ, DeviceOutOfMemoryError
 from uqlm_bert.bertscore.encoder import Encoder
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"),
-]
+pytestmark = CUDA_ONLY
 
 
 @pytest.mark.parametrize("layer", [1, 6])

@@ -16,6 +16,7 @@ import warnings
 import pytest
 import torch
 
+from tests.devices import DEVICES
 from tests.texts import LONG, SHORT
 from tests.tiny_models import build_tiny_mpnet
 from uqlm_bert import BERTScorer
@@ -25,17 +26,6 @@ from uqlm_bert.bertscore.settings import BERTScoreSettings
 
 bert_score = pytest.importorskip("bert_score")
 TOL = 1e-5
-#: Where the checks run: the CPU, and a CUDA GPU where there is one (marked ``gpu``).
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=[
-            pytest.mark.gpu,
-            pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU"),
-        ],
-    ),
-]
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.devices import DEVICES
 from tests.texts import SHORT, passage
 from uqlm_bert import BERTScorer
 
@@ -32,14 +33,7 @@ def _torch_calls(fn):
     return Count.calls, result
 
 
-def _devices():
-    out = ["cpu"]
-    if torch.cuda.is_available():
-        out.append(pytest.param("cuda", marks=pytest.mark.gpu))
-    return out
-
-
-@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("device", DEVICES)
 def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two(device):
     from uqlm_bert.bertscore.models import load_encoder
     from uqlm_bert.bertscore.settings import BERTScoreSettings
@@ -51,7 +45,7 @@ def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two(dev
     assert counts[0] == counts[1], counts
 
 
-@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("device", DEVICES)
 def test_matching_makes_as_many_torch_calls_for_forty_pairs_as_for_two(device):
     """Matching fills its scores a block of pairs at a time, not with torch calls per pair. The
     40 pairs share one candidate, so that both calls embed one forward batch.

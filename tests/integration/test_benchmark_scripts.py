@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -395,10 +396,7 @@ def test_a_random_weights_copy_has_the_models_shapes_and_tokens_and_new_weights(
     source = build_tiny_mpnet(tmp_path / "source", embedded_model_path)
     real = load_file(source / "model.safetensors")
     config_only = tmp_path / "config_only"  # what the copy needs: no weights
-    config_only.mkdir()
-    for f in source.iterdir():
-        if f.name != "model.safetensors":
-            (config_only / f.name).write_bytes(f.read_bytes())
+    shutil.copytree(source, config_only, ignore=shutil.ignore_patterns("model.safetensors"))
     copy = random_weights_copy(config_only, tmp_path / "copy" / "tiny", seed=1)  # not the source's
 
     want, got = AutoConfig.from_pretrained(source), AutoConfig.from_pretrained(copy)
