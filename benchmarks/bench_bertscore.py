@@ -59,7 +59,9 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def matmul_peak_tflops(dtype: torch.dtype, device: str, shapes: list[tuple[int, int, int]]) -> float:
+def matmul_peak_tflops(
+    dtype: torch.dtype, device: str, shapes: list[tuple[int, int, int]]
+) -> float:
     """Best TFLOP/s of a plain matmul in ``dtype`` over ``shapes`` (m, k, n): the measured peak
     the encoder's figures are a share of."""
     best = 0.0
@@ -121,11 +123,15 @@ def distinct_prompts(n_prompts: int, n_samples: int) -> tuple[list[str], list[li
         rec, j = recs[p % len(recs)], p // len(recs)
         responses.append(_variant(rec["response"], j))
         pool = rec["sampled_responses"]
-        samples.append([_variant(pool[(j * n_samples + k) % len(pool)], j) for k in range(n_samples)])
+        samples.append(
+            [_variant(pool[(j * n_samples + k) % len(pool)], j) for k in range(n_samples)]
+        )
     texts = responses + [s for ss in samples for s in ss]
     distinct = len({t.strip() for t in texts})
-    source = (f"WikiBio GPT-3 passages, sentences rotated or shuffled per prompt "
-              f"({distinct:,} distinct texts of {len(texts):,})")
+    source = (
+        f"WikiBio GPT-3 passages, sentences rotated or shuffled per prompt "
+        f"({distinct:,} distinct texts of {len(texts):,})"
+    )
     return responses, samples, source
 
 
@@ -135,9 +141,14 @@ def bert_large_shape(tokenizer_dir: str, out_dir: Path) -> str:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=1024, num_hidden_layers=24,
-                        num_attention_heads=16, intermediate_size=4096,
-                        max_position_embeddings=512)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=1024,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        intermediate_size=4096,
+        max_position_embeddings=512,
+    )
     BertModel(config).save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(out_dir)
     return str(out_dir)
@@ -151,9 +162,12 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--distinct", action="store_true", help="make every text of the run distinct")
     ap.add_argument("--model", choices=["minilm", "bert-large-shape"], default="minilm")
-    ap.add_argument("--dtypes", help="comma-separated; default float32,auto (and bfloat16,float16 "
-                    "on a GPU)")
-    ap.add_argument("--no-loop", action="store_true", help="leave out the per-prompt reference loop")
+    ap.add_argument(
+        "--dtypes", help="comma-separated; default float32,auto (and bfloat16,float16 on a GPU)"
+    )
+    ap.add_argument(
+        "--no-loop", action="store_true", help="leave out the per-prompt reference loop"
+    )
     args = ap.parse_args()
 
     warnings.simplefilter("ignore")
@@ -179,10 +193,16 @@ def main() -> None:
 
     ours = {}
     for name in names:
-        scorer = BERTScorer(model_type=path, num_layers=layer, device=args.device,
-                            dtype=None if name == "float32" else name, show_progress_bars=False)
+        scorer = BERTScorer(
+            model_type=path,
+            num_layers=layer,
+            device=args.device,
+            dtype=None if name == "float32" else name,
+            show_progress_bars=False,
+        )
         label = f"uqlm-bert {name}" + (
-            f" ({str(scorer.dtype).removeprefix('torch.')})" if name == "auto" else "")
+            f" ({str(scorer.dtype).removeprefix('torch.')})" if name == "auto" else ""
+        )
         ours[label] = scorer
     exact = next(iter(ours.values()))
     ref = bert_score.BERTScorer(model_type=path, num_layers=exact.num_layers, device=args.device)
@@ -220,50 +240,75 @@ def main() -> None:
     cfg = exact.encoder.model.config
     flops = encoder_flops(lengths, exact.num_layers, cfg.hidden_size, cfg.intermediate_size)
     shapes = peak_shapes(args.device, cfg.hidden_size, cfg.intermediate_size)
-    peaks = {dt: matmul_peak_tflops(dt, args.device, shapes)
-             for dt in {s.dtype for s in ours.values()} | {torch.bfloat16}}
+    peaks = {
+        dt: matmul_peak_tflops(dt, args.device, shapes)
+        for dt in {s.dtype for s in ours.values()} | {torch.bfloat16}
+    }
 
-    model = ("embedded all-MiniLM-L6-v2" if args.model == "minilm"
-             else "BERT-large shape (24 x 1024, random weights)")
+    model = (
+        "embedded all-MiniLM-L6-v2"
+        if args.model == "minilm"
+        else "BERT-large shape (24 x 1024, random weights)"
+    )
     print(f"## BERTScore speed ({args.device})\n")
     print(f"- machine: {machine_summary(args.device)}")
-    print(f"- data: {source}; {len(responses)} prompts x {args.samples} samples = {len(cands)} "
-          f"pairs, {len(unique):,} unique texts, {sum(lengths):,} tokens, "
-          f"{np.mean(lengths):.0f} per text on average")
-    print(f"- model: {model}, layer {exact.num_layers}, no idf; {args.rounds} interleaved rounds "
-          "after a warm-up, medians")
-    print("- matrix peaks measured here (plain matmul, TFLOP/s): "
-          + ", ".join(f"{str(dt).removeprefix('torch.')} {p:.1f}" for dt, p in peaks.items())
-          + "\n")
-    print("| implementation | median s | speed-up vs faster reference | tokens/s | encoder "
-          "TFLOP/s | share of the dtype's peak | share of the bf16 peak |"
-          + (" peak GPU memory GiB |" if gpu else ""))
+    print(
+        f"- data: {source}; {len(responses)} prompts x {args.samples} samples = {len(cands)} "
+        f"pairs, {len(unique):,} unique texts, {sum(lengths):,} tokens, "
+        f"{np.mean(lengths):.0f} per text on average"
+    )
+    print(
+        f"- model: {model}, layer {exact.num_layers}, no idf; {args.rounds} interleaved rounds "
+        "after a warm-up, medians"
+    )
+    print(
+        "- matrix peaks measured here (plain matmul, TFLOP/s): "
+        + ", ".join(f"{str(dt).removeprefix('torch.')} {p:.1f}" for dt, p in peaks.items())
+        + "\n"
+    )
+    print(
+        "| implementation | median s | speed-up vs faster reference | tokens/s | encoder "
+        "TFLOP/s | share of the dtype's peak | share of the bf16 peak |"
+        + (" peak GPU memory GiB |" if gpu else "")
+    )
     print("|---|---|---|---|---|---|---|" + ("---|" if gpu else ""))
     for name, t in med.items():
         row = f"| {name} | {t:.3f} | {ref_best / t:.2f}x | {sum(lengths) / t:,.0f} |"
         if name in ours:
             achieved = flops / t / 1e12
-            row += (f" {achieved:.3g} | {100 * achieved / peaks[ours[name].dtype]:.0f}% | "
-                    f"{100 * achieved / peaks[torch.bfloat16]:.0f}% |")
+            row += (
+                f" {achieved:.3g} | {100 * achieved / peaks[ours[name].dtype]:.0f}% | "
+                f"{100 * achieved / peaks[torch.bfloat16]:.0f}% |"
+            )
             if gpu:
                 row += f" {peak_mem[name]:.2f} |"
         else:
             row += " | | |" + (" |" if gpu else "")
         print(row)
-    print(f"\nFaster reference: {ref_best_name}. Encoder TFLOP/s count the matrix and attention "
-          "work of real tokens only (no padding), over the whole call's time (tokenization, "
-          "matching and host work included).\n")
+    print(
+        f"\nFaster reference: {ref_best_name}. Encoder TFLOP/s count the matrix and attention "
+        "work of real tokens only (no padding), over the whole call's time (tokenization, "
+        "matching and host work included).\n"
+    )
     print("| accuracy | value |")
     print("|---|---|")
-    print(f"| float32: max abs F1 difference from the reference | "
-          f"{np.abs(F_exact - F_ref).max():.2e} |")
+    print(
+        f"| float32: max abs F1 difference from the reference | "
+        f"{np.abs(F_exact - F_ref).max():.2e} |"
+    )
     for label in list(ours)[1:]:
-        print(f"| {label}: max abs F1 difference from float32 | "
-              f"{np.abs(F[label] - F_exact).max():.2e} |")
-        print(f"| {label}: max abs confidence difference from float32 | "
-              f"{np.abs(conf[label] - conf_exact).max():.2e} |")
-        print(f"| {label}: Spearman of per-prompt confidences vs float32 | "
-              f"{spearman(conf[label], conf_exact):.4f} |")
+        print(
+            f"| {label}: max abs F1 difference from float32 | "
+            f"{np.abs(F[label] - F_exact).max():.2e} |"
+        )
+        print(
+            f"| {label}: max abs confidence difference from float32 | "
+            f"{np.abs(conf[label] - conf_exact).max():.2e} |"
+        )
+        print(
+            f"| {label}: Spearman of per-prompt confidences vs float32 | "
+            f"{spearman(conf[label], conf_exact):.4f} |"
+        )
     tmp.cleanup()
 
 

@@ -60,12 +60,22 @@ class PassageServer:
                         j = server.counter[i] % len(server.samples[i])
                         server.counter[i] += 1
                     text = server.samples[i][j]
-                payload = json.dumps({
-                    "id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }).encode()
+                payload = json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": text},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -134,15 +144,18 @@ def main() -> None:
     med = {k: median(v) for k, v in times.items()}
     bound = max(med["generation only"], med["scoring only"])
     print("## End to end: generate_and_score against a loopback server\n")
-    print(f"- {len(prompts)} prompts x {args.samples} samples ({source}); fixed latency "
-          f"{args.latency:.2f} s per call; max_concurrency {args.concurrency}; "
-          f"{args.rounds} rounds, medians\n")
+    print(
+        f"- {len(prompts)} prompts x {args.samples} samples ({source}); fixed latency "
+        f"{args.latency:.2f} s per call; max_concurrency {args.concurrency}; "
+        f"{args.rounds} rounds, medians\n"
+    )
     print("| run | median s |")
     print("|---|---|")
     for k, v in med.items():
         print(f"| {k} | {v:.2f} |")
-    print(f"\nboth / max(generation only, scoring only) = "
-          f"{med['generation and scoring'] / bound:.3f}")
+    print(
+        f"\nboth / max(generation only, scoring only) = {med['generation and scoring'] / bound:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -56,11 +56,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     help_cmd = [script, "--help"] if script else [sys.executable, "-m", "uqlm_bert", "--help"]
     rows = [
         ("python -c pass (start-up alone)", [sys.executable, "-c", "pass"], None),
-        ("python -c 'import uqlm_bert'", [sys.executable, "-c", "import uqlm_bert"],
-         "import uqlm_bert"),  # fmt: skip
-        ("uqlm-bert --help", help_cmd,
-         "import contextlib, io\nfrom uqlm_bert.cli import main\n"
-         "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])"),  # fmt: skip
+        (
+            "python -c 'import uqlm_bert'",
+            [sys.executable, "-c", "import uqlm_bert"],
+            "import uqlm_bert",
+        ),  # fmt: skip
+        (
+            "uqlm-bert --help",
+            help_cmd,
+            "import contextlib, io\nfrom uqlm_bert.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])",
+        ),  # fmt: skip
     ]
     lines = [
         f"| command | min of {args.runs} (s) | median (s) | heavy modules loaded |",

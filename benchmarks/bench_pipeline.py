@@ -63,7 +63,7 @@ class BatchRecorder:
         self.spans: list[tuple[float, float]] = []
 
     def __enter__(self) -> BatchRecorder:
-        from uqlm_bert.pipeline import ScoringPipeline
+        from uqlm_bert.blackbox._pipeline import ScoringPipeline
 
         self._cls = ScoringPipeline
         self._orig = ScoringPipeline._score
@@ -255,9 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     started = time.monotonic()
     rows = asyncio.run(
-        run_benchmark(
-            prompt_map, args.samples, args.rounds, args.latency_ms, server_in=args.server
-        )
+        run_benchmark(prompt_map, args.samples, args.rounds, args.latency_ms, server_in=args.server)
     )
     s = summary(rows)
     meta = {

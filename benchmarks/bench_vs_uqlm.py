@@ -319,9 +319,11 @@ async def run_benchmark(
                     )
                     run = Run(latency, r, name, wall, text_mismatches=bad, scores=scores, **counts)
                     runs.append(run)
-                    log(f"{latency:6.0f} ms  round {r}  {name:30s} {wall:8.2f} s  "
+                    log(
+                        f"{latency:6.0f} ms  round {r}  {name:30s} {wall:8.2f} s  "
                         f"(last answer at {run.last_answer_s:.2f} s), {run.calls} calls, "
-                        f"max {run.max_in_flight} in flight")
+                        f"max {run.max_in_flight} in flight"
+                    )
     return runs
 
 
@@ -380,8 +382,11 @@ async def run_generation(
     runs: list[GenRun] = []
     with PassageServer(prompt_map, where=server_in) as server:
         llm = make_llm(server.base_url)
-        common = {"scorers": [no_score()], "system_prompt": SYSTEM_PROMPT,
-                  "show_progress_bars": False}
+        common = {
+            "scorers": [no_score()],
+            "system_prompt": SYSTEM_PROMPT,
+            "show_progress_bars": False,
+        }
         variants = {
             GEN_AUTO: BlackBoxUQ(llm=llm, **common),
             GEN_NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **common),
@@ -408,14 +413,22 @@ async def run_generation(
                         prompts, result.data["responses"], result.data["sampled_responses"]
                     )
                     run = GenRun(
-                        latency, r, name, result.metadata["timings"]["generation_s"], cpu,
-                        len(got.arrivals), sum(1 for _, t in got.arrivals if t),
-                        got.max_in_flight, bad,
+                        latency,
+                        r,
+                        name,
+                        result.metadata["timings"]["generation_s"],
+                        cpu,
+                        len(got.arrivals),
+                        sum(1 for _, t in got.arrivals if t),
+                        got.max_in_flight,
+                        bad,
                     )
                     runs.append(run)
-                    log(f"{latency:6.0f} ms  round {r}  {name:42s} {run.generation_s:6.2f} s  "
+                    log(
+                        f"{latency:6.0f} ms  round {r}  {name:42s} {run.generation_s:6.2f} s  "
                         f"client CPU {cpu:5.2f} s, {run.calls} calls, "
-                        f"max {run.max_in_flight} in flight, {bad} prompts off")
+                        f"max {run.max_in_flight} in flight, {bad} prompts off"
+                    )
     return runs
 
 
@@ -449,12 +462,17 @@ def generation_markdown(runs: Sequence[GenRun], meta: dict[str, Any]) -> str:
             f"({min(gen):.2f}-{max(gen):.2f}) | {cpu:.2f} | {calls} "
             f"| {max(g.max_in_flight for g in group)} | {'as expected' if bad == 0 else f'{bad} off'} |"
         )
-    floors = {v: statistics.median(g.client_cpu_s for g in grp)
-              for (lat, v), grp in by_key.items() if lat == 0}
+    floors = {
+        v: statistics.median(g.client_cpu_s for g in grp)
+        for (lat, v), grp in by_key.items()
+        if lat == 0
+    }
     if floors:
-        lines += ["", "Floor at 1,000 ms (one round trip plus the client's CPU for the calls, "
-                  "from the 0 ms runs): " + "; ".join(
-                      f"{v}: {1.0 + c:.2f} s" for v, c in floors.items())]
+        lines += [
+            "",
+            "Floor at 1,000 ms (one round trip plus the client's CPU for the calls, "
+            "from the 0 ms runs): " + "; ".join(f"{v}: {1.0 + c:.2f} s" for v, c in floors.items()),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -490,25 +508,27 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
         walls = [g.wall_s for g in group]
         med = statistics.median(walls)
         ref_med = statistics.median(g.wall_s for g in ref) if ref else None
-        rows.append({
-            "latency_ms": latency,
-            "variant": variant,
-            "runs": len(group),
-            "wall_s_median": med,
-            "wall_s_min": min(walls),
-            "wall_s_max": max(walls),
-            "speed_up_over_uqlm": ref_med / med if ref_med else None,
-            "calls": sorted({g.calls for g in group}),
-            "answer_calls": sorted({g.answer_calls for g in group}),
-            "sample_calls": sorted({g.sample_calls for g in group}),
-            "max_in_flight": max(g.max_in_flight for g in group),
-            "last_answer_s_median": statistics.median(g.last_answer_s for g in group),
-            "generation_s_median": statistics.median(g.generation_s for g in group),
-            "client_cpu_s_median": statistics.median(g.client_cpu_s for g in group),
-            "max_abs_diff_vs_uqlm": diff,
-            "max_abs_diff_between_rounds": spread,
-            "text_mismatches": sum(g.text_mismatches for g in group),
-        })
+        rows.append(
+            {
+                "latency_ms": latency,
+                "variant": variant,
+                "runs": len(group),
+                "wall_s_median": med,
+                "wall_s_min": min(walls),
+                "wall_s_max": max(walls),
+                "speed_up_over_uqlm": ref_med / med if ref_med else None,
+                "calls": sorted({g.calls for g in group}),
+                "answer_calls": sorted({g.answer_calls for g in group}),
+                "sample_calls": sorted({g.sample_calls for g in group}),
+                "max_in_flight": max(g.max_in_flight for g in group),
+                "last_answer_s_median": statistics.median(g.last_answer_s for g in group),
+                "generation_s_median": statistics.median(g.generation_s for g in group),
+                "client_cpu_s_median": statistics.median(g.client_cpu_s for g in group),
+                "max_abs_diff_vs_uqlm": diff,
+                "max_abs_diff_between_rounds": spread,
+                "text_mismatches": sum(g.text_mismatches for g in group),
+            }
+        )
     return rows
 
 
@@ -555,11 +575,15 @@ def _load_line(meta: dict[str, Any]) -> list[str]:
     before, after = meta["load_average_1min"]
     busy = max(before, after) > (os.cpu_count() or 1)
     note = " (more than the cores: other processes shared the CPU, timings are noisy)"
-    return [f"- load average (1 min) before and after: {before:.2f}, {after:.2f}"
-            + (note if busy else "")]
+    return [
+        f"- load average (1 min) before and after: {before:.2f}, {after:.2f}"
+        + (note if busy else "")
+    ]
 
 
-def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: dict[str, Any]) -> str:
+def markdown(
+    rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: dict[str, Any]
+) -> str:
     """The report: setup, one table row per (latency, variant), and the verdicts."""
     lines = [
         f"## Side by side with uqlm {meta['versions'].get('uqlm', '(not run)')}: "
@@ -598,8 +622,11 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
         )
     floors = {r["variant"]: r["client_cpu_s_median"] for r in rows if r["latency_ms"] == 0}
     if floors:
-        lines += ["", "Client CPU at 0 ms (the floor of a run's CPU: its calls, and scoring in "
-                  "the same process): " + "; ".join(f"{v} {c:.2f} s" for v, c in floors.items())]
+        lines += [
+            "",
+            "Client CPU at 0 ms (the floor of a run's CPU: its calls, and scoring in "
+            "the same process): " + "; ".join(f"{v} {c:.2f} s" for v, c in floors.items()),
+        ]
     lines.append("")
     lines += [f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()]
     return "\n".join(lines) + "\n"
@@ -633,16 +660,22 @@ def check_env() -> int:
 
     path = embedded_model_path()
     cands = ["The cat sat on the mat.", "Paris is the capital of France, on the Seine."]
-    refs = [["A cat was sitting on the mat.", "The dog barked."],
-            ["France's capital is Paris.", "Lyon lies on the Rhone."]]
+    refs = [
+        ["A cat was sitting on the mat.", "The dog barked."],
+        ["France's capital is Paris.", "Lyon lies on the Rhone."],
+    ]
     uq = make_uqlm(None, path)
     theirs = uq.scorer_objects["bert_score"].evaluate(cands, refs)
     engine = BERTScorer(model_type=path, num_layers=LAYER, idf=False, show_progress_bars=False)
-    ours = [float(engine.score([c] * len(r), r)[2].mean()) for c, r in zip(cands, refs, strict=True)]
+    ours = [
+        float(engine.score([c] * len(r), r)[2].mean()) for c, r in zip(cands, refs, strict=True)
+    ]
     diff = max_abs_diff(theirs, ours)
     print(", ".join(f"{k} {v}" for k, v in versions(True).items()))
-    print(f"uqlm and uqlm-bert BERTScore on the embedded model, layer {LAYER}: "
-          f"max abs diff {diff:.1e} ({'ok' if diff <= TOLERANCE else 'DIFFERENT'})")
+    print(
+        f"uqlm and uqlm-bert BERTScore on the embedded model, layer {LAYER}: "
+        f"max abs diff {diff:.1e} ({'ok' if diff <= TOLERANCE else 'DIFFERENT'})"
+    )
     return 0 if diff <= TOLERANCE else 1
 
 
@@ -650,26 +683,53 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=120, help="prompts per run (default 120)")
     ap.add_argument("--samples", type=int, default=5, help="num_responses (default 5)")
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="rounds per latency, the order turning each round (default 2)")
-    ap.add_argument("--latencies", type=float, nargs="+", default=[0.0, 1000.0],
-                    help="server latencies in ms (default 0 1000)")
-    ap.add_argument("--only", choices=["both", "ours", "uqlm"], default="both",
-                    help="which library to run (default both)")
-    ap.add_argument("--generation-only", action="store_true",
-                    help="time uqlm-bert's generation alone (no scoring, no uqlm): at its "
-                    "defaults, with use_n_param=False, and against a server that ignores n")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="rounds per latency, the order turning each round (default 2)",
+    )
+    ap.add_argument(
+        "--latencies",
+        type=float,
+        nargs="+",
+        default=[0.0, 1000.0],
+        help="server latencies in ms (default 0 1000)",
+    )
+    ap.add_argument(
+        "--only",
+        choices=["both", "ours", "uqlm"],
+        default="both",
+        help="which library to run (default both)",
+    )
+    ap.add_argument(
+        "--generation-only",
+        action="store_true",
+        help="time uqlm-bert's generation alone (no scoring, no uqlm): at its "
+        "defaults, with use_n_param=False, and against a server that ignores n",
+    )
     add_server_option(ap)
-    ap.add_argument("--device", default=None,
-                    help="where both libraries run BERTScore (cpu, cuda; default: each chooses)")
-    ap.add_argument("--quick", action="store_true",
-                    help="12 prompts, 1 round, latencies 0 and 1000 ms")
+    ap.add_argument(
+        "--device",
+        default=None,
+        help="where both libraries run BERTScore (cpu, cuda; default: each chooses)",
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="12 prompts, 1 round, latencies 0 and 1000 ms"
+    )
     ap.add_argument("--data", type=Path, default=WIKIBIO, help="WikiBio passages (JSONL)")
-    ap.add_argument("--out", type=Path, default=BENCH / "out",
-                    help="folder for vs_uqlm.md and vs_uqlm.json (default benchmarks/out)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=BENCH / "out",
+        help="folder for vs_uqlm.md and vs_uqlm.json (default benchmarks/out)",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take")
-    ap.add_argument("--check-env", action="store_true",
-                    help="check that both libraries import and agree, then exit")
+    ap.add_argument(
+        "--check-env",
+        action="store_true",
+        help="check that both libraries import and agree, then exit",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         for k, v in QUICK.items():
@@ -683,21 +743,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check_env:
         return check_env()
     if not args.data.is_file():
-        print(f"WikiBio passages not found ({args.data.name} in the shared data folder beside "
-              "the repository): nothing to benchmark, the server answers with them.")
+        print(
+            f"WikiBio passages not found ({args.data.name} in the shared data folder beside "
+            "the repository): nothing to benchmark, the server answers with them."
+        )
         return 0
     if args.only != "ours" and not args.generation_only and not uqlm_available():
-        print("uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
-              "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours.")
+        print(
+            "uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
+            "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours."
+        )
         return 1
     passages = load_passages(args.data)
     load_before = os.getloadavg()[0]
     if args.generation_only:
         return _generation_only(args, passages, load_before)
-    runs = asyncio.run(run_benchmark(
-        passages, args.prompts, args.samples, args.rounds, args.latencies, args.only, args.timeout,
-        server_in=args.server, device=args.device,
-    ))
+    runs = asyncio.run(
+        run_benchmark(
+            passages,
+            args.prompts,
+            args.samples,
+            args.rounds,
+            args.latencies,
+            args.only,
+            args.timeout,
+            server_in=args.server,
+            device=args.device,
+        )
+    )
     rows = summarize(runs)
     verdicts = checks(rows, args.prompts, args.samples)
     meta = {
@@ -723,13 +796,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _generation_only(args: argparse.Namespace, passages: list[Passage], load_before: float) -> int:
-    gen_runs = asyncio.run(run_generation(
-        passages, args.prompts, args.samples, args.rounds, args.latencies, args.timeout,
-        server_in=args.server,
-    ))
+    gen_runs = asyncio.run(
+        run_generation(
+            passages,
+            args.prompts,
+            args.samples,
+            args.rounds,
+            args.latencies,
+            args.timeout,
+            server_in=args.server,
+        )
+    )
     meta = {
-        "prompts": args.prompts, "samples": args.samples, "rounds": args.rounds,
-        "latencies_ms": args.latencies, "server": args.server, "machine": machine_summary(),
+        "prompts": args.prompts,
+        "samples": args.samples,
+        "rounds": args.rounds,
+        "latencies_ms": args.latencies,
+        "server": args.server,
+        "machine": machine_summary(),
         "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "versions": versions(False),
     }

@@ -38,6 +38,7 @@ def gpu_name(device) -> str | None:
 
     return torch.cuda.get_device_name(torch.device(device))
 
+
 _WORDS = (
     "the a of and in to is was he she it born known for his her career team city river "
     "university award film album played wrote released served member president football "
@@ -57,7 +58,9 @@ def _synthetic_passage(rng: random.Random, n_words: int) -> str:
     return " ".join(out).rstrip(".") + "."
 
 
-def load_prompts(n_prompts: int, n_samples: int, seed: int = 0) -> tuple[list[str], list[list[str]], str]:
+def load_prompts(
+    n_prompts: int, n_samples: int, seed: int = 0
+) -> tuple[list[str], list[list[str]], str]:
     """``(responses, samples, source)``: ``n_prompts`` answers with ``n_samples`` samples each."""
     if WIKIBIO.is_file():
         recs = [json.loads(line) for line in WIKIBIO.read_text().splitlines() if line.strip()]
@@ -72,7 +75,9 @@ def load_prompts(n_prompts: int, n_samples: int, seed: int = 0) -> tuple[list[st
     lengths = [rng.randint(80, 200) for _ in range(n_prompts * (n_samples + 1))]
     it = iter(lengths)
     responses = [_synthetic_passage(rng, next(it)) for _ in range(n_prompts)]
-    samples = [[_synthetic_passage(rng, next(it)) for _ in range(n_samples)] for _ in range(n_prompts)]
+    samples = [
+        [_synthetic_passage(rng, next(it)) for _ in range(n_samples)] for _ in range(n_prompts)
+    ]
     return responses, samples, "generated passages (WikiBio length distribution)"
 
 
@@ -117,14 +122,31 @@ def machine_summary(device=None) -> str:
     flags = ""
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
-        model = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
-                      if ln.startswith("model name")), platform.processor())
-        have = set(next((ln.split(":", 1)[1].split() for ln in cpuinfo.splitlines()
-                         if ln.startswith("flags")), []))
-        flags = ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni")
-                          if f in have)
+        model = next(
+            (
+                ln.split(":", 1)[1].strip()
+                for ln in cpuinfo.splitlines()
+                if ln.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        have = set(
+            next(
+                (
+                    ln.split(":", 1)[1].split()
+                    for ln in cpuinfo.splitlines()
+                    if ln.startswith("flags")
+                ),
+                [],
+            )
+        )
+        flags = ", ".join(
+            f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni") if f in have
+        )
     except OSError:
         model = platform.processor()
     card = gpu_name(device)
-    return (f"{model}; {os.cpu_count()} cores; torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads); {flags}" + (f"; {card}" if card else ""))
+    return (
+        f"{model}; {os.cpu_count()} cores; torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads); {flags}" + (f"; {card}" if card else "")
+    )

@@ -241,9 +241,12 @@ WHERE = ("process", "thread")
 
 def add_server_option(parser: argparse.ArgumentParser) -> None:
     """The benchmarks' ``--server process|thread`` option."""
-    parser.add_argument("--server", choices=WHERE, default="process",
-                        help="run the loopback server in a child process (default) or a thread "
-                        "of this one")
+    parser.add_argument(
+        "--server",
+        choices=WHERE,
+        default="process",
+        help="run the loopback server in a child process (default) or a thread of this one",
+    )
 
 
 def describe(where: str | None) -> str:

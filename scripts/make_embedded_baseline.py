@@ -27,7 +27,11 @@ SEED = 0
 
 def main() -> None:
     root = Path(__file__).resolve().parents[1]
-    data = Path(sys.argv[1]) if len(sys.argv) > 1 else root.parent / "shared/data/wikibio_gpt3_dev.jsonl"
+    data = (
+        Path(sys.argv[1])
+        if len(sys.argv) > 1
+        else root.parent / "shared/data/wikibio_gpt3_dev.jsonl"
+    )
     passages = []
     for line in data.read_text().splitlines():
         rec = json.loads(line)
@@ -48,7 +52,9 @@ def main() -> None:
         print(rows[-1])
     out = BASELINE_DIR / "en" / f"{EMBEDDED_MODEL_NAME}.tsv"
     out.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows, columns=["LAYER", "P", "R", "F"]).to_csv(out, index=False, float_format="%.8f")
+    pd.DataFrame(rows, columns=["LAYER", "P", "R", "F"]).to_csv(
+        out, index=False, float_format="%.8f"
+    )
     print("wrote", out)
 
 

@@ -179,7 +179,7 @@ PUBLIC = {
         "punctuation_ids",
     ],
     "uqlm_bert.local_llm": ["EMBEDDED_GGUF", "LocalLLM", "embedded_model_path"],
-    "uqlm_bert.identical_samples": [
+    "uqlm_bert.results.identical_samples": [
         "HOT_TEMPERATURE",
         "IdenticalSamplesWarning",
         "MIN_PROMPTS",
@@ -281,9 +281,16 @@ PUBLIC = {
         "ProviderUnreachableError",
         "UQLMBertError",
     ],
-    "uqlm_bert.result": ["SentenceUQResult", "UQResult", "prompt_text"],
-    "uqlm_bert.failures": ["FAILED_CALLS_WARNING", "FailureGroup", "Failures", "warn_failures"],
-    "uqlm_bert.black_box": ["BlackBoxUQ"],
+    "uqlm_bert.results": ["SentenceUQResult", "UQResult"],
+    "uqlm_bert.results.result": ["SentenceUQResult", "UQResult", "shown_prompt"],
+    "uqlm_bert.results.failures": [
+        "FAILED_CALLS_WARNING",
+        "FailureGroup",
+        "Failures",
+        "warn_failures",
+    ],
+    "uqlm_bert.blackbox": ["BlackBoxUQ"],
+    "uqlm_bert.blackbox._uq": ["BlackBoxUQ"],
     "uqlm_bert.calibration": ["ScoreCalibrator"],
     "uqlm_bert.plots": [
         "plot_accuracy_vs_fraction_kept",

@@ -13,13 +13,13 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
-from uqlm_bert.black_box import BlackBoxUQ
+from uqlm_bert.blackbox import BlackBoxUQ
 from uqlm_bert.exceptions import (
     AuthenticationFailedError,
     ConfigurationError,
     InputValidationError,
 )
-from uqlm_bert.result import UQResult
+from uqlm_bert.results.result import UQResult
 from uqlm_bert.scorers import Scorer, available_scorers, register_scorer
 from uqlm_bert.scorers.bert import BERTScoreConsistency
 
@@ -387,7 +387,9 @@ def test_bert_score_confidence_is_the_mean_f1_against_present_samples(embedded_m
     plain = BlackBoxUQ(scorers=[plain_f1], show_progress_bars=False).score(responses, samples)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reference = bert_score.BERTScorer(model_type=embedded_model_path, num_layers=engine.num_layers)
+        reference = bert_score.BERTScorer(
+            model_type=embedded_model_path, num_layers=engine.num_layers
+        )
     expected = [
         np.mean([float(reference.score([r], [s])[2][0]) for s in ss if s is not None])
         for r, ss in zip(responses, samples, strict=True)
@@ -482,9 +484,14 @@ def test_the_default_scorer_gives_a_prompt_the_same_score_alone_or_among_ten_tho
     colours = ["red", "green", "blue", "black", "white", "yellow", "purple", "orange"]
     pool = [f"The flag has {a} and {b} stripes." for a in colours for b in colours]
     # 10,000 prompts and 20,000 pairs; texts repeat, so the model embeds about 130 of them
-    responses = [f"Flag {i % 64} is {colours[i % 8]} with {colours[i // 8 % 8]}." for i in range(10_000)]
+    responses = [
+        f"Flag {i % 64} is {colours[i % 8]} with {colours[i // 8 % 8]}." for i in range(10_000)
+    ]
     samples = [[pool[i % len(pool)], pool[(i * 7) % len(pool)]] for i in range(10_000)]
-    target = ("The flag is red and white.", ["It has red and white stripes.", "Red, blue and white."])
+    target = (
+        "The flag is red and white.",
+        ["It has red and white stripes.", "Red, blue and white."],
+    )
     uq = BlackBoxUQ(show_progress_bars=False)
     alone = uq.score([target[0]], [target[1]]).data["bert_score"][0]
     among = uq.score([*responses, target[0]], [*samples, target[1]]).data["bert_score"][-1]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from uqlm_bert import BERTScorer, BlackBoxUQ
-from uqlm_bert.result import SentenceUQResult
+from uqlm_bert.results.result import SentenceUQResult
 from uqlm_bert.scorers.bert import SCORER_DEFAULTS
 
 

@@ -51,11 +51,11 @@ NOT_GIVEN_BY_USERS = {
     "uqlm_bert.checks.check_int.minimum",
     "uqlm_bert.inputs.paired_arrays.min_items",
     "uqlm_bert.inputs.reference_lists.n",
-    "uqlm_bert.failures.FailureGroup.count",
-    "uqlm_bert.identical_samples.warn_if_identical_share.identical",
-    "uqlm_bert.identical_samples.warn_if_identical_share.judged",
+    "uqlm_bert.results.failures.FailureGroup.count",
+    "uqlm_bert.results.identical_samples.warn_if_identical_share.identical",
+    "uqlm_bert.results.identical_samples.warn_if_identical_share.judged",
     *(
-        f"uqlm_bert.failures.Failures.{name}"
+        f"uqlm_bert.results.failures.Failures.{name}"
         for name in ("responses", "samples", "prompts_with_failures", "failed_prompts")
     ),
     *(
@@ -209,7 +209,7 @@ def _score_dataset(**kwargs: Any) -> Any:
 
 
 def _failure_lines(value: Any) -> Any:
-    from uqlm_bert.failures import Failures
+    from uqlm_bert.results.failures import Failures
 
     return Failures.of([], []).lines(str, shown=value)
 
@@ -331,7 +331,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         )
     },
     **{
-        f"uqlm_bert.black_box.BlackBoxUQ.{name}": (lambda v, _, n=name: _black_box(**{n: v}))
+        f"uqlm_bert.blackbox._uq.BlackBoxUQ.{name}": (lambda v, _, n=name: _black_box(**{n: v}))
         for name in (
             "max_calls_per_min",
             "max_concurrency",
@@ -341,11 +341,13 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         )
     },
     **{
-        f"uqlm_bert.black_box.BlackBoxUQ.{name}": (lambda v, _, n=name: _black_box_bert(**{n: v}))
+        f"uqlm_bert.blackbox._uq.BlackBoxUQ.{name}": (
+            lambda v, _, n=name: _black_box_bert(**{n: v})
+        )
         for name in ("num_layers", "batch_size", "max_length")
     },
     **{
-        f"uqlm_bert.black_box.BlackBoxUQ.{method}.num_responses": (
+        f"uqlm_bert.blackbox._uq.BlackBoxUQ.{method}.num_responses": (
             lambda v, _, m=method: _run(m, v)
         )
         for method in (
@@ -404,7 +406,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         lambda v, tmp: _score_file(tmp, batch_size=v)
     ),
     "uqlm_bert.distributed.batches.ScoreBatch.num_threads": lambda v, _: _score_batch(v),
-    "uqlm_bert.failures.Failures.lines.shown": lambda v, _: _failure_lines(v),
+    "uqlm_bert.results.failures.Failures.lines.shown": lambda v, _: _failure_lines(v),
     **{
         f"uqlm_bert.distributed.dataset.PoolSettings.{name}": (lambda v, _, n=name: _pool(**{n: v}))
         for name in ("num_workers", "batch_size")
@@ -460,7 +462,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 #: Errors whose message refuses the parameter whatever its value.
-REFUSED_WHATEVER_THE_VALUE = {"uqlm_bert.black_box.BlackBoxUQ.nli_batch_size"}
+REFUSED_WHATEVER_THE_VALUE = {"uqlm_bert.blackbox._uq.BlackBoxUQ.nli_batch_size"}
 
 #: Int settings that reach a scorer through ``build_scorers(**settings)``, where no annotation
 #: shows them.

@@ -10,7 +10,7 @@ import pytest
 
 from uqlm_bert.exceptions import InputValidationError
 from uqlm_bert.generation.records import CallFailure
-from uqlm_bert.result import UQResult
+from uqlm_bert.results.result import UQResult
 
 NAN = float("nan")
 FAIL = CallFailure("server", "HTTP 503", attempts=3, status_code=503)
@@ -173,7 +173,7 @@ def test_filter_and_flag_keep_the_probability_column_aligned():
 
 
 def test_calibrate_another_scorer_twice_and_sentence_results():
-    from uqlm_bert.result import SentenceUQResult
+    from uqlm_bert.results.result import SentenceUQResult
 
     r = make().calibrate(_calibrator(), scorer="exact_match")
     r2 = r.calibrate(_calibrator("platt"), scorer="exact_match")

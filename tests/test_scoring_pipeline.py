@@ -1,4 +1,4 @@
-"""The scoring pipeline (uqlm_bert.pipeline): which prompts are scored together, and when.
+"""The scoring pipeline (uqlm_bert.blackbox._pipeline): which prompts are scored together, and when.
 
 The pipeline is driven by hand here, as the generator drives it: ``submit`` for each finished
 prompt, ``finish`` when generation is over. Nothing is timed: the gathering window is made so
@@ -14,8 +14,8 @@ import time
 import numpy as np
 import torch
 
+from uqlm_bert.blackbox._pipeline import ScoringPipeline
 from uqlm_bert.generation.records import GenerationResult
-from uqlm_bert.pipeline import ScoringPipeline
 from uqlm_bert.scorers.base import Scorer
 
 GUARD_S = 30.0  # a bound on each wait, so that a broken pipeline fails instead of hanging
@@ -160,7 +160,9 @@ async def test_a_ready_batch_waits_while_generation_keeps_the_loop_busy():
     # so the batch waits for the loop to calm down or for generation to end
     scorer = Recording()
     p = pipeline(scorer, 6, min_batch=2)
-    p.queue.LOOP_SHARE = 0.05  # busy above a tenth of a core with 2 threads, however loaded the machine
+    p.queue.LOOP_SHARE = (
+        0.05  # busy above a tenth of a core with 2 threads, however loaded the machine
+    )
     p.queue.HOLD_S = 0.05
     submit(p, [0, 1, 2])  # a batch is ready while more prompts are coming
 

@@ -75,7 +75,9 @@ def test_uqlm_arguments_with_a_meaning_here_are_accepted():
     cosine = uq.scorers[1]
     assert cosine.encoder.name == "sentence-transformers/all-MiniLM-L6-v2"  # the shipped copy
     # the default model named with no cosine_sim among the scorers is harmless
-    BlackBoxUQ(scorers=["bert_score"], sentence_transformer="sentence-transformers/all-MiniLM-L6-v2")
+    BlackBoxUQ(
+        scorers=["bert_score"], sentence_transformer="sentence-transformers/all-MiniLM-L6-v2"
+    )
 
 
 async def test_use_n_param_asks_for_a_prompts_samples_in_one_call():
@@ -136,8 +138,13 @@ def test_postprocessor_and_return_responses():
         ("postprocessed", ["PARIS", "LIMA"], False),
         ("raw", ["paris", "lima"], False),
     ):
-        uq = BlackBoxUQ(scorers=["exact_match"], postprocessor=shout, return_responses=mode,
-                        show_progress_bars=False, scorer_kwargs={"exact_match_normalize": False})
+        uq = BlackBoxUQ(
+            scorers=["exact_match"],
+            postprocessor=shout,
+            return_responses=mode,
+            show_progress_bars=False,
+            scorer_kwargs={"exact_match_normalize": False},
+        )
         result = uq.score(responses, samples)
         # scored on the postprocessed texts: PARIS == PARIS twice; LIMA == LIMA, not CUSCO
         assert result.data["exact_match"] == [1.0, 0.5]

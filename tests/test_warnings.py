@@ -30,7 +30,9 @@ def _caught(call):
 
 
 def _assert_here(caught):
-    assert {w.filename for w in caught} == {__file__}, [(w.filename, str(w.message)) for w in caught]
+    assert {w.filename for w in caught} == {__file__}, [
+        (w.filename, str(w.message)) for w in caught
+    ]
 
 
 def test_repaired_text_in_a_text_scorer_points_at_the_call():

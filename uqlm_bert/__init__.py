@@ -26,10 +26,10 @@ from uqlm_bert.exceptions import *  # noqa: F403 - every error class is public h
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore import BERTScorer, BERTScoreSettings
-    from uqlm_bert.black_box import BlackBoxUQ
+    from uqlm_bert.blackbox import BlackBoxUQ
     from uqlm_bert.calibration import ScoreCalibrator
     from uqlm_bert.generation.settings import GenerationSettings
-    from uqlm_bert.result import UQResult
+    from uqlm_bert.results import UQResult
 
 __version__ = "0.1.0"
 
@@ -38,8 +38,8 @@ logging.getLogger("uqlm_bert").addHandler(logging.NullHandler())
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "BlackBoxUQ": "uqlm_bert.black_box",
-        "UQResult": "uqlm_bert.result",
+        "BlackBoxUQ": "uqlm_bert.blackbox",
+        "UQResult": "uqlm_bert.results",
         "BERTScorer": "uqlm_bert.bertscore.engine",
         "BERTScoreSettings": "uqlm_bert.bertscore.settings",
         "GenerationSettings": "uqlm_bert.generation.settings",

@@ -22,8 +22,15 @@ def _fast_modes():
         modes.append(pytest.param("cuda", "auto", marks=gpu))
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
         modes.append(pytest.param("mps", "float16", marks=gpu))
-    return modes or [pytest.param(None, None, marks=pytest.mark.skip(
-        reason="no bfloat16-capable CPU and no GPU: no fast mode on this machine"))]
+    return modes or [
+        pytest.param(
+            None,
+            None,
+            marks=pytest.mark.skip(
+                reason="no bfloat16-capable CPU and no GPU: no fast mode on this machine"
+            ),
+        )
+    ]
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:

@@ -30,7 +30,9 @@ def _bert():  # a ModuleList under model.encoder.layer
 
 
 def _distilbert():  # a ModuleList under model.transformer.layer
-    config = transformers.DistilBertConfig(vocab_size=50, dim=32, n_layers=4, n_heads=2, hidden_dim=37)
+    config = transformers.DistilBertConfig(
+        vocab_size=50, dim=32, n_layers=4, n_heads=2, hidden_dim=37
+    )
     return transformers.DistilBertModel(config)
 
 
@@ -64,7 +66,10 @@ def test_a_truncated_model_outputs_the_layer_asked_for(build):
 
 def test_a_layer_the_model_does_not_have_is_refused_naming_the_range():
     model = _bert()
-    with pytest.raises(ConfigurationError, match=r"num_layers=5 is out of range for 'tiny': it has 4 layers, so use 0..4"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"num_layers=5 is out of range for 'tiny': it has 4 layers, so use 0..4",
+    ):
         truncate_layers(model, 5, "tiny")
     truncate_layers(model, 4, "tiny")  # every layer: nothing to cut
     assert count_layers(model) == 4

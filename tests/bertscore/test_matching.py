@@ -31,7 +31,9 @@ HAND_F = 2 * HAND_P * HAND_R / (HAND_P + HAND_R)  # = 7.2 / 10.05
 
 
 def test_hand_worked_example_uniform_weights():
-    P, R, F = greedy_match(SIM, torch.ones(7, dtype=torch.float64), torch.ones(6, dtype=torch.float64))
+    P, R, F = greedy_match(
+        SIM, torch.ones(7, dtype=torch.float64), torch.ones(6, dtype=torch.float64)
+    )
     assert float(P) == pytest.approx(HAND_P, abs=1e-12)
     assert float(R) == pytest.approx(HAND_R, abs=1e-12)
     assert float(F) == pytest.approx(HAND_F, abs=1e-12)
@@ -68,7 +70,9 @@ def test_padded_batch_equals_single_and_padding_never_wins():
     wc[0], wr[0] = 1 / 7, 1 / 6
     wc[1, :2], wr[1, :2] = 0.5, 0.5
     P, R, F = greedy_match_padded(cand, wc, ref, wr, torch.tensor([7, 2]), torch.tensor([6, 2]))
-    p0, r0_, f0 = greedy_match(c0 @ r0.T, torch.ones(7, dtype=torch.float64), torch.ones(6, dtype=torch.float64))
+    p0, r0_, f0 = greedy_match(
+        c0 @ r0.T, torch.ones(7, dtype=torch.float64), torch.ones(6, dtype=torch.float64)
+    )
     assert float(P[0]) == pytest.approx(float(p0), abs=1e-12)
     assert float(R[0]) == pytest.approx(float(r0_), abs=1e-12)
     assert float(F[0]) == pytest.approx(float(f0), abs=1e-12)

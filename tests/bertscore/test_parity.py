@@ -118,8 +118,9 @@ def test_multi_reference(embedded_model_path, layer, idf):
     flat = [r for group in refs for r in group]
     idf_key = tuple(flat) if idf else None
     ref = _ref(embedded_model_path, layer, idf_key, None)
-    ours = BERTScorer(num_layers=layer, idf=idf, idf_sents=flat if idf else None,
-                      show_progress_bars=False)
+    ours = BERTScorer(
+        num_layers=layer, idf=idf, idf_sents=flat if idf else None, show_progress_bars=False
+    )
     expected = _ref_alone(ref, cands, refs)
     got = _stack(ours.score(cands, refs))
     assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()
@@ -162,8 +163,9 @@ def test_packaged_baseline_rescales_like_reference(embedded_model_path):
     path = str(ours.baseline_path)
     ref = _ref(embedded_model_path, ours.num_layers, None, path)
     cands, refs = _pairs()
-    assert torch.allclose(_stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs),
-                          atol=TOL, rtol=0)
+    assert torch.allclose(
+        _stack(ours.score(cands, refs)), _ref_alone(ref, cands, refs), atol=TOL, rtol=0
+    )
 
 
 def test_reference_batch_dependence_is_not_copied(embedded_model_path):

@@ -140,7 +140,9 @@ def test_a_bad_layer_fails_with_one_message_from_every_entry(value, message, tmp
 
 def test_a_bool_is_not_a_layer():
     for build in (BlackBoxUQ, BERTScorer, BERTScoreSettings):
-        with pytest.raises(ConfigurationError, match="num_layers must be an int >= 0 or None, got True"):
+        with pytest.raises(
+            ConfigurationError, match="num_layers must be an int >= 0 or None, got True"
+        ):
             build(num_layers=True)
 
 
@@ -149,7 +151,10 @@ def test_settings_given_whole_reach_the_engine_as_given():
     uq = BlackBoxUQ(bertscore=settings, show_progress_bars=False)
     assert uq.bertscore_settings is settings
     assert BERTScorer.from_settings(settings).settings is settings
-    with pytest.raises(ConfigurationError, match=r"either as bertscore=BERTScoreSettings\(\.\.\.\) or as separate settings \(num_layers\), not both"):
+    with pytest.raises(
+        ConfigurationError,
+        match=r"either as bertscore=BERTScoreSettings\(\.\.\.\) or as separate settings \(num_layers\), not both",
+    ):
         BlackBoxUQ(bertscore=settings, num_layers=2)
     with pytest.raises(ConfigurationError, match="bertscore must be a BERTScoreSettings, got dict"):
         BlackBoxUQ(bertscore={"num_layers": 2})

@@ -110,6 +110,7 @@ def test_run_wide_idf_counts_the_whole_of_a_long_reference():
     token = tok("Zanzibar", add_special_tokens=False)["input_ids"][0]
     # a word only past the window of a long reference (the test texts' words are others)
     responses, samples = [SHORT[0]], [[OVERLONG[0] + " Zanzibar.", SHORT[1]]]
+
     def run_idf(**flat):
         settings = scorer_settings(["bert_score"], idf=True, **flat)
         return _run_wide_idf(settings, responses, samples)["bertscore"].idf

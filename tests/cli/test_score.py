@@ -112,7 +112,9 @@ def test_score_passes_bertscore_settings_to_the_engine(tmp_path, capsys):
             "--scorers", "bert_score_precision, bert_score"]  # fmt: skip
     code, _, stderr = run(argv, capsys)
     assert code == 0, stderr
-    layer3 = BERTScorer.from_settings(SCORER_DEFAULTS.replace(num_layers=3), show_progress_bars=False)
+    layer3 = BERTScorer.from_settings(
+        SCORER_DEFAULTS.replace(num_layers=3), show_progress_bars=False
+    )
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert list(records[0])[-3:] == ["bert_score_precision", "bert_score", "score_error"]
     for row, rec in zip(ROWS[:2], records, strict=True):

@@ -371,7 +371,9 @@ async def test_caller_times_out_hung_calls():
 
 async def test_caller_uses_the_original_temperature_and_the_sampling_temperature():
     llm = scripted()
-    (original, _), _ = await call_once(llm, to_messages("q"), sample=False, sampling_temperature=0.8)
+    (original, _), _ = await call_once(
+        llm, to_messages("q"), sample=False, sampling_temperature=0.8
+    )
     (sample, _), _ = await call_once(llm, to_messages("q"), sample=True, sampling_temperature=0.8)
     assert (original, sample) == (answer_text("q", 0.25), answer_text("q", 0.8))
     assert llm.temperature == 0.25

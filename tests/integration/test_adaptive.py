@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.openai_server import FakeOpenAIServer
-from uqlm_bert.black_box import BlackBoxUQ
+from uqlm_bert.blackbox import BlackBoxUQ
 from uqlm_bert.scorers.base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")

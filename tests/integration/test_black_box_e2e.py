@@ -13,9 +13,9 @@ import math
 import pytest
 
 from tests.openai_server import FakeOpenAIServer, answer_text
-from uqlm_bert.black_box import BlackBoxUQ
+from uqlm_bert.blackbox import BlackBoxUQ
 from uqlm_bert.exceptions import AuthenticationFailedError
-from uqlm_bert.identical_samples import IdenticalSamplesWarning
+from uqlm_bert.results.identical_samples import IdenticalSamplesWarning
 from uqlm_bert.scorers.base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")

@@ -154,8 +154,8 @@ MODULES = _modules()
 
 def test_every_public_module_is_doctested():
     for expected in (
-        "uqlm_bert.black_box",
-        "uqlm_bert.result",
+        "uqlm_bert.blackbox",
+        "uqlm_bert.results",
         "uqlm_bert.plots",
         "uqlm_bert.bertscore.engine",
         "uqlm_bert.evaluation",

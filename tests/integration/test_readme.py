@@ -16,7 +16,9 @@ def _quick_start_commands() -> list[str]:
     block = re.search(r"^## Quick start\n.*?```\w*\n(.*?)```", text, re.S | re.M)
     assert block, "README.md has no '## Quick start' code block"
     return [
-        line for line in block.group(1).splitlines() if line.strip() and not line.lstrip().startswith("#")
+        line
+        for line in block.group(1).splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
     ]
 
 
@@ -31,10 +33,16 @@ def test_ci_runs_the_readme_test_command():
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert "sed -n 2p" in ci and "README.md" in ci
     out = subprocess.run(
-        ["bash", "-c",
-         "awk '/^## Quick start/{q=1;next} q&&/^```/{if(b){exit}b=1;next} q&&b' README.md | "
-         "grep -v -e '^\\s*#' -e '^\\s*$' | sed -n 2p"],
-        cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        [
+            "bash",
+            "-c",
+            "awk '/^## Quick start/{q=1;next} q&&/^```/{if(b){exit}b=1;next} q&&b' README.md | "
+            "grep -v -e '^\\s*#' -e '^\\s*$' | sed -n 2p",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == _quick_start_commands()[1]
 
@@ -51,7 +59,10 @@ def test_main_job_of_the_quick_start_runs():
     argv = job.split()
     assert argv[0] == ".venv/bin/python"
     result = subprocess.run(
-        [sys.executable, *argv[1:], "--quiet"], cwd=REPO_ROOT, capture_output=True, text=True,
+        [sys.executable, *argv[1:], "--quiet"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stderr

@@ -215,8 +215,8 @@ def test_identical_samples_at_a_high_temperature_give_one_warning():
     """A server whose sampling ignores the temperature (top_k=1 on the server side: every reply
     is the most likely one) returns identical samples at sampling_temperature=1.0: one warning.
     The same questions on a server that samples give none."""
-    from uqlm_bert.identical_samples import IdenticalSamplesWarning
     from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert.results.identical_samples import IdenticalSamplesWarning
 
     prompts, m = QUESTIONS[:5], 3
     with LocalLLM(num_responses=m, max_tokens=12, top_k=1) as llm:

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.openai_server import FakeOpenAIServer, answer_text
-from uqlm_bert.black_box import BlackBoxUQ
+from uqlm_bert.blackbox import BlackBoxUQ
 from uqlm_bert.exceptions import GenerationError, ProviderUnreachableError
 from uqlm_bert.scorers.base import Scorer
 

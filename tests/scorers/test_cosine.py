@@ -65,7 +65,9 @@ def test_registry_passes_the_settings_cosine_takes_and_refuses_others():
     s = build_scorer("cosine_sim", device="cpu", batch_size=8)
     assert isinstance(s, CosineSimScorer)
     assert s.batch_size == 8 and s.device.type == "cpu"
-    with pytest.raises(ConfigurationError, match="num_layers.*accepted: batch_size, cosine_sim, device"):
+    with pytest.raises(
+        ConfigurationError, match="num_layers.*accepted: batch_size, cosine_sim, device"
+    ):
         build_scorer("cosine_sim", device="cpu", num_layers=3)
 
 

@@ -53,7 +53,9 @@ def test_each_scorer_takes_only_its_settings():
     assert "'num_layers' for scorers rouge_l, bleu" in message
 
 
-@pytest.mark.parametrize(("metric", "name"), [("F1", "bert_score"), ("Precision", "bert_score_precision")])
+@pytest.mark.parametrize(
+    ("metric", "name"), [("F1", "bert_score"), ("Precision", "bert_score_precision")]
+)
 def test_bertscore_metric_names_are_case_insensitive(metric, name):
     scorer = BERTScoreConsistency(metric=metric)
     assert scorer.name == name
@@ -145,7 +147,9 @@ def test_settings_given_whole_and_flat_for_one_scorer_are_refused():
     from uqlm_bert.scorers import CosineSettings, ExactMatchSettings
 
     message = _message(
-        lambda: build_scorers(["exact_match"], exact_match=ExactMatchSettings(), exact_match_normalize=False)
+        lambda: build_scorers(
+            ["exact_match"], exact_match=ExactMatchSettings(), exact_match_normalize=False
+        )
     )
     assert "either as exact_match=ExactMatchSettings(...) or as separate settings" in message
     message = _message(lambda: build_scorers(["cosine_sim"], cosine_sim={"batch_size": 8}))
@@ -153,14 +157,18 @@ def test_settings_given_whole_and_flat_for_one_scorer_are_refused():
     cosine = build_scorers(["cosine_sim"], cosine_sim=CosineSettings(batch_size=8))[0]
     assert cosine.batch_size == 8
     # the same setting under its two names
-    message = _message(lambda: build_scorers(["cosine_sim"], model_type="a", sentence_transformer="b"))
+    message = _message(
+        lambda: build_scorers(["cosine_sim"], model_type="a", sentence_transformer="b")
+    )
     assert "give it once" in message
 
 
 def test_bad_values_are_refused_by_the_settings_objects():
     from uqlm_bert.scorers import CosineSettings, ExactMatchSettings
 
-    with pytest.raises(ConfigurationError, match="exact_match_normalize.* must be True or False, got 1"):
+    with pytest.raises(
+        ConfigurationError, match="exact_match_normalize.* must be True or False, got 1"
+    ):
         build_scorer("exact_match", exact_match_normalize=1)
     with pytest.raises(ConfigurationError, match="batch_size must be an int >= 1, got 0"):
         CosineSettings(batch_size=0)

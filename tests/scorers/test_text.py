@@ -72,7 +72,9 @@ def test_exact_match_hand_cases():
 def test_exact_match_normalize_kwarg_through_registry():
     assert build_scorer("exact_match").normalize is True
     assert build_scorer("exact_match", exact_match_normalize=False).normalize is False
-    with pytest.raises(ConfigurationError, match="'device'.*accepted: exact_match, exact_match_normalize"):
+    with pytest.raises(
+        ConfigurationError, match="'device'.*accepted: exact_match, exact_match_normalize"
+    ):
         build_scorer("exact_match", device="cpu")
 
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Collection, Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from uqlm_bert._delegate import delegate
 from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore.baseline import find_baseline, read_baseline, rescale
 from uqlm_bert.bertscore.encoder import Encoder
@@ -38,6 +38,12 @@ from uqlm_bert.inputs import reference_lists, text_list
 __all__ = ["BERTScorer"]
 
 logger = logging.getLogger("uqlm_bert")
+
+
+def _delegate(path: str, doc: str) -> property:
+    """A read-only property giving ``self.<path>`` (a dotted path), documented by ``doc``."""
+    get = attrgetter(path)
+    return property(lambda self: get(self), doc=doc)
 
 
 class BERTScorer:
@@ -204,23 +210,23 @@ class BERTScorer:
 
     # -- properties -----------------------------------------------------------------------------
 
-    model_type = delegate(
+    model_type = _delegate(
         "_encoder.name",
         "The model's name (the embedded model's hub name when ``model_type`` was None).",
     )
-    num_layers = delegate("_encoder.num_layers", "The layer whose embeddings are matched.")
-    device = delegate("_encoder.device", "Where the model runs.")
-    encoder = delegate("_encoder", "The loaded tokenizer and model.")
-    lang = delegate("settings.lang", "The language of the texts.")
-    batch_size = delegate(
+    num_layers = _delegate("_encoder.num_layers", "The layer whose embeddings are matched.")
+    device = _delegate("_encoder.device", "Where the model runs.")
+    encoder = _delegate("_encoder", "The loaded tokenizer and model.")
+    lang = _delegate("settings.lang", "The language of the texts.")
+    batch_size = _delegate(
         "settings.batch_size",
         "Texts per forward pass at most, or None: passes sized by a budget of padded tokens.",
     )
-    dtype = delegate("_encoder.dtype", "The dtype the model runs in (what ``dtype`` resolved to).")
-    rescale_with_baseline = delegate(
+    dtype = _delegate("_encoder.dtype", "The dtype the model runs in (what ``dtype`` resolved to).")
+    rescale_with_baseline = _delegate(
         "settings.rescale_with_baseline", "Whether scores are rescaled with a baseline."
     )
-    baseline_path = delegate(
+    baseline_path = _delegate(
         "_baseline_file",
         "The baseline file in use (the packaged one when none was given), or None.",
     )

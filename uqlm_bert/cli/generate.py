@@ -67,9 +67,9 @@ def _generate(
     prompts: Any,
 ) -> int:
     """Generate, score and write the table, with ``llm``."""
-    from uqlm_bert.black_box import BlackBoxUQ
-    from uqlm_bert.failures import FAILED_CALLS_WARNING
+    from uqlm_bert.blackbox import BlackBoxUQ
     from uqlm_bert.io import write_table
+    from uqlm_bert.results.failures import FAILED_CALLS_WARNING
 
     uq = BlackBoxUQ(
         llm=llm,

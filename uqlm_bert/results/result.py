@@ -28,12 +28,12 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.failures import Failures
+from uqlm_bert.results.failures import Failures
 
 if TYPE_CHECKING:
     from uqlm_bert.calibration import ScoreCalibrator
 
-__all__ = ["SentenceUQResult", "UQResult", "prompt_text"]
+__all__ = ["SentenceUQResult", "UQResult", "shown_prompt"]
 
 _LIST_FIELDS = (
     "prompts",
@@ -114,7 +114,7 @@ class UQResult:
             sample_errors = [[None] * len(s) for s in samples]
         prompts = list(self.data.get("prompts") or [None] * n)
         columns: dict[str, Any] = {
-            "prompt": [prompt_text(p) for p in prompts],
+            "prompt": [shown_prompt(p) for p in prompts],
             "response": list(self.data.get("responses") or [None] * n),
             "sampled_responses": [list(s) for s in samples],
         }
@@ -145,7 +145,7 @@ class UQResult:
         """The failed LLM calls of these rows, counted and grouped by kind.
 
         Returns:
-            A :class:`~uqlm_bert.failures.Failures`: the answers and samples that failed, the
+            A :class:`~uqlm_bert.results.failures.Failures`: the answers and samples that failed, the
             prompts with a failure and those left without a confidence, and per kind how many
             calls, in which rows (positions in this result) and the first message.
 
@@ -426,13 +426,13 @@ _EXTRA_COLUMNS = (
 )
 
 
-def prompt_text(prompt: Any) -> str | None:
+def shown_prompt(prompt: Any) -> str | None:
     """A prompt as a person reads it: the string, or the text of the last user message of a
     list of chat messages (LangChain messages, ``(role, text)`` pairs or ``{"role", "content"}``
     dicts).
 
     Example:
-        >>> prompt_text([("system", "Be brief."), ("human", "Capital of Peru?")])
+        >>> shown_prompt([("system", "Be brief."), ("human", "Capital of Peru?")])
         'Capital of Peru?'
     """
     if prompt is None or isinstance(prompt, str):

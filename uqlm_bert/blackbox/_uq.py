@@ -6,7 +6,7 @@ For each prompt the LLM gives one answer (at its own temperature) and ``num_resp
 weigh 0) of the answer (candidate) against each sample (reference).
 
 Scoring overlaps generation: prompts are scored in batches as they complete, while the event
-loop keeps the LLM calls going (see :mod:`uqlm_bert.pipeline`).
+loop keeps the LLM calls going (see :mod:`uqlm_bert.blackbox._pipeline`).
 
 Example:
     >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -24,23 +24,26 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from uqlm_bert._delegate import SettingsField
-from uqlm_bert._verbose import verbose_logging
-from uqlm_bert.assembly import Assembly, sentence_result
 from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.blackbox._assembly import Assembly, sentence_result
+from uqlm_bert.blackbox._fields import SettingsField
+from uqlm_bert.blackbox._pipeline import Scored, generate_and_score, score_rows
+from uqlm_bert.blackbox._queue import ScoringQueues
+from uqlm_bert.blackbox._uqlm_face import (
+    refuse_what_needs_another_model,
+    sentence_transformer_setting,
+)
+from uqlm_bert.blackbox._verbose import verbose_logging
 from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError
-from uqlm_bert.failures import Failures, warn_failures
 from uqlm_bert.generation.loop import EventLoopThread
 from uqlm_bert.generation.retry import RetryPolicy
 from uqlm_bert.generation.settings import GenerationSettings
 from uqlm_bert.inputs import scoring_lists
-from uqlm_bert.pipeline import Scored, generate_and_score, score_rows
-from uqlm_bert.result import SentenceUQResult, UQResult
+from uqlm_bert.results.failures import Failures, warn_failures
+from uqlm_bert.results.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.registry import build_scorers, merge_scorer_kwargs, scorer_spec
-from uqlm_bert.scoring_queue import ScoringQueues
-from uqlm_bert.uqlm_arguments import refuse_what_needs_another_model, sentence_transformer_setting
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.engine import BERTScorer

@@ -25,7 +25,7 @@ from typing import Any
 
 from uqlm_bert._warn import warn_user
 from uqlm_bert.checks import check_int
-from uqlm_bert.identical_samples import warn_if_identical_share
+from uqlm_bert.results.identical_samples import warn_if_identical_share
 
 __all__ = ["FAILED_CALLS_WARNING", "FailureGroup", "Failures", "warn_failures"]
 
@@ -125,7 +125,7 @@ def warn_failures(metadata: Mapping[str, Any]) -> None:
     """Warn, at the caller's line, once per kind of failed call in ``metadata["failures"]``,
     once for the replies repaired (``metadata["calls"]["repaired_replies"]``), and once where
     most prompts' samples are all identical although sampled hot
-    (``metadata["identical_samples"]``, see :mod:`uqlm_bert.identical_samples`)."""
+    (``metadata["identical_samples"]``, see :mod:`uqlm_bert.results.identical_samples`)."""
     identical = metadata.get("identical_samples")
     if identical:
         temperature = metadata.get("sampling_temperature")

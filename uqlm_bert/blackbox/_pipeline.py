@@ -2,7 +2,7 @@
 queue, and the one scoring step of every path.
 
 A prompt is queued for scoring as soon as its last LLM call returns; the queue
-(:class:`~uqlm_bert.scoring_queue.ScoringQueue`, one per ``BlackBoxUQ`` and event loop) scores
+(:class:`~uqlm_bert.blackbox._queue.ScoringQueue`, one per ``BlackBoxUQ`` and event loop) scores
 the prompts of every call in flight together, in batches, in a worker thread, while the event
 loop keeps the LLM calls going. :class:`ScoringPipeline` is one call's side: it queues the call's
 prompts, receives exactly their rows back, and counts them on the call's own progress bar. A
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert.blackbox._queue import Row, ScoringQueue, recipe_of
 from uqlm_bert.inputs import ScoringInputs, prompt_text
 from uqlm_bert.scorers.base import Scorer, score_all
 from uqlm_bert.scorers.best import ORIGINAL, best_of
-from uqlm_bert.scoring_queue import Row, ScoringQueue, recipe_of
 
 if TYPE_CHECKING:
     from uqlm_bert.generation.generator import ResponseGenerator

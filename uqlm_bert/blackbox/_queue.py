@@ -6,7 +6,7 @@ Scored alone, each call would run the engine on a handful of texts: a forward pa
 and on a GPU a trickle of tiny launches. Instead a call's finished prompts join one queue per
 ``BlackBoxUQ`` and event loop (:class:`ScoringQueue`), whatever call they belong to, and a
 worker thread scores what has queued up as one batch while the event loop keeps the LLM calls
-going; each call gets exactly its own rows back (:class:`~uqlm_bert.pipeline.ScoringPipeline` is
+going; each call gets exactly its own rows back (:class:`~uqlm_bert.blackbox._pipeline.ScoringPipeline` is
 a call's side of it).
 
 When a batch is scored. Queued prompts are scored once ``MIN_BATCH`` of them have queued, or
@@ -30,7 +30,7 @@ being scored are not written back.
 Example:
     >>> import asyncio
     >>> from uqlm_bert.generation.records import GenerationResult
-    >>> from uqlm_bert.pipeline import ScoringPipeline
+    >>> from uqlm_bert.blackbox._pipeline import ScoringPipeline
     >>> from uqlm_bert.scorers.text import ExactMatchScorer
     >>> async def two_calls():
     ...     queue, scorers = ScoringQueue(max_batch=8), [ExactMatchScorer()]
@@ -61,7 +61,7 @@ __all__ = ["QueuedCall", "ScoringQueue", "ScoringQueues"]
 
 
 class QueuedCall(Protocol):
-    """What the queue needs of a call (:class:`~uqlm_bert.pipeline.ScoringPipeline` is one)."""
+    """What the queue needs of a call (:class:`~uqlm_bert.blackbox._pipeline.ScoringPipeline` is one)."""
 
     #: calls whose prompts may share a batch have equal recipes (:func:`recipe_of`)
     recipe: Hashable

@@ -1,28 +1,12 @@
-"""Attributes that show an attribute of an attribute: ``scorer.lang`` is
-``scorer.settings.lang``, one line each instead of a property each; read-only
-(:func:`delegate`), or written by replacing a frozen settings object (:class:`SettingsField`).
-
-Example:
-    >>> class Box:
-    ...     size = delegate("inner.real", "The inner number's real part.")
-    ...     def __init__(self, inner):
-    ...         self.inner = inner
-    >>> Box(3 + 4j).size, Box.size.__doc__
-    (3.0, "The inner number's real part.")
-"""
+"""``BlackBoxUQ``'s generation settings as its own attributes: ``uq.sampling_temperature``
+reads ``uq.generation.sampling_temperature``, and writing it replaces the frozen settings object
+with a checked copy (:class:`SettingsField`)."""
 
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Any
 
-__all__ = ["SettingsField", "delegate"]
-
-
-def delegate(path: str, doc: str) -> property:
-    """A read-only property giving ``self.<path>`` (a dotted path), documented by ``doc``."""
-    get = attrgetter(path)
-    return property(lambda self: get(self), doc=doc)
+__all__ = ["SettingsField"]
 
 
 class SettingsField:

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert.blackbox._pipeline import Scored
 from uqlm_bert.exceptions import ConfigurationError
-from uqlm_bert.identical_samples import identical_share
 from uqlm_bert.inputs import ScoringInputs
-from uqlm_bert.pipeline import Scored
-from uqlm_bert.result import SentenceUQResult, UQResult
+from uqlm_bert.results.identical_samples import identical_share
+from uqlm_bert.results.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.best import ORIGINAL
 
