@@ -150,7 +150,11 @@ PUBLIC = {
         "forget_learned_limits",
         "parse_retry_after",
     ],
-    "uqlm_bert.generation.settings": ["GenerationSettings"],
+    "uqlm_bert.generation.settings": [
+        "GenerationSettings",
+        "checked_generation",
+        "generation_settings",
+    ],
     "uqlm_bert.scorers": [
         "CosineSettings",
         "ExactMatchSettings",
@@ -167,7 +171,12 @@ PUBLIC = {
         "scorer_settings",
         "scorer_spec",
     ],
-    "uqlm_bert.scorers.settings": ["CosineSettings", "ExactMatchSettings", "ScorerSettings"],
+    "uqlm_bert.scorers.settings": [
+        "CosineSettings",
+        "ExactMatchSettings",
+        "ScorerSettings",
+        "settings_object",
+    ],
     "uqlm_bert.scorers.bert": [
         "BERTSCORE_SCORERS",
         "BERTScoreConsistency",
@@ -265,7 +274,14 @@ PUBLIC = {
         "text_list",
         "text_problem",
     ],
-    "uqlm_bert.checks": ["check_int", "check_names", "check_number"],
+    "uqlm_bert.checks": [
+        "NOT_GIVEN",
+        "NotGiven",
+        "check_int",
+        "check_names",
+        "check_number",
+        "given",
+    ],
     "uqlm_bert.exceptions": [
         "AuthenticationFailedError",
         "BaselineNotFoundError",
@@ -282,7 +298,7 @@ PUBLIC = {
         "UQLMBertError",
     ],
     "uqlm_bert.results": ["SentenceUQResult", "UQResult"],
-    "uqlm_bert.results.result": ["SentenceUQResult", "UQResult", "shown_prompt"],
+    "uqlm_bert.results.result": ["FIELD_COLUMNS", "SentenceUQResult", "UQResult", "shown_prompt"],
     "uqlm_bert.results.failures": [
         "FAILED_CALLS_WARNING",
         "FailureGroup",

@@ -348,7 +348,7 @@ def bert_uq():
 
 
 def test_default_scorer_is_bert_score(bert_uq):
-    assert bert_uq.scorer_names == ["bert_score"]
+    assert [s.name for s in bert_uq.scorers] == ["bert_score"]
 
 
 def test_bert_score_confidence_is_the_mean_f1_against_present_samples(embedded_model_path):
@@ -500,3 +500,14 @@ def test_the_default_scorer_gives_a_prompt_the_same_score_alone_or_among_ten_tho
     alone = call_idf.score([target[0]], [target[1]]).data["bert_score"][0]
     among = call_idf.score(responses[:500] + [target[0]], samples[:500] + [target[1]])
     assert abs(among.data["bert_score"][-1] - alone) > 1e-3
+
+
+def test_the_bertscore_settings_built_once_reach_the_engine_as_they_are():
+    """Built once (by the command, say) and passed whole, the settings object is the engine's:
+    nothing rebuilds it on the way."""
+    from uqlm_bert.scorers.registry import scorer_settings
+
+    built = scorer_settings(["bert_score", "rouge_l"], num_layers=4)
+    uq = BlackBoxUQ(scorers=["bert_score", "rouge_l"], bertscore=built["bertscore"])
+    assert uq.bertscore_settings is built["bertscore"]
+    assert uq.scorers[0].engine.settings is built["bertscore"]

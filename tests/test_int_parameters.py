@@ -23,7 +23,7 @@ from tests.test_api import PUBLIC
 from uqlm_bert.exceptions import UQLMBertError
 
 #: An annotation that says the parameter takes a count.
-INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?$")
+INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?( \| NotGiven)?$")
 
 #: Int parameters the package passes from its own counters or from a checked settings object,
 #: or fields of records it builds and hands back: not values a user gives.
@@ -82,7 +82,6 @@ NOT_GIVEN_BY_USERS = {
     "uqlm_bert.generation.caller.LLMCaller.call.n",
     "uqlm_bert.generation.caller.LLMCaller.choices_returned.asked",
     "uqlm_bert.generation.caller.LLMCaller.choices_returned.got",
-    "uqlm_bert.generation.settings.GenerationSettings.starting_concurrency.calls",
     "uqlm_bert.generation.records.CallFailure.attempts",
     "uqlm_bert.generation.records.CallFailure.status_code",
     "uqlm_bert.generation.classify.ErrorInfo.status_code",

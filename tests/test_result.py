@@ -24,7 +24,7 @@ def make() -> UQResult:
         "sampled_responses": [["a", "b"], ["c", "d"], [None, "e"], [None, None]],
         "bert_score": [0.9, NAN, 0.4, NAN],
         "exact_match": [1.0, NAN, 0.0, NAN],
-        "response_errors": [None, BAD, None, None],
+        "errors": [None, BAD, None, None],
         "sample_errors": [[None, None], [None, None], [FAIL, None], [FAIL, FAIL]],
     }
     return UQResult(data, {"scorers": ["bert_score", "exact_match"], "num_responses": 2})
@@ -221,7 +221,7 @@ def test_failures_are_grouped_by_kind_with_their_rows_and_follow_a_filter():
             "responses": ["x", None, "z", "w"],
             "sampled_responses": [[None, "x"], [None], [None, None], ["w"]],
             "bert_score": [0.9, math.nan, math.nan, 0.8],
-            "response_errors": [None, timeout, None, None],
+            "errors": [None, timeout, None, None],
             "sample_errors": [[server, None], [server], [timeout, "unexplained"], [None]],
         }
     )
@@ -243,3 +243,25 @@ def test_failures_are_grouped_by_kind_with_their_rows_and_follow_a_filter():
         ("server", (0,)),
         ("timeout", (0, 1)),
     ]
+
+
+def test_every_field_is_shown_in_the_column_named_like_it():
+    """Each data field's column is the field's name, in the singular where the field holds one
+    value per row (responses: response), and every column of to_df comes from a field."""
+    from uqlm_bert.results.result import FIELD_COLUMNS
+
+    n = 2
+    data = {field: [None] * n for field in FIELD_COLUMNS}
+    data.update(
+        sampled_responses=[["a"], ["b"]],
+        raw_sampled_responses=[["a"], ["b"]],
+        sample_errors=[[None], [None]],
+        best_response_index=[-1, 0],
+        bert_score=[0.5, 0.25],
+    )
+    df = UQResult(data, {"scorers": ["bert_score"]}).to_df()
+    for field, column in FIELD_COLUMNS.items():
+        assert column in df.columns, field
+        assert column == field or field == column + "s", (field, column)
+    derived = {"num_failed_samples"}
+    assert set(df.columns) == set(FIELD_COLUMNS.values()) | {"bert_score"} | derived

@@ -152,7 +152,7 @@ def test_postprocessor_and_return_responses():
         assert ("raw_responses" in result.data) is raw_kept
     with pytest.raises(ConfigurationError, match=r"postprocessor failed on responses\[1\]"):
         BlackBoxUQ(scorers=["exact_match"], postprocessor=lambda t: t[10]).score(
-            ["long enough text", "short"], [["a"], ["b"]]
+            ["long enough text", "short"], [["a long sample"], ["another sample"]]
         )
 
 
@@ -172,7 +172,7 @@ def test_to_dict_is_plain_data_as_uqlm_gives_it():
     out = result.to_dict()
     assert set(out) == {"data", "metadata"}
     assert out["data"]["responses"] == [answer_text("q0", 0.25), answer_text("q1", 0.25)]
-    assert out["data"]["response_errors"] == [None, None]
+    assert out["data"]["errors"] == [None, None]
     json.dumps(out)  # ready for a file
 
 
@@ -184,3 +184,75 @@ def test_prompts_as_messages_read_as_their_text_with_the_messages_kept():
     df = uq.generate_and_score_sync([conversation, "plain"], num_responses=1).to_df()
     assert df["prompt"].tolist() == ["Capital of Peru?", "plain"]
     assert df["prompt_messages"].tolist()[0] == conversation
+
+
+@pytest.mark.parametrize(
+    ("scorers", "kwargs", "use_best"),
+    [
+        (["exact_match", "bert_score"], {}, False),  # scored beside generation
+        (["bert_score"], {"idf": True}, False),  # idf from the call: scored after it
+        (["exact_match", "rouge_l"], {}, True),  # best-of: every scorer together
+    ],
+    ids=["overlapped", "deferred", "use_best"],
+)
+def test_the_postprocessor_runs_once_per_text_of_a_run(scorers, kwargs, use_best):
+    """Each answer and sample goes through the postprocessor exactly once in a
+    generate_and_score run, whichever way it is scored, and the result shows those texts."""
+    seen: list[str] = []
+
+    def count(text: str) -> str:
+        seen.append(text)
+        return text.lower()
+
+    prompts = [f"question {i}" for i in range(7)]
+    m = 3
+    uq = BlackBoxUQ(
+        scripted(),
+        scorers=scorers,
+        postprocessor=count,
+        use_best=use_best,
+        show_progress_bars=False,
+        score_batch_size=2,
+        **kwargs,
+    )
+    result = uq.generate_and_score_sync(prompts, num_responses=m)
+    generated = [
+        t
+        for r, s in zip(
+            result.data["raw_responses"], result.data["raw_sampled_responses"], strict=True
+        )
+        for t in (r, *s)
+    ]
+    assert len(seen) == len(prompts) * (1 + m)
+    assert sorted(seen) == sorted(generated)
+    shown = result.data["original_responses"] if use_best else result.data["responses"]
+    assert shown == [t.lower() for t in result.data["raw_responses"]]
+
+
+@pytest.mark.parametrize(
+    "flat",
+    [
+        {"max_retries": 5},  # the default's own value is still a second source
+        {"sampling_temperature": 1.0},
+        {"max_concurrency": None},
+        {"system_prompt": None},
+        {"retry_base_delay": 2.0, "request_timeout": 10.0},
+    ],
+)
+def test_a_generation_argument_beside_generation_is_refused(flat):
+    from uqlm_bert import GenerationSettings
+
+    with pytest.raises(ConfigurationError, match="not both") as caught:
+        BlackBoxUQ(scripted(), generation=GenerationSettings(max_concurrency=2), **flat)
+    for name in flat:
+        assert name in str(caught.value)
+
+
+def test_generation_arguments_left_out_take_the_settings_defaults():
+    from uqlm_bert import GenerationSettings
+
+    assert BlackBoxUQ(scripted()).generation == GenerationSettings()
+    uq = BlackBoxUQ(scripted(), max_retries=0, retry_max_delay=3.0, sampling_temperature=0.5)
+    assert uq.generation.retry.max_retries == 0 and uq.generation.retry.max_delay == 3.0
+    assert uq.generation.retry.base_delay == GenerationSettings().retry.base_delay
+    assert uq.sampling_temperature == 0.5

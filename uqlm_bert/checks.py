@@ -27,7 +27,48 @@ from typing import Any
 
 from uqlm_bert.exceptions import ConfigurationError, UQLMBertError
 
-__all__ = ["check_int", "check_names", "check_number"]
+__all__ = ["NOT_GIVEN", "NotGiven", "check_int", "check_names", "check_number", "given"]
+
+
+class NotGiven:
+    """The type of :data:`NOT_GIVEN`: the default of an argument whose real default lives in a
+    settings object, so that a value given explicitly (even the default's own value) can be
+    told from one left out, as httpx's ``USE_CLIENT_DEFAULT``.
+
+    Example:
+        >>> NOT_GIVEN, bool(NOT_GIVEN)
+        (NOT_GIVEN, False)
+    """
+
+    _instance: NotGiven | None = None
+
+    def __new__(cls) -> NotGiven:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __reduce__(self) -> str:
+        return "NOT_GIVEN"
+
+
+#: An argument left out: its settings object's default applies.
+NOT_GIVEN = NotGiven()
+
+
+def given(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments given explicitly (not :data:`NOT_GIVEN`), in order.
+
+    Example:
+        >>> given({"max_retries": 0, "request_timeout": NOT_GIVEN})
+        {'max_retries': 0}
+    """
+    return {k: v for k, v in arguments.items() if v is not NOT_GIVEN}
 
 
 def check_names(

@@ -70,9 +70,6 @@ NanPolicy = Literal["omit", "raise"]
 
 _SHOW_AT_MOST = 5
 
-#: What a lone surrogate is replaced by.
-REPLACEMENT = "\ufffd"
-
 
 def is_missing(value: object) -> bool:
     """Whether ``value`` marks a missing item: None, a float NaN, pandas' NA or NaT (and

@@ -111,8 +111,7 @@ class LocalLLM:
         threads: CPU threads of the server (default: half the machine's cores, at least one:
             BERTScore scores beside generation, and llama.cpp's threads wait for one another
             by spinning, so a server given every core slows down sharply when anything else
-            runs; measured on 2 busy cores, 12 short replies took 7.8 s on 1 thread and 50 s
-            on 2).
+            runs: see docs/local_llm.md for the measurement).
         context_per_slot: tokens of context of each slot (prompt and reply together).
         temperature: the chat model's temperature, the one of the answers (samples are asked
             for at ``BlackBoxUQ``'s ``sampling_temperature``); 0 is the most likely answer.

@@ -29,8 +29,8 @@ from uqlm_bert.generation import (
     derive_llm,
     parse_retry_after,
 )
-from uqlm_bert.generation.caller import llm_temperature, message_text
 from uqlm_bert.generation.classify import MalformedReplyError
+from uqlm_bert.generation.clients import llm_temperature, message_text
 from uqlm_bert.generation.prompts import (
     fingerprint_prompt,
     fingerprint_run,

@@ -58,11 +58,11 @@ def _uq(llm, **kwargs):
 
 def _all_filled(result) -> None:
     data = result.data
-    assert all(isinstance(r, str) for r in data["responses"]), data["response_errors"]
+    assert all(isinstance(r, str) for r in data["responses"]), data["errors"]
     assert all(isinstance(s, str) for g in data["sampled_responses"] for s in g), data[
         "sample_errors"
     ]
-    assert all(e is None for e in data["response_errors"])
+    assert all(e is None for e in data["errors"])
     assert all(e is None for g in data["sample_errors"] for e in g)
 
 
@@ -173,7 +173,7 @@ async def test_a_server_killed_mid_run_leaves_errors_in_place_and_a_resume_compl
     assert finished and unfinished, data["responses"]
     for i in unfinished:  # each missing text carries its error, in its own slot
         if data["responses"][i] is None:
-            assert data["response_errors"][i] is not None
+            assert data["errors"][i] is not None
         for text, error in zip(data["sampled_responses"][i], data["sample_errors"][i], strict=True):
             assert (text is None) == (error is not None)
     assert first.metadata["calls"]["failed"] > 0

@@ -45,14 +45,11 @@ LANG_MODELS: dict[str, str] = {
 DEFAULT_LANG_MODEL = "bert-base-multilingual-cased"
 
 MODEL_LAYERS: dict[str, int] = {
-    # Sentence encoders, each at its best layer for hallucination detection, measured by
-    # benchmarks/eval_layers.py (passage Spearman x100 on the 30 WikiBio GPT-3 dev passages at
-    # m=20, the bert_score scorer at its defaults; every layer's figures are in
-    # docs/bertscore.md): the quality is peaked by layer.
-    # The embedded default, layer 5 of 6: 74.25 (layer 4: 66.92, layer 6: 67.32); it beats the
-    # last layer in every setting of the WikiBio sweep (docs/scorers.md).
+    # Sentence encoders, each at the layer that detects hallucinations best: the layer with the
+    # highest passage Spearman on the WikiBio GPT-3 dev passages at m=20, the bert_score scorer
+    # at its defaults (benchmarks/eval_layers.py; every layer's figures are in
+    # docs/bertscore.md, "Layers").
     EMBEDDED_MODEL_NAME: 5,
-    # The accurate preset's model, layer 11 of 12: 76.58 (layer 10: 73.60, layer 12: 61.35).
     ACCURATE_MODEL_NAME: 11,
     "bert-base-uncased": 9,
     "bert-large-uncased": 18,

@@ -84,7 +84,8 @@ PRESETS: dict[str, Preset] = {
     "accurate": Preset(
         "accurate",
         ACCURATE_MODEL_NAME,
-        "a 110M-parameter encoder: better hallucination detection at about 7x the CPU time",
+        "a 110M-parameter encoder: better hallucination detection at several times the CPU "
+        "time (docs/bertscore.md, Presets)",
     ),
 }
 

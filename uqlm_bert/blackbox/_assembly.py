@@ -31,6 +31,7 @@ import numpy as np
 from uqlm_bert.blackbox._pipeline import Scored
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import ScoringInputs
+from uqlm_bert.results.failures import Failures
 from uqlm_bert.results.identical_samples import identical_share
 from uqlm_bert.results.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from uqlm_bert.generation.records import GenerationResult
     from uqlm_bert.generation.settings import GenerationSettings
 
-__all__ = ["Assembly", "RETURN_RESPONSES", "sentence_result"]
+__all__ = ["Assembly", "RETURN_RESPONSES", "generation_metadata", "sentence_result"]
 
 #: The values of ``return_responses``.
 RETURN_RESPONSES = ("all", "raw", "postprocessed")
@@ -84,9 +85,27 @@ class Assembly:
             ConfigurationError: the postprocessor failed on a text or returned no string (the
                 message names the text's place).
         """
+        if self.postprocessor is None:
+            return raw
+        rows = [
+            self.scored_row(i, r, s)
+            for i, (r, s) in enumerate(zip(raw.responses, raw.samples, strict=True))
+        ]
+        return ScoringInputs([r for r, _ in rows], [s for _, s in rows], raw.prompts)
+
+    def scored_row(
+        self, index: int, response: str | None, samples: Sequence[str | None]
+    ) -> tuple[str | None, list[str | None]]:
+        """What the scorers see of prompt ``index``'s texts (see :meth:`scored_texts`): the
+        scoring pipeline's hook, run once per prompt as it completes.
+
+        Raises:
+            ConfigurationError: the postprocessor failed on a text or returned no string (the
+                message names the text's place).
+        """
         fn = self.postprocessor
         if fn is None:
-            return raw
+            return response, list(samples)
 
         def apply(text: str | None, where: str) -> str | None:
             if text is None:
@@ -102,20 +121,9 @@ class Assembly:
                 )
             return out
 
-        return ScoringInputs(
-            [apply(r, f"responses[{i}]") for i, r in enumerate(raw.responses)],
-            [
-                [apply(x, f"sampled_responses[{i}][{j}]") for j, x in enumerate(group)]
-                for i, group in enumerate(raw.samples)
-            ],
-            raw.prompts,
-        )
-
-    def postprocess(
-        self, responses: list[str | None], samples: list[list[str | None]]
-    ) -> ScoringInputs:
-        """:meth:`scored_texts` of ``(responses, samples)``: the scoring pipeline's hook."""
-        return self.scored_texts(ScoringInputs(responses, samples))
+        return apply(response, f"responses[{index}]"), [
+            apply(x, f"sampled_responses[{index}][{j}]") for j, x in enumerate(samples)
+        ]
 
     def fields(
         self, raw: ScoringInputs, processed: ScoringInputs, best: list[int] | None
@@ -162,7 +170,7 @@ class Assembly:
         )
         if errors is None:
             errors = ([None] * len(raw), [[None] * len(s) for s in raw.samples])
-        data["response_errors"] = list(errors[0])
+        data["errors"] = list(errors[0])
         data["sample_errors"] = [list(e) for e in errors[1]]
         return UQResult(data, {**metadata, **self.metadata(scorers)})
 
@@ -175,13 +183,14 @@ class Assembly:
         num_responses: int,
         llm: Any,
         settings: GenerationSettings,
-        failures: dict[str, Any],
         timings: dict[str, float],
         checkpoint: Any = None,
     ) -> UQResult:
         """The result of a generating run: :meth:`result`, with what the run says of itself
-        (the LLM and its settings, the calls, the failures, the timings, the checkpoint)."""
-        from uqlm_bert.generation.caller import llm_description, llm_temperature
+        (the LLM and its settings, the calls, the failures, the timings, the checkpoint), and
+        the texts the scorers saw (``scored.texts``, postprocessed once, as they were
+        scored)."""
+        from uqlm_bert.generation.clients import llm_description, llm_temperature
 
         raw = ScoringInputs(
             list(generation.responses), [list(s) for s in generation.sampled_responses]
@@ -195,15 +204,15 @@ class Assembly:
             "sampling_temperature": settings.sampling_temperature,
             "llm": llm_description(llm),
             "generation": settings.describe(),
-            "calls": generation.stats.as_dict(),
-            "failures": {**failures, "unscored_prompts": int(np.isnan(first).sum())},
+            **generation_metadata(generation),
             "timings": timings,
             "checkpoint": None if path is None else os.fspath(path),
         }
+        metadata["failures"]["unscored_prompts"] = int(np.isnan(first).sum())
         errors = (generation.response_errors, generation.sample_errors)
         identical, judged = identical_share(raw.samples)
         metadata["identical_samples"] = {"prompts": identical, "judged": judged}
-        processed = self.scored_texts(raw)
+        processed = scored.texts if scored.texts is not None else self.scored_texts(raw)
         return self.result(
             list(generation.prompts), raw, processed, scored, scorers, metadata, errors
         )
@@ -226,6 +235,14 @@ class Assembly:
             )
             meta["return_responses"] = self.return_responses
         return meta
+
+
+def generation_metadata(generation: GenerationResult) -> dict[str, Any]:
+    """What a run's metadata says of its calls: ``calls`` (the call counts) and ``failures``
+    (the failed slots, see :class:`~uqlm_bert.results.failures.Failures`); the one place both
+    are built, for a result and for the warnings of generation alone."""
+    failures = Failures.of(generation.response_errors, generation.sample_errors)
+    return {"calls": generation.stats.as_dict(), "failures": failures.as_metadata()}
 
 
 def sentence_result(

@@ -1,7 +1,8 @@
 """Scoring prompts as they complete, beside generation: a call's side of the shared scoring
-queue, and the one scoring step of every path.
+queue, and ``BlackBoxUQ``'s scoring step.
 
-A prompt is queued for scoring as soon as its last LLM call returns; the queue
+A prompt's texts go through the postprocessor once, when its last LLM call returns, and the
+prompt is queued for scoring at once; the queue
 (:class:`~uqlm_bert.blackbox._queue.ScoringQueue`, one per ``BlackBoxUQ`` and event loop) scores
 the prompts of every call in flight together, in batches, in a worker thread, while the event
 loop keeps the LLM calls going. :class:`ScoringPipeline` is one call's side: it queues the call's
@@ -10,7 +11,10 @@ scorer whose numbers depend on the whole batch (BERTScore with ``idf=True`` and 
 ``idf_sents``: idf comes from the references it is given) is run once over the call's prompts at
 the end instead, so the result never depends on the order in which calls complete, nor on other
 calls. :func:`generate_and_score` runs a generator with a :class:`ScoringPipeline` beside it;
-:func:`score_rows` is the one scoring step every path takes (and ``BlackBoxUQ.score``).
+:func:`score_rows` is the scoring step of every batch and of ``BlackBoxUQ.score`` (the scorers'
+own :func:`~uqlm_bert.scorers.base.score_all`, or :func:`~uqlm_bert.scorers.best.best_of` with
+``use_best``). The texts the scorers saw come back with the scores (:attr:`Scored.texts`), so the
+result shows them without postprocessing them again.
 
 Example:
     >>> import asyncio
@@ -44,10 +48,19 @@ from uqlm_bert.scorers.best import ORIGINAL, best_of
 if TYPE_CHECKING:
     from uqlm_bert.generation.generator import ResponseGenerator
     from uqlm_bert.generation.records import GenerationResult
+    from uqlm_bert.generation.settings import GenerationSettings
 
 __all__ = ["Scored", "ScoringPipeline", "generate_and_score", "score_rows"]
 
-Postprocess = Callable[[list[str | None], list[list[str | None]]], ScoringInputs]
+#: What the scorers see of one prompt's texts: ``(index, response, samples)`` to the
+#: ``(response, samples)`` that are scored (``Assembly.scored_row``).
+Postprocess = Callable[[int, str | None, list[str | None]], tuple[str | None, list[str | None]]]
+
+
+def _as_given(
+    index: int, response: str | None, samples: list[str | None]
+) -> tuple[str | None, list[str | None]]:
+    return response, list(samples)
 
 
 class ScoringPipeline:
@@ -59,7 +72,8 @@ class ScoringPipeline:
         max_batch: at most this many prompts per batch (of a queue of the call's own).
         show: a progress bar over the call's prompts.
         use_best: choose each prompt's best candidate (all scorers then run together).
-        postprocess: what the scorers see of the texts (``ScoringInputs`` as they are).
+        postprocess: what the scorers see of a prompt's texts (default: the texts as they are),
+            applied once per prompt, when it is submitted.
         queue: the queue shared with the owner's other calls; ``None``: one of the call's own.
         prompts: the call's prompts, whose texts the scorers may read (``None``: not known).
 
@@ -95,7 +109,9 @@ class ScoringPipeline:
         self.held_seconds = 0.0
         self.batch_sizes: list[int] = []
         self._use_best = use_best
-        self._postprocess = postprocess or ScoringInputs
+        self._postprocess = postprocess or _as_given
+        # what the scorers saw of each submitted prompt's texts
+        self._texts: list[tuple[str | None, list[str | None]] | None] = [None] * n
         self._n = n
         self._show = show
         self._submitted = 0
@@ -118,12 +134,13 @@ class ScoringPipeline:
         self.queue.join(self)
 
     def submit(self, index: int, response: str | None, samples: list[str | None]) -> None:
-        """Queue a finished prompt; re-raise a scoring failure of this call so that its
-        generation stops."""
-        if not self._joined:
-            return
+        """Postprocess a finished prompt's texts and queue them; re-raise a scoring failure of
+        this call (or the postprocessor's) so that its generation stops."""
         if self._error is not None:
             raise self._error
+        response, samples = self._texts[index] = self._postprocess(index, response, samples)
+        if not self._joined:
+            return
         self._submitted += 1
         self._pending += 1
         self.queue.put(self, index, response, samples)
@@ -150,9 +167,10 @@ class ScoringPipeline:
                 await self._close()
         if self._error is not None:
             raise self._error
+        texts = self._all_texts(generation)
         if self.deferred:
-            await asyncio.to_thread(self._score_deferred, generation)
-        return Scored(self.scores, self.best)
+            await asyncio.to_thread(self._score_deferred, texts)
+        return Scored(self.scores, self.best, texts)
 
     async def abort(self) -> None:
         """The call ends without its scores (cancelled, or generation failed): its queued
@@ -162,13 +180,15 @@ class ScoringPipeline:
     # -- called by the queue ------------------------------------------------------------------
 
     def score(self, rows: list[Row]) -> Scored:
-        """Score ``rows`` (a worker thread of the queue)."""
-        inputs = self._postprocess([r.response for r in rows], [r.samples for r in rows])
+        """Score ``rows``, postprocessed already (a worker thread of the queue)."""
         # rows of the calls of one recipe: each with its own prompt (the BERTScore scorers
         # weigh a prompt's own tokens 0)
         prompts = [r.call.prompt_of(r.index) for r in rows]
-        if any(p is not None for p in prompts):
-            inputs = replace(inputs, prompts=prompts)
+        inputs = ScoringInputs(
+            [r.response for r in rows],
+            [r.samples for r in rows],
+            prompts if any(p is not None for p in prompts) else None,
+        )
         return score_rows(self.overlapped, inputs, self._use_best)
 
     def scored(self, rows: list[Row], scored: Scored, seconds: float, batch_size: int) -> None:
@@ -203,15 +223,22 @@ class ScoringPipeline:
             self._bar.close()
         await self.queue.stop_if_idle()
 
-    def _score_deferred(self, generation: GenerationResult) -> None:
+    def _all_texts(self, generation: GenerationResult) -> ScoringInputs:
+        """What the scorers see of every prompt's texts: as submitted, and the texts of a
+        prompt that was not (postprocessed now, once)."""
+        for i, done in enumerate(self._texts):
+            if done is None:
+                self._texts[i] = self._postprocess(
+                    i, generation.responses[i], list(generation.sampled_responses[i])
+                )
+        pairs = [t for t in self._texts if t is not None]
+        return ScoringInputs([r for r, _ in pairs], [s for _, s in pairs])
+
+    def _score_deferred(self, texts: ScoringInputs) -> None:
         started = time.perf_counter()
         indices = list(range(self._n))
-        inputs = self._postprocess(
-            list(generation.responses), [list(s) for s in generation.sampled_responses]
-        )
-        self._write(
-            indices, score_rows(self.deferred, self._with_prompts(inputs, indices), self._use_best)
-        )
+        scored = score_rows(self.deferred, self._with_prompts(texts, indices), self._use_best)
+        self._write(indices, scored)
         self.busy_seconds += time.perf_counter() - started
 
     def prompt_of(self, index: int) -> str | None:
@@ -235,10 +262,12 @@ class ScoringPipeline:
 
 @dataclass(frozen=True)
 class Scored:
-    """Scores of a run, and with ``use_best`` the candidate chosen for each prompt."""
+    """Scores of a run, with ``use_best`` the candidate chosen for each prompt, and the texts
+    the scorers saw (``None`` where the caller holds them)."""
 
     scores: dict[str, np.ndarray]
     best: list[int] | None
+    texts: ScoringInputs | None = None
 
     def rows(self, start: int, stop: int) -> Scored:
         """The scores of rows ``start`` to ``stop`` (a call's share of a shared batch)."""
@@ -268,9 +297,11 @@ async def generate_and_score(
     postprocess: Postprocess | None = None,
     checkpoint: Any = None,
     queue: ScoringQueue | None = None,
+    settings: GenerationSettings | None = None,
 ) -> tuple[GenerationResult, Scored, dict[str, float]]:
-    """Generate for ``prompts`` (checked prompts) and score each one as its calls complete,
-    in ``queue`` (shared with the owner's other calls; ``None``: the call's own).
+    """Generate for ``prompts`` (checked prompts) with ``settings`` (default: the generator's)
+    and score each one as its calls complete, in ``queue`` (shared with the owner's other
+    calls; ``None``: the call's own).
 
     Returns:
         The generation, the scores, and the run's timings: ``generation_s``, ``scoring_s``
@@ -296,6 +327,7 @@ async def generate_and_score(
             checkpoint=checkpoint,
             on_prompt_done=pipeline.submit,
             show_progress_bars=show,
+            settings=settings,
         )
         generated = time.perf_counter()
         scored = await pipeline.finish(generation)

@@ -25,28 +25,32 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uqlm_bert.bertscore.settings import BERTScoreSettings
-from uqlm_bert.blackbox._assembly import Assembly, sentence_result
+from uqlm_bert.blackbox._assembly import Assembly, generation_metadata, sentence_result
 from uqlm_bert.blackbox._fields import SettingsField
-from uqlm_bert.blackbox._pipeline import Scored, generate_and_score, score_rows
+from uqlm_bert.blackbox._pipeline import generate_and_score, score_rows
 from uqlm_bert.blackbox._queue import ScoringQueues
 from uqlm_bert.blackbox._uqlm_face import (
     refuse_what_needs_another_model,
     sentence_transformer_setting,
 )
 from uqlm_bert.blackbox._verbose import verbose_logging
-from uqlm_bert.checks import check_int
+from uqlm_bert.checks import NOT_GIVEN, NotGiven, check_int
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.loop import EventLoopThread
-from uqlm_bert.generation.retry import RetryPolicy
-from uqlm_bert.generation.settings import GenerationSettings
+from uqlm_bert.generation.settings import (
+    GenerationSettings,
+    checked_generation,
+    generation_settings,
+)
 from uqlm_bert.inputs import scoring_lists
-from uqlm_bert.results.failures import Failures, warn_failures
+from uqlm_bert.results.failures import warn_failures
 from uqlm_bert.results.result import SentenceUQResult, UQResult
 from uqlm_bert.scorers.base import Scorer
-from uqlm_bert.scorers.registry import build_scorers, merge_scorer_kwargs, scorer_spec
+from uqlm_bert.scorers.registry import build_scorers, scorer_settings
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.engine import BERTScorer
+    from uqlm_bert.generation.generator import ResponseGenerator
     from uqlm_bert.generation.lanes import SharedLimits
     from uqlm_bert.generation.records import GenerationResult
 
@@ -71,6 +75,11 @@ class BlackBoxUQ:
         scorers: scorer names (default ``["bert_score"]``) or :class:`~uqlm_bert.scorers.Scorer`
             instances; an unknown name raises an error listing the known ones.
         device: where the models of the scorers run (``None``: cuda, then mps, then cpu).
+
+        The generation arguments (``system_prompt`` to ``use_n_param``) default to
+        :class:`~uqlm_bert.generation.settings.GenerationSettings`' values, which live there
+        only (``NOT_GIVEN`` here: left out); the defaults named below are those.
+
         system_prompt: a system message put before each prompt that has none (default: none).
         max_calls_per_min: at most this many HTTP calls, retries included, may arrive at the
             provider in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
@@ -79,11 +88,11 @@ class BlackBoxUQ:
             in flight within it; on 429s, 5xx and timeouts the number drops to what the provider
             was serving, and it grows again while replies keep coming at a flat latency. The
             level reached is kept for the next run against the same provider and model.
-        sampling_temperature: the temperature of the samples.
-        max_retries: retries of a call after transient failures (429, 5xx, timeouts,
+        sampling_temperature: the temperature of the samples (1.0).
+        max_retries: retries (5) of a call after transient failures (429, 5xx, timeouts,
             connection errors, malformed replies). 400s and other permanent failures are not
             retried; 401/403 stop the run with :class:`~uqlm_bert.AuthenticationFailedError`.
-        request_timeout: seconds one attempt may take before it counts as a timeout.
+        request_timeout: seconds one attempt may take before it counts as a timeout (60).
         show_progress_bars: progress bars for generation and scoring (terminal and notebook).
         model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype, long_texts:
             BERTScore settings (see :class:`~uqlm_bert.BERTScorer`; ``long_texts`` also for
@@ -94,12 +103,13 @@ class BlackBoxUQ:
             setting no chosen scorer accepts is an error.
         retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in
             ``[0, min(retry_max_delay, retry_base_delay * 2**k)]`` seconds, and at least the
-            server's ``Retry-After``.
+            server's ``Retry-After`` (1 and 60 seconds).
         rate_limit_period: the window of ``max_calls_per_min`` in seconds (60).
         score_batch_size: at most this many prompts per scoring batch while generating.
         generation: all the generation settings as one
-            :class:`~uqlm_bert.generation.settings.GenerationSettings`; the arguments above then
-            must keep their defaults.
+            :class:`~uqlm_bert.generation.settings.GenerationSettings`; the generation
+            arguments above must then be left out (any of them given beside it, even with its
+            default's value, is a :class:`~uqlm_bert.ConfigurationError`).
         bertscore: all the BERTScore settings as one :class:`~uqlm_bert.BERTScoreSettings`,
             passed whole to the ``bert_score`` scorers; the BERTScore arguments above (and
             ``device``) then must be left out. What it leaves unset takes the scorers'
@@ -150,12 +160,12 @@ class BlackBoxUQ:
         scorers: Sequence[str | Scorer] | None = None,
         device: str | None = None,
         *,
-        system_prompt: str | None = None,
-        max_calls_per_min: int | None = None,
-        max_concurrency: int | None = GenerationSettings.max_concurrency,
-        sampling_temperature: float = 1.0,
-        max_retries: int = 5,
-        request_timeout: float | None = 60.0,
+        system_prompt: str | None | NotGiven = NOT_GIVEN,
+        max_calls_per_min: int | None | NotGiven = NOT_GIVEN,
+        max_concurrency: int | None | NotGiven = NOT_GIVEN,
+        sampling_temperature: float | NotGiven = NOT_GIVEN,
+        max_retries: int | NotGiven = NOT_GIVEN,
+        request_timeout: float | None | NotGiven = NOT_GIVEN,
         show_progress_bars: bool = True,
         model_type: str | None = None,
         num_layers: int | None = None,
@@ -169,9 +179,9 @@ class BlackBoxUQ:
         dtype: str | None = None,
         long_texts: str | None = None,
         scorer_kwargs: dict[str, Any] | None = None,
-        retry_base_delay: float = 1.0,
-        retry_max_delay: float = 60.0,
-        rate_limit_period: float = 60.0,
+        retry_base_delay: float | NotGiven = NOT_GIVEN,
+        retry_max_delay: float | NotGiven = NOT_GIVEN,
+        rate_limit_period: float | NotGiven = NOT_GIVEN,
         score_batch_size: int = 256,
         generation: GenerationSettings | None = None,
         bertscore: BERTScoreSettings | None = None,
@@ -182,7 +192,7 @@ class BlackBoxUQ:
         sentence_transformer: str | None = None,
         nli_model_name: str | None = None,
         nli_batch_size: int | None = None,
-        use_n_param: bool | str = GenerationSettings.use_n_param,
+        use_n_param: bool | str | NotGiven = NOT_GIVEN,
         structured_response: Any = None,
         output_extractor: Callable[[Any], str] | None = None,
     ) -> None:
@@ -190,51 +200,47 @@ class BlackBoxUQ:
             nli_model_name, nli_batch_size, structured_response, output_extractor
         )
         check_int("score_batch_size", score_batch_size, 1)
-        flat = GenerationSettings(
+        self._generation = generation_settings(
+            generation,
             sampling_temperature=sampling_temperature,
             system_prompt=system_prompt,
             max_concurrency=max_concurrency,
             max_calls_per_min=max_calls_per_min,
             rate_limit_period=rate_limit_period,
-            retry=RetryPolicy(
-                max_retries=max_retries, base_delay=retry_base_delay, max_delay=retry_max_delay
-            ),
+            max_retries=max_retries,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
             request_timeout=request_timeout,
             use_n_param=use_n_param,
         )
-        if generation is not None and flat != GenerationSettings():
-            raise ConfigurationError(
-                "give the generation settings either as generation=GenerationSettings(...) "
-                "or as separate arguments, not both"
-            )
-        if llm is not None and not hasattr(llm, "ainvoke"):
-            raise ConfigurationError(
-                f"llm must be a LangChain chat model (with .ainvoke), got {type(llm).__name__}"
-            )
-        self.llm = llm
-        self.generation = flat if generation is None else generation  # its type checked there
+        self._limits: SharedLimits | None = None  # shared by the calls in flight, as the
+        self._queues = ScoringQueues()  # scoring queues (docs/black_box.md, "In an async app")
+        self.llm = llm  # checked once, by the generator it gets
         self.show_progress_bars = show_progress_bars
         self.score_batch_size = score_batch_size
-        self._scorer_settings = merge_scorer_kwargs(
-            scorer_kwargs,
-            {
-                "model_type": model_type,
-                "num_layers": num_layers,
-                "idf": idf,
-                "idf_sents": idf_sents,
-                "rescale_with_baseline": rescale_with_baseline,
-                "baseline_path": baseline_path,
-                "lang": lang,
-                "device": device,
-                "batch_size": batch_size,
-                "max_length": max_length,
-                "dtype": dtype,
-                "long_texts": long_texts,
-                "bertscore": bertscore,
-            },
+        # the scorers' settings objects, each built once, from the arguments by name and
+        # scorer_kwargs beside them, and used as they are
+        self.scorers: list[Scorer] = build_scorers(
+            scorers,
+            scorer_settings(
+                scorers,
+                scorer_kwargs,
+                model_type=model_type,
+                num_layers=num_layers,
+                idf=idf,
+                idf_sents=idf_sents,
+                rescale_with_baseline=rescale_with_baseline,
+                baseline_path=baseline_path,
+                lang=lang,
+                device=device,
+                batch_size=batch_size,
+                max_length=max_length,
+                dtype=dtype,
+                long_texts=long_texts,
+                bertscore=bertscore,
+                **sentence_transformer_setting(sentence_transformer, scorers),
+            ),
         )
-        self._scorer_settings.update(sentence_transformer_setting(sentence_transformer, scorers))
-        self.scorers: list[Scorer] = build_scorers(scorers, **self._scorer_settings)
         self.use_best = bool(use_best)
         self.postprocessor = postprocessor
         self.return_responses = return_responses
@@ -243,8 +249,6 @@ class BlackBoxUQ:
         if self.verbose:
             self.show_progress_bars = True
         self.last_generation: GenerationResult | None = None
-        self._limits: SharedLimits | None = None  # shared by the calls in flight, as the
-        self._queues = ScoringQueues()  # scoring queues (docs/black_box.md, "In an async app")
         self._runner = EventLoopThread()
         weakref.finalize(self, self._runner.close)
 
@@ -257,11 +261,25 @@ class BlackBoxUQ:
 
     @generation.setter
     def generation(self, value: GenerationSettings) -> None:
-        if not isinstance(value, GenerationSettings):
-            raise ConfigurationError(
-                f"generation must be a GenerationSettings, got {type(value).__name__}"
-            )
-        self._generation = value
+        self._generation = checked_generation(value, "generation")
+
+    @property
+    def llm(self) -> Any:
+        """The LangChain chat model the answers and samples come from (never modified), or
+        None when only scoring; assigning another checks it once."""
+        return self._llm
+
+    @llm.setter
+    def llm(self, value: Any) -> None:
+        self._response_generator: ResponseGenerator | None = None
+        if value is not None:
+            from uqlm_bert.generation.generator import ResponseGenerator
+            from uqlm_bert.generation.lanes import SharedLimits
+
+            if self._limits is None:
+                self._limits = SharedLimits()
+            self._response_generator = ResponseGenerator(value, limits=self._limits)
+        self._llm = value
 
     sampling_temperature = _setting("The temperature of the samples.")
     system_prompt = _setting("The system message put before prompts that have none.")
@@ -276,11 +294,6 @@ class BlackBoxUQ:
         """The BERTScore settings of the ``bert_score`` scorers (read-only), or None without."""
         engine = self._bert_engine(build=False)
         return None if engine is None else engine.settings
-
-    @property
-    def scorer_names(self) -> list[str]:
-        """The scorers' names: the score fields of every result."""
-        return [s.name for s in self.scorers]
 
     async def generate_and_score(
         self,
@@ -505,41 +518,31 @@ class BlackBoxUQ:
     ) -> UQResult:
         from uqlm_bert.generation.prompts import validate_prompts
 
+        generator = self._generator()
+        settings = self.generation  # this call's, whatever later calls change
+        assembly = self._assembly()
         with verbose_logging(self.verbose):
-            generator = self._generator()
             generation, scored, timings = await generate_and_score(
                 generator,
-                validate_prompts(prompts),
+                validate_prompts(prompts),  # checked once: the generator takes them as they are
                 num_responses,
                 self.scorers,
                 max_batch=self.score_batch_size,
                 show=self._show(show_progress_bars),
                 use_best=self.use_best,
-                postprocess=self._assembly().postprocess,
+                postprocess=assembly.scored_row,
                 checkpoint=checkpoint,
                 queue=self._queues.of_running_loop(self.score_batch_size),
+                settings=settings,
             )
         self.last_generation = generation
-        return self._result(generation, scored, num_responses, timings, checkpoint)
-
-    def _result(
-        self,
-        generation: GenerationResult,
-        scored: Scored,
-        num_responses: int,
-        timings: dict[str, float],
-        checkpoint: Any,
-    ) -> UQResult:
-        return self._assembly().run_result(
+        return assembly.run_result(
             generation,
             scored,
             self.scorers,
             num_responses=num_responses,
             llm=self.llm,
-            settings=self.generation,
-            failures=Failures.of(
-                generation.response_errors, generation.sample_errors
-            ).as_metadata(),
+            settings=settings,
             timings=timings,
             checkpoint=checkpoint,
         )
@@ -559,30 +562,26 @@ class BlackBoxUQ:
             include_original=include_original,
             checkpoint=checkpoint,
             show_progress_bars=self._show(show_progress_bars),
+            settings=self.generation,
         )
         self.last_generation = generation
-        failures = Failures.of(generation.response_errors, generation.sample_errors)
-        warn_failures({"failures": failures.as_metadata(), "calls": generation.stats.as_dict()})
+        warn_failures(generation_metadata(generation))
         return generation
 
     def _assembly(self) -> Assembly:
         """How this call's texts are scored and shown, as the instance is set now."""
         return Assembly(self.postprocessor, self.return_responses, self.use_best)
 
-    def _generator(self) -> Any:
-        from uqlm_bert.generation.generator import ResponseGenerator
-
-        if self.llm is None:
+    def _generator(self) -> ResponseGenerator:
+        """The generator of :attr:`llm`, made once with the model (the limits of this object's
+        calls in flight inside)."""
+        if self._response_generator is None:
             raise ConfigurationError(
                 "BlackBoxUQ was created without an LLM: pass llm=<a LangChain chat model> to "
                 "generate, or score answers you already have with .score(responses, "
                 "sampled_responses)"
             )
-        if self._limits is None:
-            from uqlm_bert.generation.lanes import SharedLimits
-
-            self._limits = SharedLimits()
-        return ResponseGenerator(self.llm, self.generation, limits=self._limits)
+        return self._response_generator
 
     def _bert_engine(self, build: bool) -> BERTScorer | None:
         """The engine of a ``bert_score`` scorer of this instance, else (``build``) a new one
@@ -594,7 +593,10 @@ class BlackBoxUQ:
                 return scorer.engine
         if not build:
             return None
-        return scorer_spec("bert_score").build_own(self._scorer_settings).engine  # type: ignore[attr-defined]
+        from uqlm_bert.bertscore.engine import BERTScorer
+
+        # no bert_score scorer: none of the BERTScore settings was accepted, so the defaults
+        return BERTScorer.from_settings(BERTScoreSettings.for_scorers())
 
     def _show(self, override: bool | None) -> bool:
         return self.show_progress_bars if override is None else bool(override)

@@ -88,7 +88,7 @@ def _bertscore_options(defaults: dict[str, Any]) -> argparse.ArgumentParser:
         group,
         "--model-type",
         "Hugging Face model name, local path, or a preset: fast (the embedded model) or "
-        "accurate (all-mpnet-base-v2 at its measured layer, about 7x the CPU time)",
+        "accurate (all-mpnet-base-v2 at its measured layer, several times the CPU time)",
         defaults["model_type"],
         none="the model for --lang; for en the embedded all-MiniLM-L6-v2",
     )

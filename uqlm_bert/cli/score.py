@@ -64,7 +64,7 @@ def _local_scorer(names: list[str], settings: dict[str, Any], show_progress_bars
     def score(responses: list[str], samples: list[list[str | None]]) -> dict[str, Any]:
         from uqlm_bert.scorers import build_scorers, score_all
 
-        scorers = build_scorers(names, **settings)
+        scorers = build_scorers(names, settings)
         return score_all(scorers, responses, samples, show_progress_bars)
 
     return score

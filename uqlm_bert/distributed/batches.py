@@ -34,7 +34,7 @@ from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import InputValidationError
 from uqlm_bert.io import ERROR_COLUMN, check_row
 from uqlm_bert.scorers.base import Scorer, score_all
-from uqlm_bert.scorers.registry import ScorerSpec, build_scorers, register_scorer
+from uqlm_bert.scorers.registry import ScorerSpec, build_scorers, register_scorer, scorer_settings
 
 __all__ = ["ERROR_COLUMN", "ScoreBatch"]
 
@@ -82,7 +82,9 @@ class ScoreBatch:
             torch.set_num_threads(num_threads)
         for spec in specs:
             register_scorer(spec.name, spec.factory, spec.settings)
-        self.scorers: list[Scorer] = build_scorers(list(scorers), **dict(scorer_kwargs or {}))
+        self.scorers: list[Scorer] = build_scorers(
+            list(scorers), scorer_settings(list(scorers), scorer_kwargs)
+        )
         self.response_column = response_column
         self.samples_column = samples_column
 

@@ -53,10 +53,8 @@ from uqlm_bert.generation import memory
 from uqlm_bert.generation.classify import ErrorInfo, MalformedReplyError, classify_exception
 from uqlm_bert.generation.clients import (
     accepts_n,
-    derive_llm,
     llm_description,
     llm_endpoint,
-    llm_temperature,
     message_text,
 )
 from uqlm_bert.generation.lanes import Attempt, Place, SharedLimits
@@ -64,14 +62,7 @@ from uqlm_bert.generation.records import CallFailure, CallStats
 from uqlm_bert.generation.settings import GenerationSettings
 from uqlm_bert.inputs import repair_text
 
-__all__ = [
-    "LLMCaller",
-    "derive_llm",
-    "llm_description",
-    "llm_endpoint",
-    "llm_temperature",
-    "message_text",
-]
+__all__ = ["LLMCaller"]
 
 logger = logging.getLogger("uqlm_bert")
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "FATAL_KINDS",
     "ErrorInfo",
     "MalformedReplyError",
     "classify_exception",
@@ -61,9 +60,6 @@ class ErrorInfo:
     retry_after: float | None = None
     message: str = ""
 
-
-#: Kinds that stop the whole run.
-FATAL_KINDS = frozenset({"auth", "event_loop"})
 
 _AUTH_NAMES = {"AuthenticationError", "PermissionDeniedError"}
 _RATE_LIMIT_NAMES = {"RateLimitError"}

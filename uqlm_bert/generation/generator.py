@@ -40,7 +40,7 @@ from uqlm_bert.generation.clients import accepts_n, llm_description, llm_tempera
 from uqlm_bert.generation.lanes import SharedLimits
 from uqlm_bert.generation.prompts import fingerprint_prompt, to_messages, validate_prompts
 from uqlm_bert.generation.records import CallFailure, GenerationResult
-from uqlm_bert.generation.settings import GenerationSettings
+from uqlm_bert.generation.settings import GenerationSettings, checked_generation
 
 __all__ = ["ResponseGenerator"]
 
@@ -52,7 +52,7 @@ class ResponseGenerator:
 
     Args:
         llm: a LangChain chat model; never modified (see
-            :func:`~uqlm_bert.generation.caller.derive_llm`).
+            :func:`~uqlm_bert.generation.clients.derive_llm`).
         settings: how to sample (temperatures, concurrency, rate limit, retries, timeout);
             read at every :meth:`generate` call.
         rng: random source for backoff jitter.
@@ -87,12 +87,10 @@ class ResponseGenerator:
             raise ConfigurationError(
                 f"llm must be a LangChain chat model (with .ainvoke), got {type(llm).__name__}"
             )
-        if settings is not None and not isinstance(settings, GenerationSettings):
-            raise ConfigurationError(
-                f"settings must be a GenerationSettings, got {type(settings).__name__}"
-            )
         self.llm = llm
-        self.settings = settings or GenerationSettings()
+        self.settings = (
+            GenerationSettings() if settings is None else checked_generation(settings, "settings")
+        )
         self._rng = rng
         self._sleep = sleep
         self.limits = limits if limits is not None else SharedLimits()
@@ -106,6 +104,7 @@ class ResponseGenerator:
         checkpoint: str | os.PathLike[str] | Checkpoint | None = None,
         on_prompt_done: OnPromptDone | None = None,
         show_progress_bars: bool = True,
+        settings: GenerationSettings | None = None,
     ) -> GenerationResult:
         """Fill every slot of every prompt; return texts, failures and call counts.
 
@@ -119,6 +118,7 @@ class ResponseGenerator:
                 prompt's slots are filled (at once for prompts the checkpoint completes). An
                 exception it raises stops the run.
             show_progress_bars: show a progress bar over the answers and samples.
+            settings: this run's settings, checked already (default: :attr:`settings`).
 
         Raises:
             InputValidationError: bad prompts or ``num_responses``.
@@ -127,15 +127,10 @@ class ResponseGenerator:
             CheckpointError: the checkpoint belongs to another run, is damaged, or is in use.
         """
         items = validate_prompts(prompts)
-        if (
-            not isinstance(num_responses, int)
-            or isinstance(num_responses, bool)
-            or (num_responses < (0 if include_original else 1))
-        ):
-            raise InputValidationError(
-                f"num_responses must be a positive integer, got {num_responses!r}"
-            )
-        settings = self.settings
+        check_int(
+            "num_responses", num_responses, 0 if include_original else 1, error=InputValidationError
+        )
+        settings = self.settings if settings is None else settings
         messages = [to_messages(p, settings.system_prompt) for p in items]
         slots = ([ORIGINAL_SLOT] if include_original else []) + list(range(num_responses))
         result = GenerationResult.empty(items, num_responses)
@@ -144,7 +139,9 @@ class ResponseGenerator:
         done: dict[tuple[int, int], tuple[str | None, CallFailure | None]] = {}
         if ckpt is not None:
             fps = [fingerprint_prompt(p, settings.system_prompt) for p in items]
-            done = ckpt.open(fps, self._fingerprint_settings(num_responses, include_original))
+            done = ckpt.open(
+                fps, self._fingerprint_settings(num_responses, include_original, settings)
+            )
         try:
             jobs, remaining, from_checkpoint = _plan(len(items), slots, done, result)
             async with LLMCaller(
@@ -199,7 +196,9 @@ class ResponseGenerator:
             ckpt = Checkpoint(checkpoint, fsync=False)
         prompts = result.prompts
         fps = [fingerprint_prompt(p, self.settings.system_prompt) for p in prompts]
-        done = ckpt.open(fps, self._fingerprint_settings(num_responses, include_original))
+        done = ckpt.open(
+            fps, self._fingerprint_settings(num_responses, include_original, self.settings)
+        )
         try:
             if done:
                 raise CheckpointError(
@@ -215,14 +214,16 @@ class ResponseGenerator:
         finally:
             ckpt.close()
 
-    def _fingerprint_settings(self, num_responses: int, include_original: bool) -> dict[str, Any]:
+    def _fingerprint_settings(
+        self, num_responses: int, include_original: bool, settings: GenerationSettings
+    ) -> dict[str, Any]:
         """The settings that change what is generated (a checkpoint must match them)."""
         return {
             "num_responses": num_responses,
             "include_original": include_original,
-            "sampling_temperature": self.settings.sampling_temperature,
+            "sampling_temperature": settings.sampling_temperature,
             "temperature": llm_temperature(self.llm),
-            "system_prompt": self.settings.system_prompt,
+            "system_prompt": settings.system_prompt,
             "llm": llm_description(self.llm),
         }
 

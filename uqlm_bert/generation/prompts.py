@@ -19,11 +19,18 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, co
 
 from uqlm_bert.exceptions import InputValidationError
 
-__all__ = ["validate_prompts", "to_messages", "fingerprint_prompt", "fingerprint_run"]
+__all__ = ["Prompts", "validate_prompts", "to_messages", "fingerprint_prompt", "fingerprint_run"]
 
 
-def validate_prompts(prompts: Any) -> list[Any]:
-    """Check ``prompts`` and return a shallow copy of it as a list.
+class Prompts(list):
+    """A list of prompts that :func:`validate_prompts` checked: passed on as it is, it is not
+    checked again (``BlackBoxUQ`` checks a call's prompts once, before its scoring and its
+    generation both read them)."""
+
+
+def validate_prompts(prompts: Any) -> Prompts:
+    """Check ``prompts`` and return a shallow copy of it as a list (:class:`Prompts`); a
+    :class:`Prompts` is returned as it is, checked already.
 
     Each prompt is a string or a non-empty list of LangChain messages (or anything
     ``langchain_core.messages.convert_to_messages`` accepts, such as ``("human", "hi")``).
@@ -33,9 +40,12 @@ def validate_prompts(prompts: Any) -> list[Any]:
             type; the message names the index.
 
     Example:
-        >>> validate_prompts(("a", "b"))
-        ['a', 'b']
+        >>> checked = validate_prompts(("a", "b"))
+        >>> checked, validate_prompts(checked) is checked
+        (['a', 'b'], True)
     """
+    if isinstance(prompts, Prompts):
+        return prompts
     if isinstance(prompts, (str, BaseMessage)):
         raise InputValidationError(
             "prompts must be a list of prompts, not a single prompt; wrap it: [prompt]"
@@ -63,7 +73,7 @@ def validate_prompts(prompts: Any) -> list[Any]:
             f"prompts[{i}] is a {type(p).__name__}; expected a string or a non-empty list of "
             "LangChain messages"
         )
-    return items
+    return Prompts(items)
 
 
 def to_messages(prompt: str | Sequence[Any], system_prompt: str | None = None) -> list[BaseMessage]:

@@ -20,12 +20,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CallFailure", "CallStats", "GenerationResult", "PERMANENT_KINDS", "TRANSIENT_KINDS"]
+__all__ = ["CallFailure", "CallStats", "GenerationResult", "TRANSIENT_KINDS"]
 
 #: Failure kinds worth trying again later (after backoff, or in a resumed run).
 TRANSIENT_KINDS = frozenset({"rate_limit", "server", "timeout", "connection", "malformed"})
-#: Failure kinds that the same request will hit again, however often it is sent.
-PERMANENT_KINDS = frozenset({"bad_request", "auth", "other"})
 
 
 @dataclass(frozen=True)

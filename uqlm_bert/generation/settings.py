@@ -23,11 +23,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from uqlm_bert.checks import check_int, check_names, check_number
+from uqlm_bert.checks import check_int, check_names, check_number, given
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.generation.retry import RetryPolicy
 
-__all__ = ["GenerationSettings"]
+__all__ = ["GenerationSettings", "checked_generation", "generation_settings"]
 
 
 @dataclass(frozen=True)
@@ -108,23 +108,6 @@ class GenerationSettings:
                 f"retry must be a RetryPolicy, got {type(self.retry).__name__}"
             )
 
-    def starting_concurrency(self, calls: int) -> int:
-        """Calls allowed in flight at the start of a run that has ``calls`` calls to make.
-
-        Example:
-            >>> GenerationSettings(max_concurrency=100).starting_concurrency(714)
-            100
-            >>> GenerationSettings(initial_concurrency=16).starting_concurrency(714)
-            16
-        """
-        cap = self.max_concurrency
-        start = max(1, calls)
-        if self.adaptive and self.initial_concurrency is not None:
-            start = self.initial_concurrency
-        elif not self.adaptive and cap is not None:
-            return cap
-        return start if cap is None else min(cap, start)
-
     @classmethod
     def accepted(cls) -> tuple[str, ...]:
         """The names of the settings, sorted."""
@@ -144,3 +127,58 @@ class GenerationSettings:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["retry"] = dataclasses.asdict(self.retry)
         return out
+
+
+#: Flat arguments of the retry policy, by the name an entry point gives them.
+_RETRY_ARGUMENTS = {
+    "max_retries": "max_retries",
+    "retry_base_delay": "base_delay",
+    "retry_max_delay": "max_delay",
+}
+
+
+def generation_settings(
+    generation: GenerationSettings | None = None, **arguments: Any
+) -> GenerationSettings:
+    """An entry point's generation settings, built once: ``generation`` whole, or a
+    :class:`GenerationSettings` of the flat ``arguments`` given (the retry policy's as
+    ``max_retries``, ``retry_base_delay`` and ``retry_max_delay``); what is left out
+    (:data:`~uqlm_bert.checks.NOT_GIVEN`) keeps the settings object's default, which lives there
+    only.
+
+    Raises:
+        ConfigurationError: ``generation`` is not a :class:`GenerationSettings`, a flat
+            argument is given beside it (even with the default's value), or a value is bad.
+
+    Example:
+        >>> generation_settings(max_retries=0, sampling_temperature=0.5).retry.max_retries
+        0
+        >>> generation_settings(GenerationSettings(), max_retries=5)
+        Traceback (most recent call last):
+        ...
+        uqlm_bert.exceptions.ConfigurationError: give the generation settings either as generation=GenerationSettings(...) or as separate arguments, not both (given beside it: max_retries)
+    """
+    flat = given(arguments)
+    if generation is not None:
+        if flat:
+            raise ConfigurationError(
+                "give the generation settings either as generation=GenerationSettings(...) or "
+                f"as separate arguments, not both (given beside it: {', '.join(sorted(flat))})"
+            )
+        return checked_generation(generation, "generation")
+    retry = {_RETRY_ARGUMENTS[k]: flat.pop(k) for k in list(flat) if k in _RETRY_ARGUMENTS}
+    if retry:
+        flat["retry"] = RetryPolicy(**retry)
+    check_names(flat, GenerationSettings.accepted(), "generation setting")
+    return GenerationSettings(**flat)
+
+
+def checked_generation(value: Any, name: str) -> GenerationSettings:
+    """``value``, after checking that it is a :class:`GenerationSettings`.
+
+    Raises:
+        ConfigurationError: it is not; the message names ``name``.
+    """
+    if not isinstance(value, GenerationSettings):
+        raise ConfigurationError(f"{name} must be a GenerationSettings, got {type(value).__name__}")
+    return value

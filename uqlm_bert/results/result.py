@@ -2,8 +2,11 @@
 
 ``data`` holds one list per field, all in prompt order: ``prompts``, ``responses``,
 ``sampled_responses``, one list per scorer (keyed by the scorer's name, e.g. ``bert_score``),
-``response_errors`` and ``sample_errors``. A failed LLM call leaves ``None`` in its slot and a
-:class:`~uqlm_bert.generation.records.CallFailure` at the same place in the errors.
+``errors`` and ``sample_errors``. A failed LLM call leaves ``None`` in its slot and a
+:class:`~uqlm_bert.generation.records.CallFailure` at the same place in the errors. A field is
+named as the column :meth:`UQResult.to_df` shows it in (:data:`FIELD_COLUMNS`): in the plural
+where it holds one value per row (``responses``: the column ``response``; ``errors``:
+``error``), as uqlm names them.
 
 Example:
     >>> result = UQResult(
@@ -33,19 +36,20 @@ from uqlm_bert.results.failures import Failures
 if TYPE_CHECKING:
     from uqlm_bert.calibration import ScoreCalibrator
 
-__all__ = ["SentenceUQResult", "UQResult", "shown_prompt"]
+__all__ = ["FIELD_COLUMNS", "SentenceUQResult", "UQResult", "shown_prompt"]
 
-_LIST_FIELDS = (
-    "prompts",
-    "responses",
-    "sampled_responses",
-    "response_errors",
-    "sample_errors",
-    "raw_responses",
-    "raw_sampled_responses",
-    "original_responses",
-    "best_response_index",
-)
+#: Each data field that is not a score, and the column :meth:`UQResult.to_df` shows it in.
+FIELD_COLUMNS = {
+    "prompts": "prompt",
+    "responses": "response",
+    "sampled_responses": "sampled_responses",
+    "raw_responses": "raw_response",
+    "raw_sampled_responses": "raw_sampled_responses",
+    "original_responses": "original_response",
+    "best_response_index": "best_response_index",
+    "errors": "error",
+    "sample_errors": "sample_errors",
+}
 
 
 class UQResult:
@@ -71,7 +75,7 @@ class UQResult:
     ) -> None:
         self.data: dict[str, Any] = dict(data)
         self.metadata: dict[str, Any] = dict(metadata or {})
-        self.metadata.setdefault("scorers", [k for k in self.data if k not in _LIST_FIELDS])
+        self.metadata.setdefault("scorers", [k for k in self.data if k not in FIELD_COLUMNS])
         n = _common_length(self.data)
         self._index = list(range(n)) if index is None else list(index)
         if len(self._index) != n:
@@ -107,27 +111,29 @@ class UQResult:
             ['2+2?']
         """
         n = len(self)
-        resp_errors = self.data.get("response_errors") or [None] * n
+        resp_errors = self.data.get("errors") or [None] * n
         sample_errors = self.data.get("sample_errors")
         samples = self.data.get("sampled_responses") or [[] for _ in range(n)]
         if sample_errors is None:
             sample_errors = [[None] * len(s) for s in samples]
         prompts = list(self.data.get("prompts") or [None] * n)
         columns: dict[str, Any] = {
-            "prompt": [shown_prompt(p) for p in prompts],
-            "response": list(self.data.get("responses") or [None] * n),
-            "sampled_responses": [list(s) for s in samples],
+            FIELD_COLUMNS["prompts"]: [shown_prompt(p) for p in prompts],
+            FIELD_COLUMNS["responses"]: list(self.data.get("responses") or [None] * n),
+            FIELD_COLUMNS["sampled_responses"]: [list(s) for s in samples],
         }
         for name in self.scorers:
             columns[name] = np.asarray(self.data[name], dtype=np.float64)
-        for field, column in _EXTRA_COLUMNS:
+        for field in _EXTRA_FIELDS:
             if self.data.get(field) is not None:
                 values = self.data[field]
-                columns[column] = [list(v) if isinstance(v, list) else v for v in values]
+                columns[FIELD_COLUMNS[field]] = [
+                    list(v) if isinstance(v, list) else v for v in values
+                ]
         if any(not isinstance(p, str) and p is not None for p in prompts):
             columns["prompt_messages"] = prompts
-        columns["error"] = [None if e is None else str(e) for e in resp_errors]
-        columns["sample_errors"] = [
+        columns[FIELD_COLUMNS["errors"]] = [None if e is None else str(e) for e in resp_errors]
+        columns[FIELD_COLUMNS["sample_errors"]] = [
             [None if e is None else str(e) for e in errs] for errs in sample_errors
         ]
         columns["num_failed_samples"] = [sum(e is not None for e in errs) for errs in sample_errors]
@@ -154,13 +160,13 @@ class UQResult:
             >>> down = CallFailure("server", "HTTP 503")
             >>> r = UQResult({"prompts": ["a", "b"], "responses": ["x", None],
             ...               "sampled_responses": [["x"], [None]], "bert_score": [1.0, 0.0],
-            ...               "response_errors": [None, down], "sample_errors": [[None], [down]]})
+            ...               "errors": [None, down], "sample_errors": [[None], [down]]})
             >>> f = r.failures()
             >>> f.failed_prompts, [(g.kind, g.count, g.prompts) for g in f.groups]
             (1, [('server', 2, (1,))])
         """
         n = len(self)
-        response_errors = self.data.get("response_errors") or [None] * n
+        response_errors = self.data.get("errors") or [None] * n
         sample_errors = self.data.get("sample_errors") or [[] for _ in range(n)]
         return Failures.of(response_errors, sample_errors)
 
@@ -250,7 +256,7 @@ class UQResult:
         """
         data: dict[str, Any] = {}
         for key, values in self.data.items():
-            if key in ("response_errors", "sample_errors") and values is not None:
+            if key in ("errors", "sample_errors") and values is not None:
                 values = _errors_as_text(values)
             elif isinstance(values, np.ndarray):
                 values = values.tolist()
@@ -417,12 +423,12 @@ class UQResult:
         return [bool(np.isnan(v) or v < threshold) for v in values]
 
 
-#: Optional data fields and the columns :meth:`UQResult.to_df` shows them in.
-_EXTRA_COLUMNS = (
-    ("raw_responses", "raw_response"),
-    ("raw_sampled_responses", "raw_sampled_responses"),
-    ("original_responses", "original_response"),
-    ("best_response_index", "best_response_index"),
+#: The optional fields, shown where a result has them.
+_EXTRA_FIELDS = (
+    "raw_responses",
+    "raw_sampled_responses",
+    "original_responses",
+    "best_response_index",
 )
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
+from uqlm_bert.checks import check_number
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Pairs, PairwiseScorer
 
@@ -136,8 +137,7 @@ class BERTScoreConsistency(PairwiseScorer):
             raise ConfigurationError(
                 f"zero_weight must be {PROMPT_AND_PUNCTUATION!r} or None, got {zero_weight!r}"
             )
-        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0:
-            raise ConfigurationError(f"beta must be a number > 0, got {beta!r}")
+        check_number("beta", beta, strict=True)
         self.metric = key
         self.beta = float(beta)
         self.zero_weight = zero_weight
@@ -145,15 +145,9 @@ class BERTScoreConsistency(PairwiseScorer):
         self.name = BERTSCORE_SCORERS[key]
         if engine is None:
             from uqlm_bert.bertscore.engine import BERTScorer
+            from uqlm_bert.scorers.settings import settings_object
 
-            if isinstance(bertscore, BERTScoreSettings):
-                settings = bertscore.with_scorer_defaults()
-            elif bertscore is not None:
-                raise ConfigurationError(
-                    f"bertscore must be a BERTScoreSettings, got {type(bertscore).__name__}"
-                )
-            else:
-                settings = BERTScoreSettings.for_scorers(**kwargs)
+            settings = settings_object(BERTScoreSettings, bertscore, kwargs)
             engine = BERTScorer.from_settings(settings, show_progress_bars=True)
         self.engine = engine
         # idf taken from each call's references makes a score depend on the whole call

@@ -7,7 +7,8 @@ built-in scorer with settings takes them as one frozen object (``bert_score``: a
 here, once, from flat keywords (``num_layers=4``) on top of the scorers' defaults.
 :func:`scorer_settings` is that one step, for the library, the command and the Ray workers alike:
 an unknown name lists the known ones, and a setting that none of the chosen scorers accepts is an
-error naming it and the accepted ones, never ignored. Nothing downstream checks again.
+error naming it and the accepted ones, never ignored. What it builds is a :class:`BuiltSettings`:
+passed whole to :func:`build_scorers` it is used as it is, not checked or built again.
 
 A settings object given whole gets the scorers' defaults for what it leaves unset, as flat
 keywords do: ``build_scorers(num_layers=4)`` and
@@ -37,13 +38,14 @@ from uqlm_bert.checks import check_names
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.bert import BERTSCORE_SCORERS, BERTScoreConsistency
-from uqlm_bert.scorers.settings import CosineSettings, ExactMatchSettings
+from uqlm_bert.scorers.settings import CosineSettings, ExactMatchSettings, settings_object
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.engine import BERTScorer
 
 __all__ = [
     "BERTSCORE_SCORERS",
+    "BuiltSettings",
     "ScorerSpec",
     "available_scorers",
     "build_scorer",
@@ -91,18 +93,6 @@ class ScorerSpec:
             False
         """
         return self.make(_settings_for([self], settings))
-
-    def build_own(self, settings: Mapping[str, Any]) -> Scorer:
-        """Build the scorer from an entry point's whole set of scorer settings, taking only the
-        ones it accepts (the others belong to other scorers of that entry point).
-
-        Example:
-            >>> scorer_spec("exact_match").build_own({"num_layers": 4}).normalize
-            True
-        """
-        kind = self.settings_type
-        own = self.keywords | ({kind.keyword} if kind is not None else set())
-        return self.build(**{k: v for k, v in settings.items() if k in own})
 
     def make(self, settings: Mapping[str, Any]) -> Scorer:
         """Build the scorer from settings already built by :func:`scorer_settings`."""
@@ -192,15 +182,25 @@ def check_scorer_names(names: Sequence[str] | str | None) -> list[str]:
     return names
 
 
+class BuiltSettings(dict):
+    """The settings of an entry point's scorers as :func:`scorer_settings` built them, each
+    object once: passed whole to :func:`build_scorers` (``settings=``), they are used as they
+    are, not checked or built again."""
+
+
 def build_scorers(
-    scorers: Sequence[str | Scorer] | str | Scorer | None = None, **settings: Any
+    scorers: Sequence[str | Scorer] | str | Scorer | None = None,
+    settings: BuiltSettings | None = None,
+    **flat: Any,
 ) -> list[Scorer]:
     """Build the scorers named (or take the instances given), in order; the one place names and
     settings are checked.
 
     Args:
         scorers: names (default ``["bert_score"]``) or :class:`Scorer` instances.
-        settings: the named scorers' settings, either whole (``bertscore=BERTScoreSettings(...)``,
+        settings: the settings :func:`scorer_settings` built for these scorers, used as they
+            are (then no flat settings).
+        flat: the named scorers' settings, either whole (``bertscore=BERTScoreSettings(...)``,
             ``cosine_sim=CosineSettings(...)``, ``exact_match=ExactMatchSettings(...)``) or as
             flat keywords (``model_type``, ``num_layers``, ``idf``, ``device``,
             ``exact_match_normalize``, ...) from which each settings object is built once, on
@@ -219,6 +219,64 @@ def build_scorers(
         >>> build_scorers(["bert_score"], bertscore=s)[0].engine.settings is s
         True
     """
+    items = _scorer_items(scorers)
+    specs = [_REGISTRY[item] for item in items if isinstance(item, str)]
+    if settings is None:
+        built_settings = _settings_for(specs, flat)
+    elif flat or not isinstance(settings, BuiltSettings):
+        raise ConfigurationError(
+            "settings= takes what scorer_settings() built, and no other settings beside it"
+        )
+    else:
+        built_settings = settings
+    engine = _shared_bert_engine(specs, built_settings)
+    built: list[Scorer] = []
+    for item in items:
+        if isinstance(item, Scorer):
+            scorer = item
+        elif isinstance((spec := _REGISTRY[item]).factory, _BERTFactory):
+            scorer = BERTScoreConsistency(spec.factory.metric, engine=engine)
+        else:
+            scorer = spec.make(built_settings)
+        if any(s.name == scorer.name for s in built):
+            raise ConfigurationError(f"scorer {scorer.name!r} is listed twice")
+        built.append(scorer)
+    return built
+
+
+def scorer_settings(
+    names: Sequence[str | Scorer] | str | Scorer | None,
+    scorer_kwargs: Mapping[str, Any] | None = None,
+    **settings: Any,
+) -> BuiltSettings:
+    """The settings of the named scorers (:class:`Scorer` objects among them take none), each
+    settings object built once: from the flat keywords on top of the scorers' defaults, or
+    given whole and given the scorers' defaults for what it leaves unset.
+
+    The returned mapping (settings objects under their keywords, such as ``"bertscore"``, and
+    the flat settings of scorers registered with keyword factories) is passed whole to
+    :func:`build_scorers` (``settings=``) and not checked again; its objects can be passed
+    whole to another entry point (``BlackBoxUQ(bertscore=...)``). ``scorer_kwargs`` are more
+    settings beside ``settings`` (an entry point's catch-all, as ``BlackBoxUQ``'s); a setting
+    given in both is an error (see :func:`merge_scorer_kwargs`).
+
+    Raises:
+        ConfigurationError: an unknown scorer or setting name, a bad value, or settings given
+            both whole and flat.
+
+    Example:
+        >>> out = scorer_settings(["bert_score", "rouge_l"], num_layers=4)
+        >>> sorted(out), out["bertscore"].num_layers
+        (['bertscore'], 4)
+    """
+    items = _scorer_items(names)
+    specs = [_REGISTRY[i] for i in items if isinstance(i, str)]
+    return _settings_for(specs, merge_scorer_kwargs(scorer_kwargs, settings))
+
+
+def _scorer_items(scorers: Sequence[str | Scorer] | str | Scorer | None) -> list[Any]:
+    """The scorers as a list of names and objects (default ``["bert_score"]``), the names
+    known and none twice."""
     if scorers is None:
         items: list[Any] = ["bert_score"]
     elif isinstance(scorers, (str, Scorer)):
@@ -235,43 +293,7 @@ def build_scorers(
     names = [s for s in items if isinstance(s, str)]
     if names:
         check_scorer_names(names)
-    specs = [_REGISTRY[name] for name in names]
-    built_settings = _settings_for(specs, settings)
-    engine = _shared_bert_engine(specs, built_settings)
-    built: list[Scorer] = []
-    for item in items:
-        if isinstance(item, Scorer):
-            scorer = item
-        elif isinstance((spec := _REGISTRY[item]).factory, _BERTFactory):
-            scorer = BERTScoreConsistency(spec.factory.metric, engine=engine)
-        else:
-            scorer = spec.make(built_settings)
-        if any(s.name == scorer.name for s in built):
-            raise ConfigurationError(f"scorer {scorer.name!r} is listed twice")
-        built.append(scorer)
-    return built
-
-
-def scorer_settings(names: Sequence[str], **settings: Any) -> dict[str, Any]:
-    """The settings of the named scorers, each settings object built once: from the flat
-    keywords on top of the scorers' defaults, or given whole and given the scorers' defaults
-    for what it leaves unset.
-
-    The returned mapping (settings objects under their keywords, such as ``"bertscore"``, and
-    the flat settings of scorers registered with keyword factories) can be passed whole to
-    :func:`build_scorers` or ``BlackBoxUQ`` and is not checked again.
-
-    Raises:
-        ConfigurationError: an unknown scorer or setting name, a bad value, or settings given
-            both whole and flat.
-
-    Example:
-        >>> out = scorer_settings(["bert_score", "rouge_l"], num_layers=4)
-        >>> sorted(out), out["bertscore"].num_layers
-        (['bertscore'], 4)
-    """
-    names = check_scorer_names(names)
-    return _settings_for([_REGISTRY[name] for name in names], settings)
+    return items
 
 
 def merge_scorer_kwargs(
@@ -320,35 +342,25 @@ def _check_accepted(specs: Sequence[ScorerSpec], given: Mapping[str, Any]) -> No
     check_names(given, accepted, "setting", where)
 
 
-def _settings_for(specs: Sequence[ScorerSpec], settings: Mapping[str, Any]) -> dict[str, Any]:
+def _settings_for(specs: Sequence[ScorerSpec], settings: Mapping[str, Any]) -> BuiltSettings:
     """See :func:`scorer_settings` (``specs`` are known): each settings object built once."""
     given = {k: v for k, v in settings.items() if v is not None}
     _check_accepted(specs, given)
     kinds = list(dict.fromkeys(s.settings_type for s in specs if s.settings_type is not None))
     by_keyword = {k for spec in specs if spec.settings_type is None for k in spec.settings}
-    return {
-        **{kind.keyword: _settings_object(kind, given) for kind in kinds},
-        **{k: v for k, v in given.items() if k in by_keyword},
-    }
-
-
-def _settings_object(kind: Any, given: Mapping[str, Any]) -> Any:
-    """The settings object of one scorer family: given whole, or built from the flat keywords
-    it takes; either way with the scorers' defaults for what is not set."""
-    flat = {k: v for k, v in given.items() if k in kind.scorer_keywords()}
-    whole = given.get(kind.keyword)
-    if whole is None:
-        return kind.for_scorers(**flat)
-    if not isinstance(whole, kind):
-        raise ConfigurationError(
-            f"{kind.keyword} must be a {kind.__name__}, got {type(whole).__name__}"
-        )
-    if flat:
-        raise ConfigurationError(
-            f"give the {kind.keyword} settings either as {kind.keyword}={kind.__name__}(...) "
-            f"or as separate settings ({', '.join(sorted(flat))}), not both"
-        )
-    return whole.with_scorer_defaults()
+    return BuiltSettings(
+        {
+            **{
+                kind.keyword: settings_object(
+                    kind,
+                    given.get(kind.keyword),
+                    {k: v for k, v in given.items() if k in kind.scorer_keywords()},
+                )
+                for kind in kinds
+            },
+            **{k: v for k, v in given.items() if k in by_keyword},
+        }
+    )
 
 
 # -- the built-in scorers -------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from uqlm_bert.bertscore.settings import check_long_texts, check_model_type, dty
 from uqlm_bert.checks import check_int, check_names
 from uqlm_bert.exceptions import ConfigurationError
 
-__all__ = ["CosineSettings", "ExactMatchSettings", "ScorerSettings"]
+__all__ = ["CosineSettings", "ExactMatchSettings", "ScorerSettings", "settings_object"]
 
 
 class ScorerSettings(Protocol):
@@ -53,6 +53,39 @@ class ScorerSettings(Protocol):
     def with_scorer_defaults(self) -> Any:
         """These settings, given whole, with the scorers' defaults for what they leave unset."""
         ...
+
+
+def settings_object(kind: Any, whole: Any, flat: Mapping[str, Any]) -> Any:
+    """The settings object of one scorer family (a :class:`ScorerSettings` class ``kind``):
+    ``whole`` as given, or built from the ``flat`` keywords it takes; either way with the
+    scorers' defaults for what is not set. The one derivation of every entry point (the
+    registry, and a BERTScore scorer built on its own).
+
+    Raises:
+        ConfigurationError: ``whole`` is not a ``kind``, or settings are given both whole and
+            flat.
+
+    Example:
+        >>> settings_object(CosineSettings, None, {"batch_size": 8}).batch_size
+        8
+        >>> settings_object(CosineSettings, CosineSettings(), {"batch_size": 8})
+        Traceback (most recent call last):
+        ...
+        uqlm_bert.exceptions.ConfigurationError: give the cosine_sim settings either as cosine_sim=CosineSettings(...) or as separate settings (batch_size), not both
+    """
+    flat = {k: v for k, v in flat.items() if v is not None}
+    if whole is None:
+        return kind.for_scorers(**flat)
+    if not isinstance(whole, kind):
+        raise ConfigurationError(
+            f"{kind.keyword} must be a {kind.__name__}, got {type(whole).__name__}"
+        )
+    if flat:
+        raise ConfigurationError(
+            f"give the {kind.keyword} settings either as {kind.keyword}={kind.__name__}(...) "
+            f"or as separate settings ({', '.join(sorted(flat))}), not both"
+        )
+    return whole.with_scorer_defaults()
 
 
 def _from_keywords(cls: Any, kwargs: Mapping[str, Any], fields: Mapping[str, str]) -> Any:
