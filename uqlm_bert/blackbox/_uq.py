@@ -67,6 +67,12 @@ def _setting(doc: str) -> SettingsField:
 class BlackBoxUQ:
     """Black-box uncertainty quantification: confidence from agreement between sampled answers.
 
+    The generation arguments (``system_prompt``, ``max_calls_per_min``, ``max_concurrency``,
+    ``sampling_temperature``, ``max_retries``, ``request_timeout``, ``retry_base_delay``,
+    ``retry_max_delay``, ``rate_limit_period``, ``use_n_param``) default to
+    :class:`~uqlm_bert.generation.settings.GenerationSettings`' values, which live there only
+    (``NOT_GIVEN`` in the signature: left out); the defaults named below are those.
+
     Args:
         llm: a LangChain chat model (``BaseChatModel``), e.g. ``ChatOpenAI``. It is never
             modified: samples come from a copy at ``sampling_temperature``, and the client's own
@@ -75,11 +81,6 @@ class BlackBoxUQ:
         scorers: scorer names (default ``["bert_score"]``) or :class:`~uqlm_bert.scorers.Scorer`
             instances; an unknown name raises an error listing the known ones.
         device: where the models of the scorers run (``None``: cuda, then mps, then cpu).
-
-        The generation arguments (``system_prompt`` to ``use_n_param``) default to
-        :class:`~uqlm_bert.generation.settings.GenerationSettings`' values, which live there
-        only (``NOT_GIVEN`` here: left out); the defaults named below are those.
-
         system_prompt: a system message put before each prompt that has none (default: none).
         max_calls_per_min: at most this many HTTP calls, retries included, may arrive at the
             provider in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
