@@ -10,7 +10,7 @@ and for two anchors on the same answers, the figures are
 - AUROC of the confidence against correctness, and PRR (prediction-rejection ratio), each with a
   95% bootstrap interval over questions (percentiles of ``--bootstrap`` resamples);
 - ``bert_score`` as BERTScore's F1 with the idf weights alone (the earlier default), beside
-  the default (F with beta 0.7, the prompt's tokens and punctuation weighing 0);
+  the default (F1, the prompt's tokens and punctuation weighing 0);
 - ``bert_score`` on the accurate preset's model (all-mpnet-base-v2 at its measured layer), where a
   copy is on the machine (``$UQLM_BERT_ACCURATE_MODEL_DIR`` or the Hugging Face cache);
 - the anchors: the answer's mean token log-probability as the server reports it (a grey-box

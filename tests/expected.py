@@ -2,7 +2,8 @@
 
 The scorers weigh punctuation and the prompt's own tokens 0 (``zero_weight``, checked against a
 hand computation in ``tests/scorers/test_prompt_weights.py``) and ``bert_score`` is the
-F-measure with beta 0.7 of P and R: these helpers apply exactly that to the engine's numbers.
+F-measure of P and R with beta ``F_BETA`` (1: F1): these helpers apply exactly that to the
+engine's numbers.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def scorer_pr(
 def default_confidence(
     engine: BERTScorer, response: str | None, samples: list, prompt: str | None = None
 ) -> float:
-    """``bert_score``'s confidence: the mean F-measure (beta 0.7) over the present samples."""
+    """``bert_score``'s confidence: the mean F-measure (beta ``F_BETA``) over the present
+    samples."""
     present = [s for s in samples if isinstance(s, str)]
     if response is None or not present:
         return math.nan

@@ -364,7 +364,7 @@ def test_bert_score_confidence_is_the_mean_f1_against_present_samples(embedded_m
         ["At sea level, water boils at 100 C.", "Water freezes at 0 degrees."],
     ]
     # BERTScore's F1 with the scorers' idf weights alone: one setting away from the default
-    # (which weighs punctuation and the prompt's tokens 0 and takes the F-measure with beta 0.7)
+    # (which weighs punctuation and the prompt's tokens 0)
     f1 = BERTScoreConsistency(beta=1.0, zero_weight=None, dtype="float32")
     exact_uq = BlackBoxUQ(scorers=[f1], show_progress_bars=False)
     got = exact_uq.score(responses, samples).data["bert_score"]

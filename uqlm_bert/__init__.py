@@ -1,8 +1,8 @@
 """uqlm-bert: how far to trust an LLM's answer, without seeing inside the model.
 
 For each prompt the LLM is asked once for an answer and m more times for samples; the answer is
-scored against each sample with BERTScore, and the mean F-measure (beta 0.7; the prompt's own
-tokens and punctuation weigh 0) is the confidence in [0, 1].
+scored against each sample with BERTScore, and the mean F1 (the prompt's own tokens and
+punctuation weigh 0) is the confidence in [0, 1].
 
 The public names are imported on first use, so ``import uqlm_bert`` is quick and loads neither
 torch, transformers nor LangChain until something needs them.

@@ -1,5 +1,5 @@
 """The BERTScore scorers' default weighting: the prompt's tokens and punctuation weigh 0, and
-``bert_score`` is the F-measure with beta 0.7.
+``bert_score`` is the F-measure with beta :data:`~uqlm_bert.scorers.bert.F_BETA` (F1).
 
 Expected numbers come from a hand computation on the engine's own token embeddings and idf
 weights (``greedy_match`` with the weights masked), from the F-measure's formula, and from
@@ -145,3 +145,33 @@ def test_an_answer_that_only_repeats_the_question_scores_0_without_a_warning(eng
         warnings.simplefilter("error")
         got = uq.score(["The capital of Peru?"], [SAMPLES], prompts=[QUESTION]).data
     assert got["bert_score"][0] == 0.0
+
+
+def test_with_one_sample_the_default_is_f1_of_the_same_calls_precision_and_recall():
+    """F1 by construction: with one sample per answer, ``bert_score`` is ``2PR / (P + R)`` of
+    the same call's ``bert_score_precision`` and ``bert_score_recall``, on clean and hostile
+    text, with and without prompts."""
+    import random
+
+    from tests.texts_hostile import random_text
+    from uqlm_bert import BlackBoxUQ
+
+    rng = random.Random(7)
+    responses = ["Paris is the capital of France.", "It boils at 100 C.", "Lima, Peru!"]
+    samples = [["Paris is in France."], ["Water boils at 100 degrees."], ["Quito."]]
+    prompts = ["Capital of France?", "Boiling point of water?", None]
+    for _ in range(12):
+        responses.append(random_text(rng, surrogates=False)[:300] or "x")
+        samples.append([random_text(rng, surrogates=False)[:300] or "y"])
+        prompts.append(random_text(rng, surrogates=False)[:80] or None)
+    uq = BlackBoxUQ(
+        scorers=["bert_score", "bert_score_precision", "bert_score_recall"],
+        show_progress_bars=False,
+    )
+    for given in (None, prompts):
+        data = uq.score(responses, samples, prompts=given).data
+        P = np.asarray(data["bert_score_precision"])
+        R = np.asarray(data["bert_score_recall"])
+        F = np.asarray(data["bert_score"])
+        expected = np.divide(2 * P * R, P + R, out=np.zeros_like(P), where=(P + R) != 0)
+        np.testing.assert_allclose(F, expected, rtol=0, atol=1e-6)

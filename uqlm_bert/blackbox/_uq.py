@@ -2,8 +2,8 @@
 
 For each prompt the LLM gives one answer (at its own temperature) and ``num_responses`` samples
 (at ``sampling_temperature``). Each scorer turns (answer, samples) into a confidence; the default,
-``bert_score``, is the mean BERTScore F-measure (beta 0.7; the prompt's tokens and punctuation
-weigh 0) of the answer (candidate) against each sample (reference).
+``bert_score``, is the mean BERTScore F1 (the prompt's tokens and punctuation weigh 0) of the
+answer (candidate) against each sample (reference).
 
 Scoring overlaps generation: prompts are scored in batches as they complete, while the event
 loop keeps the LLM calls going (see :mod:`uqlm_bert.blackbox._pipeline`).

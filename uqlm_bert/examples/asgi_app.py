@@ -5,7 +5,7 @@ samples, scores the answer against them, and replies with the answer, its confid
 whether it is flagged (confidence below the threshold, or none)::
 
     {"question": "Who wrote 'Solaris'?", "answer": "Stanislaw Lem wrote it.",
-     "confidence": 0.91, "flagged": false, "threshold": 0.73, "scorer": "bert_score",
+     "confidence": 0.91, "flagged": false, "threshold": 0.72, "scorer": "bert_score",
      "samples": 5, "failed_samples": 0, "error": null}
 
 ``GET /health`` says whether the service is up and how many questions it is answering.
@@ -96,7 +96,7 @@ ENVIRONMENT: dict[str, tuple[str, type]] = {
     "UQLM_BERT_APP_RATE_LIMIT_PERIOD": ("the window of the rate limit, in seconds (60)", float),
     "UQLM_BERT_APP_MAX_CONCURRENCY": ("LLM calls in flight at most, for the process", int),
     "UQLM_BERT_APP_DEVICE": ("where the scoring model runs: cpu, cuda, mps", str),
-    "UQLM_BERT_APP_THRESHOLD": ("flag answers whose confidence is below this (0.73)", float),
+    "UQLM_BERT_APP_THRESHOLD": ("flag answers whose confidence is below this (0.72)", float),
 }
 _SETTING_OF = {
     "UQLM_BERT_APP_NUM_RESPONSES": "num_responses",

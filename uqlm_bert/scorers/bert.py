@@ -1,9 +1,9 @@
 """BERTScore consistency scorers: the answer against each sample, averaged over samples.
 
-- ``bert_score``: mean F-measure of (response as candidate, sample as reference) over the
-  samples, with ``beta`` 0.7 (:data:`F_BETA`): precision, how much of the answer the sample
-  supports, counts about twice as much as recall, how much of the sample the answer covers.
-  ``beta=1.0`` is BERTScore's F1.
+- ``bert_score``: mean BERTScore F1 of (response as candidate, sample as reference) over the
+  samples (:data:`F_BETA`); ``beta`` weighs precision, how much of the answer the sample
+  supports, against recall, how much of the sample the answer covers (``beta=0.5`` counts
+  precision four times as much).
 - ``bert_score_precision`` / ``bert_score_recall``: the same with P or R.
 
 Token weights (:data:`PROMPT_AND_PUNCTUATION`, on by default): on top of the idf weights, the
@@ -67,20 +67,18 @@ BERTSCORE_SCORERS = {
 #: set (SelfCheckGPT's data), a passage is a likely hallucination when the mean of its sentence
 #: labels (accurate 0, minor 0.5, major 1) is at least 0.5; the threshold maximises Youden's J
 #: (true-positive rate minus false-positive rate) of ``confidence < threshold`` over the four
-#: disjoint sets of 5 samples (the default ``num_responses``) pooled, rounded to two decimals.
-#: There (no prompts: punctuation weighs 0, the F-measure has beta 0.7): 0.7343 (J 0.41), so
-#: 0.73; at 0.73, 71% of the hallucinated passages flagged and 34% of the others (F1 with the
-#: idf weights alone, the earlier default, gave 0.72 by the same rule, flagging 57% and 14%). Unrelated samples score far
-#: below it (about 0.3) and paraphrases far above (0.85 and more).
-DEFAULT_THRESHOLD = 0.73
+#: disjoint sets of 5 samples (the default ``num_responses``) pooled, rounded to two decimals
+#: (``benchmarks/eval_threshold.py`` applies it and checks this value; the figures, and what it
+#: flags, are in benchmarks/RESULTS.md and docs/evaluation.md).
+DEFAULT_THRESHOLD = 0.72
 
 _COMPONENT = {"precision": 0, "recall": 1, "f1": 2}
 
-#: The ``bert_score`` scorer's F-measure: ``(1 + b^2) P R / (b^2 P + R)`` with this ``b``.
-#: Chosen on the local LLM's answers to the shipped questions (AUROC against correctness, among
-#: 0.5, 0.6, 0.7, 0.8 and 1) within one point of F1's WikiBio passage Spearman; see
-#: docs/scorers/bert_score.md.
-F_BETA = 0.7
+#: The ``bert_score`` scorer's F-measure, ``(1 + b^2) P R / (b^2 P + R)``, has this ``b``:
+#: 1, BERTScore's F1, the confidence the design names (other values weigh precision, how much of
+#: the answer the samples support, against recall, how much of a sample the answer covers; what
+#: was measured is in docs/scorers/bert_score.md).
+F_BETA = 1.0
 #: The token weighting of the scorers: the prompt's tokens and punctuation weigh 0.
 PROMPT_AND_PUNCTUATION = "prompt_and_punctuation"
 
@@ -89,7 +87,8 @@ class BERTScoreConsistency(PairwiseScorer):
     """Mean BERTScore (F1, P or R) of the response against each present sample.
 
     Args:
-        metric: ``"f1"`` (the scorer ``bert_score``: the F-measure with ``beta``),
+        metric: ``"f1"`` (the scorer ``bert_score``: the F-measure with ``beta``, F1 by
+            default),
             ``"precision"`` or ``"recall"``.
         engine: a loaded :class:`~uqlm_bert.BERTScorer` to use; by default one is made from
             the settings.
@@ -97,8 +96,8 @@ class BERTScoreConsistency(PairwiseScorer):
             :data:`SCORER_DEFAULTS`' value.
         kwargs: else BERTScore settings (``model_type``, ``num_layers``, ``idf``, ``device``,
             ...) on top of :data:`SCORER_DEFAULTS`; an unknown name is an error.
-        beta: the F-measure's ``beta`` (``metric="f1"``): 0.7 (:data:`F_BETA`) by default,
-            1.0 for BERTScore's F1.
+        beta: the F-measure's ``beta`` (``metric="f1"``): 1.0 (:data:`F_BETA`), BERTScore's
+            F1, by default.
         zero_weight: :data:`PROMPT_AND_PUNCTUATION` (the default) weighs the prompt's tokens
             and punctuation 0; ``None`` keeps the idf weights alone (BERTScore's numbers).
 
