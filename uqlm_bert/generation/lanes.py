@@ -270,6 +270,12 @@ class Lane:
         self.provider: ProviderState | None = None
         self.in_flight = 0
         self._clients: list[ClientSet] = []
+        # limits held for a whole cluster (generation/cluster.py): the keeper grants the places
+        # (its cap and level in one) and the tokens
+        self.cluster = None
+        if settings.cluster_limits is not None:
+            self.cluster = settings.cluster_limits.client(key, settings)
+            self.adaptive, self._capped, self.rate = True, None, self.cluster.rate
 
     # -- a call enters and leaves ----------------------------------------------------------
 
@@ -278,7 +284,12 @@ class Lane:
     ) -> tuple[ProviderState, ClientSet]:
         """A call of ``calls`` calls starts using the lane: the provider's state and the
         model's copies, with pools enough for the calls it may add in flight."""
-        self.provider = provider_state(self.key, settings)
+        if self.cluster is None:
+            self.provider = provider_state(self.key, settings)
+        elif self.provider is None or not self.provider.users:
+            known = memory.recall(self.key)
+            choices = known.max_choices if known is not None else None
+            self.provider = ProviderState(self.key, self.cluster.level, choices)  # type: ignore[arg-type]
         self.provider.users += 1
         clients = next((c for c in self._clients if c.matches(llm, settings)), None)
         if clients is None:
@@ -299,6 +310,8 @@ class Lane:
         if not clients.users:
             self._clients.remove(clients)
             await clients.aclose()
+        if self.cluster is not None and not provider.users:
+            await self.cluster.idle()
 
     # -- places in flight ------------------------------------------------------------------
 
@@ -341,6 +354,7 @@ def _limits_key(settings: GenerationSettings) -> tuple[Any, ...]:
         settings.rate_limit_period,
         settings.adaptive,
         settings.initial_concurrency,
+        settings.cluster_limits,
     )
 
 
