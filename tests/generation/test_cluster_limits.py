@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import pickle
 import time
 from typing import Any
 
@@ -314,3 +315,36 @@ def KEY_OF(generator: ResponseGenerator) -> Any:  # noqa: N802 - reads as a cons
     from uqlm_bert.generation.clients import provider_key
 
     return provider_key(generator.llm)
+
+
+def test_cluster_limits_need_a_running_ray():
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray session is open in this process")
+    from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+
+    with pytest.raises(ConfigurationError, match="needs a running Ray"):
+        ClusterLimits().snapshot()
+    settings = GenerationSettings(cluster_limits=ClusterLimits())
+    generator = ResponseGenerator(ParrotFakeChatModel(), settings)
+    with pytest.raises(ConfigurationError, match="needs a running Ray"):
+        asyncio.run(generator.generate(["a"], num_responses=1, show_progress_bars=False))
+    assert not ray.is_initialized()  # nothing started one behind the user's back
+
+
+def test_cluster_limits_are_checked_and_travel_in_the_settings():
+    with pytest.raises(ConfigurationError, match="cluster_limits must be a ClusterLimits"):
+        GenerationSettings(cluster_limits="my-limits")
+    with pytest.raises(ConfigurationError, match="timeout_s must be a number > 0"):
+        ClusterLimits(timeout_s=-1)
+    limits = ClusterLimits(name="app", namespace="serve")
+    settings = GenerationSettings(max_calls_per_min=60, cluster_limits=limits)
+    assert settings.replace(max_concurrency=8).cluster_limits is limits
+    assert pickle.loads(pickle.dumps(settings)) == settings  # as it travels to a replica
+    assert settings.describe()["cluster_limits"] == {
+        "name": "app",
+        "namespace": "serve",
+        "lease_s": 30.0,
+        "timeout_s": 30.0,
+    }
+    assert GenerationSettings().describe()["cluster_limits"] is None
