@@ -98,7 +98,9 @@ class ServeAppSettings:
         threshold: flag answers below this (``None``: the scorer's default threshold).
         limits_name, limits_namespace: the keeper actor of the limits and its Ray namespace
             (Serve's own, ``"serve"``, by default); apps that name the same keeper share their
-            limits.
+            limits. ``limits_name=None`` leaves each replica its own limits (as the ASGI app's
+            processes have): ``k`` replicas then send up to ``k`` times them.
+        max_question_chars: longer questions are refused with HTTP 400.
         max_batch_size: the most scoring requests (each one replica's batch of answers) the
             scorer takes in one batch.
         batch_wait_timeout_s: how long the scorer waits for more requests to join a batch.
@@ -119,8 +121,9 @@ class ServeAppSettings:
     request_timeout: float = 20.0
     timeout_s: float = 60.0
     threshold: float | None = None
-    limits_name: str = "uqlm-bert-serve-limits"
+    limits_name: str | None = "uqlm-bert-serve-limits"
     limits_namespace: str | None = "serve"
+    max_question_chars: int = 4000
     max_batch_size: int = 16
     batch_wait_timeout_s: float = 0.1
     scorer_gpus: float | None = None
@@ -130,7 +133,13 @@ class ServeAppSettings:
     max_ongoing_requests: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("num_responses", "ingress_replicas", "max_batch_size", "max_ongoing_requests"):
+        for name in (
+            "num_responses",
+            "ingress_replicas",
+            "max_batch_size",
+            "max_ongoing_requests",
+            "max_question_chars",
+        ):
             check_int(name, getattr(self, name), 1)
         for name in ("batch_wait_timeout_s", "ingress_cpus", "scorer_cpus"):
             check_number(name, getattr(self, name))
@@ -140,12 +149,15 @@ class ServeAppSettings:
 
     def generation(self) -> GenerationSettings:
         """The generation settings of every replica's ``BlackBoxUQ``."""
+        limits = None
+        if self.limits_name is not None:
+            limits = ClusterLimits(name=self.limits_name, namespace=self.limits_namespace)
         return GenerationSettings(
             max_calls_per_min=self.max_calls_per_min,
             rate_limit_period=self.rate_limit_period,
             max_concurrency=self.max_concurrency,
             request_timeout=self.request_timeout,
-            cluster_limits=ClusterLimits(name=self.limits_name, namespace=self.limits_namespace),
+            cluster_limits=limits,
         )
 
     @classmethod
@@ -326,6 +338,9 @@ class Ingress:
         question = payload.get("question") if isinstance(payload, dict) else None
         if not isinstance(question, str) or not question.strip():
             return JSONResponse({"error": BAD_BODY}, status_code=400)
+        if len(question) > self.settings.max_question_chars:
+            error = f"the question is longer than {self.settings.max_question_chars} characters"
+            return JSONResponse({"error": error}, status_code=400)
         status, body = await self.service.answer(question)
         return JSONResponse(body, status_code=status)
 
