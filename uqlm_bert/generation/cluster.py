@@ -35,9 +35,11 @@ not answered a request within ``timeout_s`` seconds (beyond its own wait of at m
 :data:`~uqlm_bert.generation.grants.POLL_S` seconds), or that died, fails the calls waiting for a
 grant with :class:`~uqlm_bert.exceptions.LimitsUnavailableError`, which stops their runs; calls
 already in flight finish. The next run in the process finds the keeper again, or starts a new
-one if it died, and a keeper that replaces a lost one grants nothing for its first
-``max(lease_s, rate_limit_period)`` seconds, so that what the lost one granted has ended and no
-window holds calls granted by both. Grants that a slow keeper gives late are given back. A
+one if it died. A keeper started where one of its name ran before on the cluster (a record in
+Ray's key-value store says so, whichever process starts it) replaces a lost one: it grants
+nothing for its first ``max(lease_s, rate_limit_period)`` seconds, so that what the lost one
+granted has ended and no window holds calls granted by both (``ClusterLimits.stop()``, for
+a keeper no process uses, removes the record). Grants that a slow keeper gives late are given back. A
 process that stays silent for ``lease_s`` seconds (it died, or its event loop stalled) loses its
 session: the keeper takes back what it held and logs a warning, and the process opens a new
 session when it next asks.
@@ -141,15 +143,17 @@ class ClusterLimits:
         return ray.get(actor.snapshot.remote(), timeout=self.timeout_s)
 
     def stop(self) -> bool:
-        """Stop the keeper, if it runs (``True`` if it did); the next use starts a new one.
-        Stop it only while no process uses it: a new keeper knows nothing of the calls the
-        old one granted."""
+        """Stop the keeper, if it runs (``True`` if it did); the next use starts a new one,
+        which grants at once. Stop it only while no process uses it: a new keeper knows nothing
+        of the calls the old one granted (a keeper that died instead is replaced by one that
+        waits before its first grant)."""
         ray = _ray()
         try:
             actor = ray.get_actor(self.name, namespace=self.namespace)
         except ValueError:
             return False
         ray.kill(actor, no_restart=True)
+        _Record(ray, self).delete()
         return True
 
 
@@ -191,6 +195,8 @@ class _RayKeeper:
         from ray import exceptions as rex
 
         if self._handle is None:
+            if method != "open":  # what a lost keeper's session did goes nowhere
+                raise KeeperLost("the keeper of this session is gone", died=False)
             self._handle = await asyncio.to_thread(self._connect, self._lost)
             self._lost = False
         try:
@@ -207,11 +213,16 @@ class _RayKeeper:
             raise
 
     def _connect(self, replaces_lost: bool) -> Any:
+        """The keeper of this name, started if none runs: as a replacement (it waits before its
+        first grant) where this process saw the last one die, or where any keeper of this name
+        ran on the cluster before (it died unseen; one stopped with ``ClusterLimits.stop()``
+        leaves no record)."""
         ray = _ray()
         from uqlm_bert.generation.grants import GrantKeeper
 
         spec = self.spec
-        return (
+        record = _Record(ray, spec)
+        handle = (
             ray.remote(GrantKeeper)
             .options(
                 name=spec.name,
@@ -222,8 +233,42 @@ class _RayKeeper:
                 max_concurrency=1000,
                 num_cpus=0,
             )
-            .remote(lease_s=spec.lease_s, replaces_lost=replaces_lost)
+            .remote(lease_s=spec.lease_s, replaces_lost=replaces_lost or record.exists())
         )
+        record.write()
+        return handle
+
+
+class _Record:
+    """The cluster's record that a keeper of a name was started (in Ray's key-value store, which
+    lives as long as the cluster): a keeper started where one ran before replaces a lost one."""
+
+    NAMESPACE = "uqlm_bert_limits"
+
+    def __init__(self, ray: Any, spec: ClusterLimits) -> None:
+        namespace = spec.namespace or ray.get_runtime_context().namespace
+        self.key = f"{namespace}/{spec.name}"
+
+    def _kv(self) -> Any:
+        try:
+            from ray.experimental import internal_kv
+        except ImportError:  # pragma: no cover - a Ray without it: no record kept
+            return None
+        return internal_kv if internal_kv._internal_kv_initialized() else None
+
+    def exists(self) -> bool:
+        kv = self._kv()
+        return bool(kv and kv._internal_kv_exists(self.key, namespace=self.NAMESPACE))
+
+    def write(self) -> None:
+        kv = self._kv()
+        if kv is not None:
+            kv._internal_kv_put(self.key, b"started", namespace=self.NAMESPACE)
+
+    def delete(self) -> None:
+        kv = self._kv()
+        if kv is not None:
+            kv._internal_kv_del(self.key, namespace=self.NAMESPACE)
 
 
 @dataclass
