@@ -6,7 +6,8 @@ scripted per prompt with :meth:`FakeOpenAIServer.add_rule`: an HTTP status (with
 a hang, a malformed body (``malformed=``: ``"json"``, not JSON; ``"shape"``, no ``choices``;
 ``"empty_choices"``, ``"choices": []``; ``"null_choices"``, ``"choices": null``), or extra
 latency, for the first ``times`` matching requests or for all.
-Every request is logged with its arrival time, so tests can count calls per time window.
+Every request is logged with its arrival time, so tests can count calls per time window
+(:meth:`FakeOpenAIServer.most_in_window`).
 ``answer`` replaces the scripted text with any function of (prompt, temperature) (called once per
 choice; an ``answer`` with a ``choices(prompt, temperature, n)`` method is called once per request
 instead), and
@@ -152,6 +153,18 @@ class FakeOpenAIServer:
     def requests_for(self, text: str) -> list[RequestLog]:
         with self.lock:
             return [r for r in self.log if text in r.prompt]
+
+    def most_in_window(self, period: float) -> int:
+        """The most requests that arrived within any window of ``period`` seconds (both ends
+        included)."""
+        with self.lock:
+            arrivals = sorted(r.arrived for r in self.log)
+        most = start = 0
+        for end, arrived in enumerate(arrivals):
+            while arrived - arrivals[start] > period:
+                start += 1
+            most = max(most, end - start + 1)
+        return most
 
     def __enter__(self) -> FakeOpenAIServer:
         handler = _make_handler(self)

@@ -23,6 +23,7 @@ __all__ = [
     "GenerationError",
     "AuthenticationFailedError",
     "ProviderUnreachableError",
+    "LimitsUnavailableError",
     "CheckpointError",
     "LocalServerError",
     "NotFittedError",
@@ -75,6 +76,12 @@ class AuthenticationFailedError(GenerationError):
 class ProviderUnreachableError(GenerationError):
     """The LLM provider could not be reached: the first rounds of calls all failed to connect
     and none was answered, so the run stopped instead of retrying every call."""
+
+
+class LimitsUnavailableError(GenerationError):
+    """The limits held for a whole cluster (``GenerationSettings.cluster_limits``) cannot be
+    used: their keeper did not answer in time, or died. The calls waiting for a grant stop
+    rather than go past the limits; the message says what happened and what to check."""
 
 
 class CheckpointError(UQLMBertError):

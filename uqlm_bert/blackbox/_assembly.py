@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uqlm_bert.blackbox._pipeline import Scored
+from uqlm_bert.blackbox._pipeline import Scored, score_rows
 from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.inputs import ScoringInputs
 from uqlm_bert.results.failures import Failures
@@ -173,6 +173,28 @@ class Assembly:
         data["errors"] = list(errors[0])
         data["sample_errors"] = [list(e) for e in errors[1]]
         return UQResult(data, {**metadata, **self.metadata(scorers)})
+
+    def score_result(
+        self,
+        scorers: Sequence[Scorer],
+        inputs: ScoringInputs,
+        prompts: Sequence[Any] | None,
+        show: bool,
+    ) -> UQResult:
+        """The result of scoring answers one already has (``BlackBoxUQ.score``): ``inputs``
+        postprocessed once and scored, with how long that took."""
+        started = time.perf_counter()
+        processed = self.scored_texts(inputs)
+        scored = score_rows(list(scorers), processed, self.use_best, show)
+        elapsed = time.perf_counter() - started
+        n = len(inputs)
+        metadata = {
+            "num_prompts": n,
+            "num_responses": max((len(s) for s in inputs.samples), default=0),
+            "timings": {"scoring_s": elapsed, "total_s": elapsed},
+        }
+        shown = list(prompts) if prompts is not None else [None] * n
+        return self.result(shown, inputs, processed, scored, scorers, metadata)
 
     def run_result(
         self,

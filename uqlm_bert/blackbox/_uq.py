@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from uqlm_bert.bertscore.settings import BERTScoreSettings
 from uqlm_bert.blackbox._assembly import Assembly, generation_metadata, sentence_result
 from uqlm_bert.blackbox._fields import SettingsField
-from uqlm_bert.blackbox._pipeline import generate_and_score, score_rows
+from uqlm_bert.blackbox._pipeline import generate_and_score
 from uqlm_bert.blackbox._queue import ScoringQueues
 from uqlm_bert.blackbox._uqlm_face import (
     refuse_what_needs_another_model,
@@ -57,11 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["BlackBoxUQ"]
 
 CheckpointArg = "str | os.PathLike[str] | Checkpoint | None"
-
-
-def _setting(doc: str) -> SettingsField:
-    """A generation setting as an attribute of ``BlackBoxUQ`` (see ``BlackBoxUQ.generation``)."""
-    return SettingsField("generation", doc)
 
 
 class BlackBoxUQ:
@@ -282,13 +276,17 @@ class BlackBoxUQ:
             self._response_generator = ResponseGenerator(value, limits=self._limits)
         self._llm = value
 
-    sampling_temperature = _setting("The temperature of the samples.")
-    system_prompt = _setting("The system message put before prompts that have none.")
-    max_calls_per_min = _setting("The rate limit: calls arriving per rate_limit_period.")
-    max_concurrency = _setting("The cap on calls in flight.")
-    use_n_param = _setting("Whether samples are asked for in one call with n.")
-    request_timeout = _setting("Seconds an attempt may take.")
-    rate_limit_period = _setting("The window of max_calls_per_min, in seconds.")
+    sampling_temperature = SettingsField("generation", "The temperature of the samples.")
+    system_prompt = SettingsField(
+        "generation", "The system message put before prompts that have none."
+    )
+    max_calls_per_min = SettingsField(
+        "generation", "The rate limit: calls arriving per rate_limit_period."
+    )
+    max_concurrency = SettingsField("generation", "The cap on calls in flight.")
+    use_n_param = SettingsField("generation", "Whether samples are asked for in one call with n.")
+    request_timeout = SettingsField("generation", "Seconds an attempt may take.")
+    rate_limit_period = SettingsField("generation", "The window of max_calls_per_min, in seconds.")
 
     @property
     def bertscore_settings(self) -> BERTScoreSettings | None:
@@ -470,28 +468,11 @@ class BlackBoxUQ:
             >>> round(conf[0], 4), conf[1]
             (1.0, nan)
         """
-        show = self._show(show_progress_bars)
         inputs = scoring_lists(responses, sampled_responses, prompts)
-        assembly = self._assembly()
-        started = time.perf_counter()
-        processed = assembly.scored_texts(inputs)
         with verbose_logging(self.verbose):
-            scored = score_rows(self.scorers, processed, self.use_best, show)
-        elapsed = time.perf_counter() - started
-        n = len(inputs)
-        metadata = {
-            "num_prompts": n,
-            "num_responses": max((len(s) for s in inputs.samples), default=0),
-            "timings": {"scoring_s": elapsed, "total_s": elapsed},
-        }
-        return assembly.result(
-            list(prompts) if prompts is not None else [None] * n,
-            inputs,
-            processed,
-            scored,
-            self.scorers,
-            metadata,
-        )
+            return self._assembly().score_result(
+                self.scorers, inputs, prompts, self._show(show_progress_bars)
+            )
 
     def close(self) -> None:
         """Stop the helper thread of the synchronous face (a later sync call starts it again).

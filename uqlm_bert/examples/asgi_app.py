@@ -41,8 +41,11 @@ uvicorn and langchain-openai)::
 
 or ``python -m uqlm_bert.examples.asgi_app --port 8000`` (the same, through ``uvicorn.run``).
 Any ASGI server does (hypercorn, granian, ...), as long as it runs the lifespan. Run **one**
-worker process per machine where you can: each process holds its own ``BlackBoxUQ`` and so its
-own limits, so ``k`` workers send up to ``k`` times ``max_calls_per_min`` (divide it by ``k``).
+worker process: each process holds its own ``BlackBoxUQ``, and so its own limits and its own
+scoring model. To serve from several processes or machines under one set of limits, use the app
+on Ray Serve (:mod:`uqlm_bert.examples.serve_app`): its replicas share ``max_calls_per_min``,
+``max_concurrency`` and the learned level through one keeper, and one scorer deployment scores
+the answers of all of them.
 The environment variables are listed in :data:`ENVIRONMENT`. In your own code, build the app with
 :func:`create_app` from any LangChain chat model.
 

@@ -11,6 +11,8 @@ module              what it holds
 ``clients``         what a LangChain model is: the copies called, its endpoint, whether it
                     accepts ``n``, the text of a reply
 ``limits``          the rate limit counted at the provider, and adaptive concurrency
+``cluster``         :class:`ClusterLimits`: the limits held for every process of a cluster
+                    by one Ray actor (``grants``, the keeper)
 ``memory``          what runs learned about a provider (its limit, ``n``), kept for the
                     next run in the process; :func:`forget_learned_limits`
 ``retry``           :class:`RetryPolicy`: exponential backoff with full jitter
@@ -40,6 +42,7 @@ __all__ = [
     "CallFailure",
     "CallStats",
     "Checkpoint",
+    "ClusterLimits",
     "ErrorInfo",
     "EventLoopThread",
     "GenerationResult",
@@ -61,6 +64,7 @@ __getattr__, __dir__ = lazy_exports(
         "CallFailure": "uqlm_bert.generation.records",
         "CallStats": "uqlm_bert.generation.records",
         "Checkpoint": "uqlm_bert.generation.checkpoint",
+        "ClusterLimits": "uqlm_bert.generation.cluster",
         "ErrorInfo": "uqlm_bert.generation.classify",
         "EventLoopThread": "uqlm_bert.generation.loop",
         "GenerationResult": "uqlm_bert.generation.records",

@@ -24,6 +24,11 @@ a 500-prompt call runs waits for the places already asked for, not for the 500 p
 owners on one provider keep their own rate limits and caps (each is its user's setting) and share
 the provider's level, so together they do not push the provider past what it refused.
 
+With ``cluster_limits`` in the settings, a lane takes its rate limit, cap and level from the
+keeper of the cluster instead, shared with the lanes of every process that names it
+(:mod:`uqlm_bert.generation.cluster`); the rest of the lane (the provider's queue, the model's
+copies) stays in the process.
+
 **Queued calls are not timed out.** A server that queues what it cannot serve yet (llama.cpp,
 vLLM, Ollama) answers other calls while a call waits its turn, and not always in the order they
 were sent (llama.cpp serves a call asking for several choices once that many slots are free).
@@ -256,6 +261,8 @@ class Lane:
             ``None`` for none).
         rate: the rate limit, or ``None``.
         in_flight: the owner's calls to this provider in flight now.
+        cluster: where ``cluster_limits`` is set, the client of the keeper that grants the
+            places (its cap and level in one) and the tokens; else ``None``.
     """
 
     def __init__(self, key: Any, settings: GenerationSettings) -> None:
@@ -270,6 +277,12 @@ class Lane:
         self.provider: ProviderState | None = None
         self.in_flight = 0
         self._clients: list[ClientSet] = []
+        # limits held for a whole cluster (generation/cluster.py): the keeper grants the places
+        # (its cap and level in one) and the tokens
+        self.cluster: Any = None
+        if settings.cluster_limits is not None:
+            self.cluster = settings.cluster_limits.client(key, settings)
+            self.adaptive, self._capped, self.rate = True, None, self.cluster.rate
 
     # -- a call enters and leaves ----------------------------------------------------------
 
@@ -278,7 +291,12 @@ class Lane:
     ) -> tuple[ProviderState, ClientSet]:
         """A call of ``calls`` calls starts using the lane: the provider's state and the
         model's copies, with pools enough for the calls it may add in flight."""
-        self.provider = provider_state(self.key, settings)
+        if self.cluster is None:
+            self.provider = provider_state(self.key, settings)
+        elif self.provider is None or not self.provider.users:
+            known = memory.recall(self.key)
+            choices = known.max_choices if known is not None else None
+            self.provider = ProviderState(self.key, self.cluster.level, choices)  # type: ignore[arg-type]
         self.provider.users += 1
         clients = next((c for c in self._clients if c.matches(llm, settings)), None)
         if clients is None:
@@ -299,6 +317,8 @@ class Lane:
         if not clients.users:
             self._clients.remove(clients)
             await clients.aclose()
+        if self.cluster is not None and not provider.users:
+            await self.cluster.idle()
 
     # -- places in flight ------------------------------------------------------------------
 
@@ -341,6 +361,7 @@ def _limits_key(settings: GenerationSettings) -> tuple[Any, ...]:
         settings.rate_limit_period,
         settings.adaptive,
         settings.initial_concurrency,
+        settings.cluster_limits,
     )
 
 

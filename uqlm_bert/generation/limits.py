@@ -104,10 +104,16 @@ class RateLimiter:
         self._expire(self._clock())
         return self.max_calls - self._active - len(self._expiries)
 
-    async def acquire(self) -> None:
-        """Wait for a token (after the calls that asked before) and take it."""
+    def try_acquire(self) -> bool:
+        """Take a token now if one is free and no call waits for one; else ``False``."""
         if not self._waiting and self.available() > 0:
             self._active += 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        """Wait for a token (after the calls that asked before) and take it."""
+        if self.try_acquire():
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(future)
@@ -257,8 +263,9 @@ class AdaptiveConcurrency:
         ``priority``: a call trying again after a failure; it takes the next free place before
         any new call.
         """
-        if self.in_flight < self.limit and not self._retrying and (priority or not self._waiting):
-            return self._take()
+        permit = self.try_acquire(priority)
+        if permit is not None:
+            return permit
         future: asyncio.Future[Permit] = asyncio.get_running_loop().create_future()
         (self._retrying if priority else self._waiting).append(future)
         try:
@@ -271,6 +278,13 @@ class AdaptiveConcurrency:
                     if future in line:
                         line.remove(future)
             raise
+
+    def try_acquire(self, priority: bool = False) -> Permit | None:
+        """A place now, if one is free and no call waits before this one (retries first, then
+        ``priority`` calls); else ``None``."""
+        if self.in_flight < self.limit and not self._retrying and (priority or not self._waiting):
+            return self._take()
+        return None
 
     def release(self, permit: Permit, latency: float | None) -> None:
         """The call is done, or waits to try again: ``latency`` of its successful attempt (None

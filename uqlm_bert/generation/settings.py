@@ -25,6 +25,7 @@ from typing import Any
 
 from uqlm_bert.checks import check_int, check_names, check_number, given
 from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.generation.cluster import ClusterLimits
 from uqlm_bert.generation.retry import RetryPolicy
 
 __all__ = ["GenerationSettings", "checked_generation", "generation_settings"]
@@ -64,6 +65,11 @@ class GenerationSettings:
             that are called, so the rate limit and the retry counts see every HTTP call.
         fail_fast: stop the run with an error when the first calls all fail to connect (the
             server is unreachable), instead of retrying every call.
+        cluster_limits: hold ``max_calls_per_min``, ``max_concurrency`` and the adaptive level
+            for every process that names the same
+            :class:`~uqlm_bert.generation.cluster.ClusterLimits` (the replicas of a Ray Serve
+            deployment, say), through one Ray actor, instead of for this process's
+            ``BlackBoxUQ`` alone; ``None`` (the default) keeps them in the process.
     """
 
     sampling_temperature: float = 1.0
@@ -79,6 +85,7 @@ class GenerationSettings:
     request_timeout: float | None = 60.0
     disable_client_retries: bool = True
     fail_fast: bool = True
+    cluster_limits: ClusterLimits | None = None
 
     def __post_init__(self) -> None:
         check_number("sampling_temperature", self.sampling_temperature)
@@ -103,6 +110,11 @@ class GenerationSettings:
                 raise ConfigurationError(
                     f"{name} must be True or False, got {getattr(self, name)!r}"
                 )
+        if self.cluster_limits is not None and not isinstance(self.cluster_limits, ClusterLimits):
+            raise ConfigurationError(
+                "cluster_limits must be a ClusterLimits or None, got "
+                f"{type(self.cluster_limits).__name__}"
+            )
         if not isinstance(self.retry, RetryPolicy):
             raise ConfigurationError(
                 f"retry must be a RetryPolicy, got {type(self.retry).__name__}"
@@ -126,6 +138,8 @@ class GenerationSettings:
         """The settings as plain data, for result metadata and checkpoint headers."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["retry"] = dataclasses.asdict(self.retry)
+        if self.cluster_limits is not None:
+            out["cluster_limits"] = self.cluster_limits.describe()
         return out
 
 
