@@ -28,6 +28,22 @@ INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?( \| NotGiven)?
 #: Int parameters the package passes from its own counters or from a checked settings object,
 #: or fields of records it builds and hands back: not values a user gives.
 NOT_GIVEN_BY_USERS = {
+    # the cluster limits' keeper and its client: sessions and counts the package's own client
+    # sends, and the numbers of a GenerationSettings checked when it was made
+    "uqlm_bert.generation.cluster.ClusterClient.post.session",
+    "uqlm_bert.generation.grants.GrantKeeper.close.session",
+    "uqlm_bert.generation.grants.GrantKeeper.heartbeat.session",
+    "uqlm_bert.generation.grants.GrantKeeper.places.retries",
+    "uqlm_bert.generation.grants.GrantKeeper.places.session",
+    "uqlm_bert.generation.grants.GrantKeeper.places.want",
+    "uqlm_bert.generation.grants.GrantKeeper.report.session",
+    "uqlm_bert.generation.grants.GrantKeeper.tokens.session",
+    "uqlm_bert.generation.grants.GrantKeeper.tokens.want",
+    "uqlm_bert.generation.grants.LimitNumbers.initial_concurrency",
+    "uqlm_bert.generation.grants.LimitNumbers.max_calls_per_min",
+    "uqlm_bert.generation.grants.LimitNumbers.max_concurrency",
+    "uqlm_bert.generation.grants.Opened.session",
+    "uqlm_bert.generation.grants.Reply.tokens",
     "uqlm_bert.bertscore.encoder.LoadedModel.num_layers",
     "uqlm_bert.bertscore.resolve.ReadingPlan.max_length",
     "uqlm_bert.bertscore.resolve.resolve_max_length.max_length",
