@@ -248,7 +248,7 @@ def test_failures_are_grouped_by_kind_with_their_rows_and_follow_a_filter():
 def test_every_field_is_shown_in_the_column_named_like_it():
     """Each data field's column is the field's name, in the singular where the field holds one
     value per row (responses: response), and every column of to_df comes from a field."""
-    from uqlm_bert.results.result import FIELD_COLUMNS
+    from uqlm_bert.results.fields import FIELD_COLUMNS
 
     n = 2
     data = {field: [None] * n for field in FIELD_COLUMNS}

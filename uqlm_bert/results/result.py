@@ -32,24 +32,21 @@ import pandas as pd
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 from uqlm_bert.results.failures import Failures
+from uqlm_bert.results.fields import (
+    EXTRA_FIELDS,
+    FIELD_COLUMNS,
+    NOT_SCORES,
+    column_dtype,
+    common_length,
+    errors_as_text,
+    shown_prompt,
+    take,
+)
 
 if TYPE_CHECKING:
     from uqlm_bert.calibration import ScoreCalibrator
 
-__all__ = ["FIELD_COLUMNS", "SentenceUQResult", "UQResult", "shown_prompt"]
-
-#: Each data field that is not a score, and the column :meth:`UQResult.to_df` shows it in.
-FIELD_COLUMNS = {
-    "prompts": "prompt",
-    "responses": "response",
-    "sampled_responses": "sampled_responses",
-    "raw_responses": "raw_response",
-    "raw_sampled_responses": "raw_sampled_responses",
-    "original_responses": "original_response",
-    "best_response_index": "best_response_index",
-    "errors": "error",
-    "sample_errors": "sample_errors",
-}
+__all__ = ["SentenceUQResult", "UQResult"]
 
 
 class UQResult:
@@ -75,8 +72,8 @@ class UQResult:
     ) -> None:
         self.data: dict[str, Any] = dict(data)
         self.metadata: dict[str, Any] = dict(metadata or {})
-        self.metadata.setdefault("scorers", [k for k in self.data if k not in FIELD_COLUMNS])
-        n = _common_length(self.data)
+        self.metadata.setdefault("scorers", [k for k in self.data if k not in NOT_SCORES])
+        n = common_length(self.data)
         self._index = list(range(n)) if index is None else list(index)
         if len(self._index) != n:
             raise InputValidationError(f"index has {len(self._index)} items for {n} rows")
@@ -124,7 +121,7 @@ class UQResult:
         }
         for name in self.scorers:
             columns[name] = np.asarray(self.data[name], dtype=np.float64)
-        for field in _EXTRA_FIELDS:
+        for field in EXTRA_FIELDS:
             if self.data.get(field) is not None:
                 values = self.data[field]
                 columns[FIELD_COLUMNS[field]] = [
@@ -141,7 +138,7 @@ class UQResult:
         # object columns keep None as None (pandas' string dtype would turn it into NaN)
         return pd.DataFrame(
             {
-                k: pd.Series(v, index=index, dtype=_column_dtype(k, self.scorers))
+                k: pd.Series(v, index=index, dtype=column_dtype(k, self.scorers))
                 for k, v in columns.items()
             },
             index=index,
@@ -194,7 +191,7 @@ class UQResult:
         if keep not in ("above", "below"):
             raise InputValidationError(f"keep must be 'above' or 'below', got {keep!r}")
         rows = [i for i, is_low in enumerate(low) if is_low == (keep == "below")]
-        data = {k: _take(v, rows) for k, v in self.data.items()}
+        data = {k: take(v, rows) for k, v in self.data.items()}
         metadata = copy.deepcopy(self.metadata)
         metadata["filter"] = {
             "threshold": float(threshold),
@@ -257,7 +254,7 @@ class UQResult:
         data: dict[str, Any] = {}
         for key, values in self.data.items():
             if key in ("errors", "sample_errors") and values is not None:
-                values = _errors_as_text(values)
+                values = errors_as_text(values)
             elif isinstance(values, np.ndarray):
                 values = values.tolist()
             data[key] = list(values) if values is not None else None
@@ -421,74 +418,6 @@ class UQResult:
             raise InputValidationError("threshold is NaN; give a number such as 0.8")
         _, values = self._scores(scorer)
         return [bool(np.isnan(v) or v < threshold) for v in values]
-
-
-#: The optional fields, shown where a result has them.
-_EXTRA_FIELDS = (
-    "raw_responses",
-    "raw_sampled_responses",
-    "original_responses",
-    "best_response_index",
-)
-
-
-def shown_prompt(prompt: Any) -> str | None:
-    """A prompt as a person reads it: the string, or the text of the last user message of a
-    list of chat messages (LangChain messages, ``(role, text)`` pairs or ``{"role", "content"}``
-    dicts).
-
-    Example:
-        >>> shown_prompt([("system", "Be brief."), ("human", "Capital of Peru?")])
-        'Capital of Peru?'
-    """
-    if prompt is None or isinstance(prompt, str):
-        return prompt
-    try:
-        from langchain_core.messages import convert_to_messages
-
-        messages = convert_to_messages(prompt)
-    except Exception:  # noqa: BLE001 - not messages: shown as it is
-        return str(prompt)
-    chosen = next((m for m in reversed(messages) if m.type == "human"), None)
-    if chosen is None:
-        chosen = messages[-1] if messages else None
-    if chosen is None:
-        return ""
-    text = chosen.text  # a property (a str) in recent langchain-core, a method before
-    return str(text) if isinstance(text, str) else text()
-
-
-def _errors_as_text(values: Any) -> list[Any]:
-    return [
-        [None if e is None else str(e) for e in v]
-        if isinstance(v, list)
-        else (None if v is None else str(v))
-        for v in values
-    ]
-
-
-def _column_dtype(name: str, scorers: list[str]) -> Any:
-    if name in scorers:
-        return np.float64
-    return np.int64 if name == "num_failed_samples" else object
-
-
-def _common_length(data: dict[str, Any]) -> int:
-    lengths = {k: len(v) for k, v in data.items() if v is not None}
-    if not lengths:
-        return 0
-    if len(set(lengths.values())) > 1:
-        detail = ", ".join(f"{k}={n}" for k, n in lengths.items())
-        raise InputValidationError(f"UQResult fields differ in length: {detail}")
-    return next(iter(lengths.values()))
-
-
-def _take(values: Any, rows: list[int]) -> Any:
-    if values is None:
-        return None
-    if isinstance(values, np.ndarray):
-        return values[rows]
-    return [list(values[i]) if isinstance(values[i], list) else values[i] for i in rows]
 
 
 class SentenceUQResult(UQResult):
