@@ -81,6 +81,7 @@ __all__ = [
     "QuestionService",
     "create_app",
     "create_app_from_env",
+    "read_question",
     "until_disconnect",
 ]
 
@@ -198,6 +199,25 @@ class QuestionService:
         return body
 
 
+async def read_question(request: Any, max_chars: int) -> tuple[str, Any]:
+    """The question of a ``POST /ask`` request, or the HTTP 400 reply that refuses its body
+    (not a JSON object with a non-empty ``"question"`` string, or a question longer than
+    ``max_chars``): ``(question, None)`` or ``("", reply)``."""
+    from starlette.responses import JSONResponse
+
+    try:
+        payload = await request.json()
+    except ValueError:
+        payload = None
+    question = payload.get("question") if isinstance(payload, dict) else None
+    if not isinstance(question, str) or not question.strip():
+        return "", JSONResponse({"error": BAD_BODY}, status_code=400)
+    if len(question) > max_chars:
+        error = f"the question is longer than {max_chars} characters"
+        return "", JSONResponse({"error": error}, status_code=400)
+    return question, None
+
+
 async def _client_gone(receive: Callable[[], Awaitable[Mapping[str, Any]]]) -> None:
     """Returns when the client disconnects (the ASGI ``http.disconnect`` message)."""
     while True:
@@ -289,16 +309,9 @@ def create_app(
             uq.close()
 
     async def ask(request: Request) -> Response:
-        try:
-            payload = await request.json()
-        except ValueError:
-            payload = None
-        question = payload.get("question") if isinstance(payload, dict) else None
-        if not isinstance(question, str) or not question.strip():
-            return JSONResponse({"error": BAD_BODY}, status_code=400)
-        if len(question) > max_question_chars:
-            error = f"the question is longer than {max_question_chars} characters"
-            return JSONResponse({"error": error}, status_code=400)
+        question, refused = await read_question(request, max_question_chars)
+        if refused is not None:
+            return refused
         service: QuestionService = request.app.state.service
         answered, got = await until_disconnect(service.answer(question), request.receive)
         if not answered:

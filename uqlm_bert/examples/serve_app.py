@@ -322,7 +322,7 @@ class Ingress:
         """Route a request: ``POST /ask``, ``GET /health``; 404 and 405 otherwise."""
         from starlette.responses import JSONResponse
 
-        from uqlm_bert.examples.asgi_app import BAD_BODY
+        from uqlm_bert.examples.asgi_app import read_question
 
         path = request.url.path.rstrip("/")
         if path.endswith("/health") or path == "health":
@@ -331,16 +331,9 @@ class Ingress:
             return JSONResponse({"error": f"no route {request.url.path}"}, status_code=404)
         if request.method != "POST":
             return JSONResponse({"error": "use POST"}, status_code=405)
-        try:
-            payload = await request.json()
-        except ValueError:
-            payload = None
-        question = payload.get("question") if isinstance(payload, dict) else None
-        if not isinstance(question, str) or not question.strip():
-            return JSONResponse({"error": BAD_BODY}, status_code=400)
-        if len(question) > self.settings.max_question_chars:
-            error = f"the question is longer than {self.settings.max_question_chars} characters"
-            return JSONResponse({"error": error}, status_code=400)
+        question, refused = await read_question(request, self.settings.max_question_chars)
+        if refused is not None:
+            return refused
         status, body = await self.service.answer(question)
         return JSONResponse(body, status_code=status)
 

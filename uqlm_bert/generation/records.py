@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,13 +54,8 @@ class CallFailure:
         return self.kind in TRANSIENT_KINDS
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the form stored in checkpoint files)."""
-        return {
-            "kind": self.kind,
-            "message": self.message,
-            "attempts": self.attempts,
-            "status_code": self.status_code,
-        }
+        """A JSON-ready dict (the form stored in checkpoint files): the fields by name."""
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CallFailure:
@@ -130,26 +126,10 @@ class CallStats:
     max_choices: int = 1
 
     def as_dict(self) -> dict[str, Any]:
-        """A plain dict for result metadata."""
-        return {
-            "attempts": self.attempts,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "retries": self.retries,
-            "from_checkpoint": self.from_checkpoint,
-            "failures_by_kind": dict(sorted(self.failures_by_kind.items())),
-            "rate_limited": self.rate_limited,
-            "repaired_replies": self.repaired_replies,
-            "max_in_flight": self.max_in_flight,
-            "concurrency_start": self.concurrency_start,
-            "learned_start": self.learned_start,
-            "concurrency_peak": self.concurrency_peak,
-            "concurrency_final": self.concurrency_final,
-            "n_calls": self.n_calls,
-            "choices_missing": self.choices_missing,
-            "samples_per_call": self.samples_per_call,
-            "max_choices": self.max_choices,
-        }
+        """A plain dict for result metadata: the fields by name, the failures by kind sorted."""
+        out = dataclasses.asdict(self)
+        out["failures_by_kind"] = dict(sorted(self.failures_by_kind.items()))
+        return out
 
 
 @dataclass
