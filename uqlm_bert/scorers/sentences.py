@@ -388,8 +388,8 @@ def locate_sentences(text: str, sentences: Sequence[str]) -> list[tuple[int, int
             message names it and where the search stood).
 
     Example:
-        >>> locate_sentences("One.\nTwo  words. Three.", ["One.", "Two words.", "Three."])
-        [(0, 4), (5, 15), (16, 22)]
+        >>> locate_sentences("One.  Two   words. Three.", ["One.", "Two words.", "Three."])
+        [(0, 4), (6, 18), (19, 25)]
     """
     pos = 0
     out = []
