@@ -74,7 +74,7 @@ CONFIGS: dict[str, tuple[dict, bool]] = {
     "defaults, float32, no prompt": ({"dtype": "float32"}, False),
     "defaults, float32, no idf": ({"dtype": "float32", "idf": False}, True),
     "defaults, float32, long texts cut": ({"dtype": "float32", "long_texts": "truncate"}, True),
-    "prototype (no idf, float32, no prompt)": ({"dtype": "float32", "idf": False}, False),
+    "no idf, float32, no prompt": ({"dtype": "float32", "idf": False}, False),
     "layer 4, float32": ({"dtype": "float32", "num_layers": 4}, True),
     "layer 6, float32": ({"dtype": "float32", "num_layers": 6}, True),
 }
