@@ -179,6 +179,7 @@ PUBLIC = {
         "mean_by_group",
         "register_scorer",
         "score_all",
+        "score_with_supports",
         "scorer_settings",
         "scorer_spec",
     ],
@@ -197,6 +198,7 @@ PUBLIC = {
         "SCORER_DEFAULTS",
         "f_beta",
         "punctuation_ids",
+        "supports_from_matches",
     ],
     "uqlm_bert.local_llm": ["EMBEDDED_GGUF", "LocalLLM", "embedded_model_path"],
     "uqlm_bert.results.identical_samples": [
@@ -327,6 +329,27 @@ PUBLIC = {
         "answer_text",
         "terminal_safe",
         "weak_spans",
+    ],
+    "uqlm_bert.results.supports": [
+        "SENTENCE_FRAME_COLUMNS",
+        "WORD_FRAME_COLUMNS",
+        "sentence_frame",
+        "word_frame",
+    ],
+    "uqlm_bert.bertscore.support": [
+        "PairMatches",
+        "SENTENCE_AGGREGATION",
+        "TokenSupport",
+        "WEAK_SUPPORT",
+        "WordRows",
+        "aggregate",
+    ],
+    "uqlm_bert.scorers.sentences": [
+        "PairScorer",
+        "locate_sentences",
+        "score_sentences",
+        "sentence_spans",
+        "split_sentences",
     ],
     "uqlm_bert.results.failures": [
         "FAILED_CALLS_WARNING",

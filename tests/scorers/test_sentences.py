@@ -163,7 +163,7 @@ def _expected(reference_scorer, sentence, samples, metric=2):
 
 def test_sentence_scores_follow_the_formula(reference_scorer):
     counting = _CountingScorer(reference_scorer)
-    df = score_sentences(RESPONSES, SAMPLES, counting)
+    df = score_sentences(RESPONSES, SAMPLES, counting, method="reembed")
     assert list(df.columns) == SENTENCE_COLUMNS
     assert len(counting.calls) == 1  # batched: one engine call for all sentences of all responses
     # response 1 failed (no rows); response 3 has a row but no sample to score against
@@ -180,8 +180,8 @@ def test_sentence_scores_follow_the_formula(reference_scorer):
 
 
 def test_reference_and_own_engine_agree(reference_scorer, our_scorer):
-    ours = score_sentences(RESPONSES, SAMPLES, our_scorer)
-    ref = score_sentences(RESPONSES, SAMPLES, reference_scorer)
+    ours = score_sentences(RESPONSES, SAMPLES, our_scorer, method="reembed")
+    ref = score_sentences(RESPONSES, SAMPLES, reference_scorer, method="reembed")
     np.testing.assert_allclose(ours["bert_score"], ref["bert_score"], atol=1e-5)
 
 
@@ -195,7 +195,7 @@ def test_precision_and_recall_variants(reference_scorer, metric, index):
 
 def test_given_sentences_are_used_and_missing_ones_split(our_scorer):
     given = [["Marie Curie was a Polish physicist.", ""], None, None, ["Water boils."]]
-    df = score_sentences(RESPONSES, SAMPLES, our_scorer, sentences=given)
+    df = score_sentences(RESPONSES, SAMPLES, our_scorer, sentences=given, method="reembed")
     assert df["sentence"].tolist() == [
         "Marie Curie was a Polish physicist.", "", "The Eiffel Tower is in Paris.", "Water boils."
     ]  # fmt: skip
@@ -207,10 +207,10 @@ def test_given_sentences_are_used_and_missing_ones_split(our_scorer):
 
 def test_no_scorable_pairs_gives_nan_without_calling_the_engine(our_scorer):
     counting = _CountingScorer(our_scorer)
-    df = score_sentences(["A claim. Another."], [[None, ""]], counting)
+    df = score_sentences(["A claim. Another."], [[None, ""]], counting, method="reembed")
     assert len(df) == 2 and df["bert_score"].isna().all()
     assert counting.calls == []
-    assert len(score_sentences([], [], counting)) == 0
+    assert len(score_sentences([], [], counting, method="reembed")) == 0
 
 
 def test_input_errors(our_scorer):
@@ -239,16 +239,17 @@ def test_pandas_inputs_are_read_by_position(our_scorer):
 
     responses = pd.Series(RESPONSES, index=[10, 11, 12, 13])
     samples = pd.Series(SAMPLES, index=[10, 11, 12, 13])
-    from_series = score_sentences(responses, samples, our_scorer)
-    from_lists = score_sentences(RESPONSES, SAMPLES, our_scorer)
-    pd.testing.assert_frame_equal(from_series, from_lists)
+    for method in ("support", "reembed"):
+        from_series = score_sentences(responses, samples, our_scorer, method=method)
+        from_lists = score_sentences(RESPONSES, SAMPLES, our_scorer, method=method)
+        pd.testing.assert_frame_equal(from_series, from_lists)
 
 
 def test_caller_lists_are_not_mutated(our_scorer):
     responses = list(RESPONSES)
     samples = [list(s) for s in SAMPLES]
     given = [["x."], None, None, None]
-    score_sentences(responses, samples, our_scorer, sentences=given)
+    score_sentences(responses, samples, our_scorer, sentences=given, method="reembed")
     assert responses == RESPONSES and samples == SAMPLES and given == [["x."], None, None, None]
 
 
@@ -262,3 +263,79 @@ def test_a_missing_list_of_samples_is_no_samples_for_sentences_too():
     df = uq.score_sentences(["A cat. A dog."], [float("nan")]).to_df()
     assert df["sentence"].tolist() == ["A cat.", "A dog."]
     assert df["bert_score"].isna().all()
+
+
+# --------------------------------------------------------------------------- the support method
+
+
+def _support_by_hand(scorer, response: str, samples: list[str], sentence: str) -> float:
+    """The mean of the lowest tenth (at least one) of the sentence's non-punctuation tokens'
+    best cosines, averaged over the samples: embeddings and maxima computed here, straight from
+    the encoder."""
+    from uqlm_bert.scorers.bert import punctuation_ids
+
+    enc = scorer.encoder
+    tok = enc.tokenizer(response, return_offsets_mapping=True)
+    ids, offsets = tok["input_ids"], tok["offset_mapping"]
+    emb = enc.embed_packed([ids])
+    best = np.mean(
+        [(emb @ enc.embed_packed(enc.tokenize([s])).T).max(dim=1).values.numpy() for s in samples],
+        axis=0,
+    )
+    start = response.index(sentence)
+    punct = punctuation_ids(enc.tokenizer)
+    inside = [
+        t
+        for t, (a, b) in enumerate(offsets)
+        if b > a and start <= a < start + len(sentence) and ids[t] not in punct
+    ]
+    lowest = np.sort(best[inside])[: int(np.ceil(len(inside) / 10))]
+    return float(lowest.mean())
+
+
+def test_support_is_the_default_and_follows_its_formula(our_scorer):
+    df = score_sentences(RESPONSES, SAMPLES, our_scorer)
+    assert list(df.columns) == SENTENCE_COLUMNS
+    assert df["response_index"].tolist() == [0, 0, 0, 2, 3]
+    assert df["sentence"].tolist() == split_sentences(RESPONSES[0]) + RESPONSES[2:]
+    present = [s for s in SAMPLES[0] if s]
+    for k, sentence in enumerate(split_sentences(RESPONSES[0])):
+        expected = _support_by_hand(our_scorer, RESPONSES[0], present, sentence)
+        assert df["bert_score"][k] == pytest.approx(expected, abs=1e-5)
+    assert np.isnan(df["bert_score"].iloc[4])  # no sample
+    precision = score_sentences(
+        RESPONSES, SAMPLES, our_scorer, metric="precision", method="support"
+    )
+    pd_testing = pytest.importorskip("pandas").testing
+    pd_testing.assert_frame_equal(precision, df)
+
+
+def test_naming_a_metric_keeps_the_reembedding_method(our_scorer):
+    named = score_sentences(RESPONSES, SAMPLES, our_scorer, metric="f1")
+    reembedded = score_sentences(RESPONSES, SAMPLES, our_scorer, metric="f1", method="reembed")
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(named, reembedded)
+    default = score_sentences(RESPONSES, SAMPLES, our_scorer)
+    assert not np.allclose(named["bert_score"], default["bert_score"], equal_nan=True)
+
+
+def test_support_method_errors(our_scorer):
+    with pytest.raises(ConfigurationError, match="applies to method='reembed'"):
+        score_sentences(["a"], [["a"]], our_scorer, metric="f1", method="support")
+    with pytest.raises(ConfigurationError, match="method must be"):
+        score_sentences(["a"], [["a"]], our_scorer, method="tokens")
+    with pytest.raises(ConfigurationError, match="pass method='reembed'"):
+        score_sentences(["a"], [["a"]], _CountingScorer(our_scorer))
+    with pytest.raises(InputValidationError, match=r"sentence 1 \('Water'\) is not in"):
+        score_sentences(["Water boils."], [["a"]], our_scorer, sentences=[["Water", "Water"]])
+
+
+def test_given_sentences_are_found_in_the_response(our_scorer):
+    response = "Marie Curie was a  Polish physicist.  She won two Nobel Prizes."
+    given = [["Marie Curie was a Polish physicist.", "She won two Nobel Prizes."]]
+    df = score_sentences([response], [SAMPLES[0][:1]], our_scorer, sentences=given)
+    assert df["sentence"].tolist() == given[0]  # the caller's sentences, as given
+    assert np.isfinite(df["bert_score"]).all()
+    split = score_sentences([response], [SAMPLES[0][:1]], our_scorer)
+    assert np.allclose(split["bert_score"], df["bert_score"])  # the same spans either way

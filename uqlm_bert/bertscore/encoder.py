@@ -40,7 +40,7 @@ from uqlm_bert.bertscore.packed import PackedEncoder, to_device
 from uqlm_bert.bertscore.resolve import ComputePlan, ReadingPlan
 from uqlm_bert.bertscore.windows import Frame
 
-__all__ = ["Encoder", "LoadedModel", "tokenize_texts"]
+__all__ = ["Encoder", "LoadedModel", "TokenSpans", "token_spans", "tokenize_texts"]
 
 # A text longer than this many characters per allowed token is tokenized from a prefix.
 _CHARS_PER_TOKEN = 16
@@ -296,16 +296,75 @@ def tokenize_texts(
             truncated[i] = len(_ids(tokenizer, [stripped[i]], None)[0]) > max_length
     for i, t in enumerate(stripped):
         if out[i] is None:
-            out[i], truncated[i] = _tokenize_long(tokenizer, t, max_length, budget)
+            out[i], truncated[i], _ = _tokenize_long(tokenizer, t, max_length, budget)
     return [list(ids) for ids in out], truncated  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class TokenSpans:
+    """One text's tokens as :func:`tokenize_texts` gives them, with where each lies in the text.
+
+    Attributes:
+        ids: the token ids, special tokens included (those of :func:`tokenize_texts`).
+        lead: how many characters of leading whitespace the text lost to stripping.
+        offsets: ``[tokens, 2]`` int64 ``(start, end)`` of each token in the original text
+            (its leading whitespace counted); ``(lead, lead)`` for the special tokens the
+            tokenizer added.
+        words: each token's word index as the tokenizer's pre-tokenizer splits words (-1 for
+            the special tokens it added).
+    """
+
+    ids: np.ndarray
+    lead: int
+    offsets: np.ndarray
+    words: np.ndarray
+
+
+def token_spans(tokenizer: Any, texts: Sequence[str], max_length: int) -> list[TokenSpans]:
+    """Each text's tokens (the ids of :func:`tokenize_texts` with the same ``max_length``) with
+    their character spans in the text as given (not stripped) and their words: what maps a
+    token's score back onto the text. Needs a fast tokenizer (one that reports offsets).
+
+    Raises:
+        ConfigurationError: the tokenizer cannot report where its tokens lie.
+
+    Example:
+        >>> from uqlm_bert.bertscore.models import load_tokenizer
+        >>> (spans,) = token_spans(load_tokenizer(None), ["  Paris, France"], 512)
+        >>> spans.offsets.tolist(), spans.words.tolist()
+        ([[2, 2], [2, 7], [7, 8], [9, 15], [2, 2]], [-1, 0, 1, 2, -1])
+    """
+    from uqlm_bert.exceptions import ConfigurationError
+
+    if not getattr(tokenizer, "is_fast", False):
+        raise ConfigurationError(
+            f"token supports need a fast tokenizer, which reports where each token lies in the "
+            f"text; {type(tokenizer).__name__} does not (load the model's tokenizer.json, or "
+            "use a model that has one)"
+        )
+    out = []
+    budget = max_length * _CHARS_PER_TOKEN
+    for text in texts:
+        stripped = text.strip()
+        lead = len(text) - len(text.lstrip())
+        if len(stripped) > budget:
+            _, _, cut = _tokenize_long(tokenizer, stripped, max_length, budget)
+            stripped = stripped[:cut]
+        enc = _encode(tokenizer, [stripped], max_length, offsets=True)
+        ids = np.asarray(enc["input_ids"][0], dtype=np.int64)
+        offsets = np.asarray(enc["offset_mapping"][0], dtype=np.int64).reshape(-1, 2) + lead
+        words = np.array([-1 if w is None else w for w in enc.word_ids(0)], dtype=np.int64)
+        out.append(TokenSpans(ids, lead, offsets, words))
+    return out
 
 
 def _tokenize_long(
     tokenizer: Any, text: str, max_length: int, window: int
-) -> tuple[list[int], bool]:
+) -> tuple[list[int], bool, int]:
     """Tokenize a long text from a prefix cut at whitespace, growing it until it yields more
     tokens than the limit, up to ``max_length * _MAX_CHARS_PER_TOKEN`` characters (the whole
-    text when it is no longer): the cost is bounded whatever the text."""
+    text when it is no longer): the cost is bounded whatever the text. Returns the ids, whether
+    they were truncated, and the length of the prefix tokenized."""
     most = max_length * _MAX_CHARS_PER_TOKEN
     while window < len(text):
         cut = window
@@ -316,15 +375,23 @@ def _tokenize_long(
             window >= most
             or len(_ids(tokenizer, [text[:cut]], None)[0]) > max_length + _PREFIX_MARGIN
         ):
-            return _ids(tokenizer, [text[:cut]], max_length)[0], True
+            return _ids(tokenizer, [text[:cut]], max_length)[0], True, cut
         window = min(window * 2, most)
     ids = _ids(tokenizer, [text], max_length)[0]
-    return ids, len(ids) >= max_length and len(_ids(tokenizer, [text], None)[0]) > max_length
+    cut = len(ids) >= max_length and len(_ids(tokenizer, [text], None)[0]) > max_length
+    return ids, cut, len(text)
 
 
 def _ids(tokenizer: Any, texts: list[str], max_length: int | None) -> list[list[int]]:
     if not texts:
         return []
+    return _encode(tokenizer, texts, max_length)["input_ids"]
+
+
+def _encode(tokenizer: Any, texts: list[str], max_length: int | None, offsets: bool = False) -> Any:
+    """The tokenizer's encoding of ``texts`` as BERTScore takes them (with the token offsets
+    where ``offsets``)."""
+    extra = {"return_offsets_mapping": True} if offsets else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "sequence longer than the model" when untruncated
         return tokenizer(
@@ -335,7 +402,8 @@ def _ids(tokenizer: Any, texts: list[str], max_length: int | None) -> list[list[
             return_attention_mask=False,
             return_token_type_ids=False,
             verbose=False,
-        )["input_ids"]
+            **extra,
+        )
 
 
 def _last_whitespace(text: str, end: int) -> int:

@@ -30,6 +30,7 @@ from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping, idf_from_token
 from uqlm_bert.bertscore.models import load_encoder
 from uqlm_bert.bertscore.pair_scoring import score_pairs
 from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, BERTScoreSettings
+from uqlm_bert.bertscore.support import PairMatches
 from uqlm_bert.bertscore.texts import CallTexts, WeightLookup, weight_lookup
 from uqlm_bert.checks import check_int
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
@@ -294,7 +295,7 @@ class BERTScorer:
             contexts, zero_sets = _contexts(zero_weight, len(cands))
             keys_c = [(c, contexts[g]) for c, g in zip(keys_c, pair_group, strict=True)]
             keys_r = [(r, contexts[g]) for r, g in zip(keys_r, pair_group, strict=True)]
-        scores = self._score_pairs(keys_c, keys_r, pair_group, max_texts, show, zero_sets)
+        scores, _ = self._score_pairs(keys_c, keys_r, pair_group, max_texts, show, zero_sets)
         if len(pair_group) != len(cands):  # the best over each candidate's references
             starts = np.flatnonzero(np.diff(pair_group, prepend=-1))
             scores = np.maximum.reduceat(scores, starts, axis=0)
@@ -302,6 +303,75 @@ class BERTScorer:
         if self._baseline is not None:
             out = rescale(out, self._baseline)
         return out[:, 0].contiguous(), out[:, 1].contiguous(), out[:, 2].contiguous()
+
+    def score_matches(
+        self,
+        cands: Sequence[str],
+        refs: Sequence[str],
+        batch_size: int | None = None,
+        show_progress_bars: bool | None = None,
+        *,
+        zero_weight: Sequence[Collection[int]] | None = None,
+    ) -> PairMatches:
+        """:meth:`score` of (candidate, reference) pairs that also keeps, for each pair, each
+        candidate token's best cosine similarity with any token of the reference: the values
+        precision averages, from the same pass (no text is embedded again).
+
+        Args:
+            cands: candidate texts.
+            refs: one reference per candidate.
+            batch_size, show_progress_bars, zero_weight: as for :meth:`score`.
+
+        Returns:
+            A :class:`~uqlm_bert.bertscore.support.PairMatches`: the P/R/F of each pair (as
+            :meth:`score` gives them), the candidate's token ids and normalised weights, and
+            its tokens' best similarities; ``sum(weights * best) == P`` per pair, without
+            baseline rescaling. The best similarities take a float per candidate token per
+            pair.
+
+        Raises:
+            InputValidationError: as for :meth:`score`, or a reference that is a list.
+
+        Example:
+            >>> scorer = BERTScorer(show_progress_bars=False)
+            >>> m = scorer.score_matches(["Paris is in France."], ["Paris is in Spain."])
+            >>> best, w = m.best_of(0), m.weights[0]
+            >>> bool(abs(float((best * w).sum()) - float(m.scores[0, 0])) < 1e-6)
+            True
+        """
+        cands = text_list(cands, "cands")
+        refs = text_list(refs, "refs", allow_empty=True)
+        if len(refs) != len(cands):
+            raise InputValidationError(
+                f"score_matches takes one reference per candidate: {len(cands)} candidates, "
+                f"{len(refs)} references"
+            )
+        show = self.show_progress_bars if show_progress_bars is None else show_progress_bars
+        check_int("batch_size", batch_size, 1, none_ok=True)
+        max_texts = self.settings.batch_size if batch_size is None else batch_size
+        keys_c: list[Any] = [c.strip() for c in cands]
+        keys_r: list[Any] = [r.strip() for r in refs]
+        zero_sets = None
+        if zero_weight is not None:
+            contexts, zero_sets = _contexts(zero_weight, len(cands))
+            keys_c = [(c, contexts[i]) for i, c in enumerate(keys_c)]
+            keys_r = [(r, contexts[i]) for i, r in enumerate(keys_r)]
+        best: list[np.ndarray] = []
+        scores, texts = self._score_pairs(
+            keys_c, keys_r, list(range(len(cands))), max_texts, show, zero_sets, best
+        )
+        infos = [texts[k] for k in keys_c]
+        lens = np.fromiter((len(t.ids) for t in infos), dtype=np.int64, count=len(infos))
+        flat = np.concatenate(best) if best else np.zeros(0, dtype=np.float32)
+        if self._baseline is not None:
+            scores = rescale(torch.from_numpy(scores), self._baseline).numpy()
+        return PairMatches(
+            scores,
+            [t.ids for t in infos],
+            [t.weights for t in infos],  # type: ignore[misc]  # weighed once scored
+            flat,
+            np.concatenate(([0], np.cumsum(lens))),
+        )
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -313,9 +383,11 @@ class BERTScorer:
         max_texts: int | None,
         show: bool,
         zero_sets: list[np.ndarray] | None = None,
-    ) -> np.ndarray:
-        """Raw ``[pairs, 3]`` P/R/F of pairs of stripped texts; warns about truncated texts and
-        pairs that score 0 by construction."""
+        best: list[np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, CallTexts]:
+        """Raw ``[pairs, 3]`` P/R/F of pairs of stripped texts, and the call's texts; warns
+        about truncated texts and pairs that score 0 by construction. ``best``: see
+        :func:`~uqlm_bert.bertscore.pair_scoring.score_pairs`."""
         enc = self._encoder
         chunk = self.settings.chunk_size
         from_refs = self._idf_from_refs
@@ -344,6 +416,7 @@ class BERTScorer:
                     chunk,
                     max_texts,
                     on_embedded=bar.update,
+                    best=best,
                 )
         if texts.truncated and enc.frame is not None:
             limit = enc.token_limit
@@ -362,7 +435,7 @@ class BERTScorer:
                 UserWarning,
             )
         self._warn_empty(keys_c, keys_r, pair_group, texts)
-        return scores
+        return scores, texts
 
     def _warn_empty(
         self,

@@ -89,7 +89,12 @@ def greedy_match_padded(
 
 
 def greedy_match_rows(
-    emb: torch.Tensor, aux: torch.Tensor, rows: torch.Tensor, cand_width: int
+    emb: torch.Tensor,
+    aux: torch.Tensor,
+    rows: torch.Tensor,
+    cand_width: int,
+    *,
+    best: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Batched greedy matching over token rows gathered from one packed table.
 
@@ -105,6 +110,8 @@ def greedy_match_rows(
             padding row; ``rows[0]`` indexes ``emb``, ``rows[1]`` indexes ``aux`` (the
             reference columns ``T`` further on).
         cand_width: ``Lc``.
+        best: where given, each candidate token's best similarity with any reference token,
+            ``[B, Lc]`` (what P weighs; its padding columns hold 0), is appended to it.
 
     Returns:
         ``[B, 1, 2]``: each pair's P and R. Padding never wins a max and weighs 0, so a pair's
@@ -128,8 +135,9 @@ def greedy_match_rows(
     sim = torch.bmm(cand, ref.transpose(1, 2))  # [B, Lc, Lr]
     best_p = (sim + bias[:, None, lc:, 0]).amax(dim=2)  # each candidate token's best match
     best_r = (sim + bias[:, :lc]).amax(dim=1)  # each reference token's best match
-    # P and R at once: the weights sit in column 0 for candidate tokens, 1 for reference ones
-    return torch.bmm(torch.cat((best_p, best_r), dim=1)[:, None, :], weight)
+    if best is not None:
+        best.append(best_p)
+    return _weighted_sums(best_p, best_r, weight)
 
 
 def greedy_match_rows_found_in(
@@ -138,6 +146,8 @@ def greedy_match_rows_found_in(
     rows: torch.Tensor,
     cand_width: int,
     dtype: torch.dtype = torch.bfloat16,
+    *,
+    best: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """:func:`greedy_match_rows` with each token's best match found in a reduced ``dtype`` and
     its similarity then computed in ``emb``'s (float32).
@@ -157,7 +167,8 @@ def greedy_match_rows_found_in(
     still gets 1.
 
     Args:
-        emb, aux, rows, cand_width: as for :func:`greedy_match_rows`.
+        emb, aux, rows, cand_width, best: as for :func:`greedy_match_rows` (``best`` gets
+            the float32 similarity of each candidate token with the match found).
         dtype: the dtype best matches are found in.
 
     Returns:
@@ -190,7 +201,24 @@ def greedy_match_rows_found_in(
     # each token against its best match, in float32: the match's table row, one dot product
     best_p = torch.linalg.vecdot(cand, embedding(rows_r.gather(1, best_ref), emb))
     best_r = torch.linalg.vecdot(ref, embedding(rows_c.gather(1, best_cand), emb))
-    return torch.bmm(torch.cat((best_p, best_r), dim=1)[:, None, :], weight)
+    if best is not None:
+        best.append(best_p)
+    return _weighted_sums(best_p, best_r, weight)
+
+
+def _weighted_sums(
+    best_p: torch.Tensor, best_r: torch.Tensor, weight: torch.Tensor
+) -> torch.Tensor:
+    """``[B, 1, 2]`` P and R: the best matches weighted and summed (the weights sit in column 0
+    for candidate tokens, 1 for reference ones), in float64 where the device has it: exact up
+    to one rounding to float32 however long the texts and however wide their block, so a pair
+    gets the same P and R in any block, and P is the weighted mean of the kept best matches
+    within a float32 rounding (a float32 product's running sum drifts by 1e-6 over 800 tokens)."""
+    wide = torch.float32 if best_p.device.type == "mps" else torch.float64
+    terms = torch.cat((best_p, best_r), dim=1)[:, None, :].to(wide) * weight.transpose(1, 2).to(
+        wide
+    )
+    return terms.sum(dim=2)[:, None, :].to(best_p.dtype)
 
 
 def greedy_match_tiled(
@@ -199,6 +227,8 @@ def greedy_match_tiled(
     ref_emb: torch.Tensor,
     ref_weights: torch.Tensor,
     budget: int,
+    *,
+    best: list[torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`greedy_match` of one pair of L2-normalised embeddings whose similarity matrix is
     too big to hold (two long texts read in windows): it is built ``budget`` similarities at a
@@ -209,6 +239,7 @@ def greedy_match_tiled(
         cand_emb: ``[Lc, D]``; ref_emb: ``[Lr, D]``.
         cand_weights, ref_weights: ``[Lc]`` and ``[Lr]``, normalised to sum to 1.
         budget: the most similarities held at once (at least one row of them).
+        best: where given, each candidate token's best similarity, ``[Lc]``, is appended to it.
 
     Example:
         >>> import torch
@@ -239,6 +270,9 @@ def greedy_match_tiled(
         sim = torch.mm(block, ref_t, out=tile[: block.shape[0]])
         torch.amax(sim, dim=1, out=best_p[start : start + block.shape[0]])
         torch.maximum(best_r, torch.amax(sim, dim=0), out=best_r)
-    P = (best_p * cand_weights).sum()
-    R = (best_r * ref_weights).sum()
+    if best is not None:
+        best.append(best_p)
+    wide = torch.float32 if best_p.device.type == "mps" else torch.float64  # as for blocks
+    P = (best_p.to(wide) * cand_weights.to(wide)).sum().to(best_p.dtype)
+    R = (best_r.to(wide) * ref_weights.to(wide)).sum().to(best_r.dtype)
     return P, R, f1_from_pr(P, R)

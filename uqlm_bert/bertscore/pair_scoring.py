@@ -96,6 +96,7 @@ def score_pairs(
     max_tokens: int | None = None,
     on_embedded: Callable[[int], None] | None = None,
     match_budget: int | None = None,
+    best: list[np.ndarray] | None = None,
 ) -> np.ndarray:
     """Raw P, R and F (``[pairs, 3]`` float32) of each pair of stripped texts.
 
@@ -108,6 +109,10 @@ def score_pairs(
             :func:`~uqlm_bert.bertscore.batching.embed_in_batches`.
         on_embedded: told how many texts were embedded, as they are.
         match_budget: floats per matching block (default: by device).
+        best: where given, gets each candidate token's best similarity with any token of its
+            reference (what P weighs), as float32 arrays whose concatenation holds pair after
+            pair, each candidate's tokens in order (special tokens included; 0 for a pair with
+            an empty side): one array per chunk, at most a float per candidate token per pair.
 
     Texts longer than the model's window are read in windows where the encoder's reading plan
     says so (its :attr:`~uqlm_bert.bertscore.encoder.Encoder.frame`), and long pairs' best
@@ -137,13 +142,20 @@ def score_pairs(
                 on_embedded(len(first) - len(new))
             table.update(texts, start, new, embs)
             chunk_c, chunk_r = keys_c[start:stop], keys_r[start:stop]
-            scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget, matching)
+            keep = best is not None
+            scores, found = _match_chunk(
+                table, texts, chunk_c, chunk_r, match_budget, matching, keep
+            )
             if encoder.dtype != torch.float32 and not np.isfinite(scores[:, :2]).all():
                 fixed = _redo_in_float32(encoder, table, texts, new, max_texts, max_tokens)
                 if fixed:
                     redone += fixed
-                    scores = _match_chunk(table, texts, chunk_c, chunk_r, match_budget, matching)
+                    scores, found = _match_chunk(
+                        table, texts, chunk_c, chunk_r, match_budget, matching, keep
+                    )
             out[start:stop] = scores
+            if best is not None and found is not None:
+                best.append(found)
     if redone:
         name = str(encoder.dtype).removeprefix("torch.")
         warn_user(
@@ -267,9 +279,11 @@ def _match_chunk(
     keys_r: list[str],
     budget: int,
     dtype: torch.dtype,
-) -> np.ndarray:
+    keep: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """``[pairs, 3]`` P/R/F of pairs whose texts are all in ``table``, in blocks of similar
-    lengths, similarities in ``dtype``; one copy back to the host for the whole chunk."""
+    lengths, similarities in ``dtype``; one copy back to the host for the whole chunk. With
+    ``keep``, also each candidate token's best similarity, pair after pair (``None`` without)."""
     m = len(keys_c)
     pad = table.pad_row
     info_c = [texts[k] for k in keys_c]
@@ -293,6 +307,8 @@ def _match_chunk(
         switch -= int(found.sum())
     dim = table.emb.shape[1]
     blocks: list[torch.Tensor] = []
+    found: list[torch.Tensor] | None = [] if keep else None  # per block, [B, Lc] flattened
+    widths: list[int] = []  # per block, its Lc
     pos = 0
     while pos < n_matched:
         finding = pos >= switch
@@ -304,16 +320,23 @@ def _match_chunk(
             if end - pos == 1 and _pair_cost(len_c[sel[0]], len_r[sel[0]], dim, finding) > budget:
                 # one pair of long texts: its similarities a block of rows at a time
                 i = int(sel[0])
-                blocks.append(_match_tiled(table, texts, keys_c[i], keys_r[i], budget))
+                block_best: list[torch.Tensor] = []
+                blocks.append(_match_tiled(table, texts, keys_c[i], keys_r[i], budget, block_best))
+                lc = int(len_c[i])
             else:
                 rows, lc = _block_rows(row_c[sel], len_c[sel], row_r[sel], len_r[sel], pad)
                 rows_t = to_device(torch.from_numpy(rows), table.device)
+                block_best = []
+                kept = {"best": block_best} if keep else {}  # only asked for where kept
                 if finding:
                     blocks.append(
-                        greedy_match_rows_found_in(table.emb, table.aux, rows_t, lc, dtype)
+                        greedy_match_rows_found_in(table.emb, table.aux, rows_t, lc, dtype, **kept)
                     )
                 else:
-                    blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc))
+                    blocks.append(greedy_match_rows(table.emb, table.aux, rows_t, lc, **kept))
+            if found is not None:
+                found.append(block_best[0].reshape(-1))
+                widths.append(lc)
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -330,13 +353,45 @@ def _match_chunk(
                 )
             budget = max(1, budget // 4)  # a smaller block, and smaller ones from here on
     pr = np.zeros((m, 2), dtype=np.float32)
+    kept_best = None
+    if found is not None:
+        kept_best = _unpack_best(found, widths, order, len_c)
     if blocks:
         pr[order] = torch.cat(blocks).cpu().numpy().reshape(n_matched, 2)
     P, R = pr[:, 0], pr[:, 1]
     with np.errstate(invalid="ignore", divide="ignore"):
         F = 2 * P * R / (P + R)
     F[(P + R) == 0] = 0.0
-    return np.stack((P, R, F), axis=1)
+    return np.stack((P, R, F), axis=1), kept_best
+
+
+def _unpack_best(
+    found: list[torch.Tensor], widths: list[int], order: np.ndarray, len_c: np.ndarray
+) -> np.ndarray:
+    """Each pair's candidate-token best similarities, pair after pair in the chunk's order
+    (``len_c[k]`` values for pair ``k``; 0 for pairs not matched), from the blocks' padded
+    ``[B, Lc]`` rows (flattened, blocks in matching order over the pairs of ``order``): one
+    copy to the host, then one numpy gather."""
+    offsets = np.concatenate(([0], np.cumsum(len_c)))
+    flat = np.zeros(int(offsets[-1]), dtype=np.float32)
+    if not found:
+        return flat
+    host = torch.cat(found).cpu().numpy()
+    sizes = [int(t.numel()) for t in found]
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    src_parts, dst_parts = [], []
+    pos = 0
+    for start, size, lc in zip(starts, sizes, widths, strict=True):
+        b = size // lc
+        sel = order[pos : pos + b]
+        pos += b
+        col = np.arange(lc)
+        valid = col[None, :] < len_c[sel][:, None]  # [b, lc]
+        row, c = np.nonzero(valid)
+        src_parts.append(start + row * lc + c)
+        dst_parts.append(offsets[sel][row] + c)
+    flat[np.concatenate(dst_parts)] = host[np.concatenate(src_parts)]
+    return flat
 
 
 def _pair_cost(len_c: Any, len_r: Any, dim: int, finding: bool = False) -> Any:
@@ -351,17 +406,26 @@ def _pair_cost(len_c: Any, len_r: Any, dim: int, finding: bool = False) -> Any:
 
 
 def _match_tiled(
-    table: _Table, texts: CallTexts, key_c: str, key_r: str, budget: int
+    table: _Table,
+    texts: CallTexts,
+    key_c: str,
+    key_r: str,
+    budget: int,
+    best: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """``[1, 1, 2]`` P and R of one pair too long for a matching block (texts read in
-    windows): :func:`~uqlm_bert.bertscore.matching.greedy_match_tiled` over its rows."""
+    windows): :func:`~uqlm_bert.bertscore.matching.greedy_match_tiled` over its rows (its
+    candidate tokens' best similarities appended to ``best``, as ``[1, Lc]``)."""
     c, r = texts[key_c], texts[key_r]
     start_c, start_r = table.rows[key_c], table.rows[key_r]
     emb_c = table.emb[start_c : start_c + len(c.ids)]
     emb_r = table.emb[start_r : start_r + len(r.ids)]
     w_c = to_device(torch.from_numpy(c.weights), table.device)
     w_r = to_device(torch.from_numpy(r.weights), table.device)
-    P, R, _ = greedy_match_tiled(emb_c, w_c, emb_r, w_r, max(1, budget // 2))
+    found: list[torch.Tensor] = []
+    P, R, _ = greedy_match_tiled(emb_c, w_c, emb_r, w_r, max(1, budget // 2), best=found)
+    if best is not None:
+        best.append(found[0][None, :])
     return torch.stack((P, R)).reshape(1, 1, 2)
 
 

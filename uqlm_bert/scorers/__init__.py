@@ -24,7 +24,13 @@ Example:
     (1,)
 """
 
-from uqlm_bert.scorers.base import PairwiseScorer, Scorer, mean_by_group, score_all
+from uqlm_bert.scorers.base import (
+    PairwiseScorer,
+    Scorer,
+    mean_by_group,
+    score_all,
+    score_with_supports,
+)
 from uqlm_bert.scorers.registry import (
     ScorerSpec,
     available_scorers,
@@ -50,6 +56,7 @@ __all__ = [
     "mean_by_group",
     "register_scorer",
     "score_all",
+    "score_with_supports",
     "scorer_settings",
     "scorer_spec",
 ]

@@ -24,13 +24,23 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from uqlm_bert.inputs import ScoringInputs, as_inputs, present_pairs
 
-__all__ = ["Pairs", "PairwiseScorer", "Scorer", "mean_by_group", "score_all"]
+if TYPE_CHECKING:
+    from uqlm_bert.bertscore.support import TokenSupport
+
+__all__ = [
+    "Pairs",
+    "PairwiseScorer",
+    "Scorer",
+    "mean_by_group",
+    "score_all",
+    "score_with_supports",
+]
 
 #: Texts of which some may be missing (None: a failed LLM call).
 Texts = Sequence[str | None]
@@ -72,6 +82,8 @@ class Pairs:
         shared: lives for one :func:`score_all` call: scorers that can reuse one another's work
             (the BERTScore components) keep it here, keyed by what makes it the same.
         prompts: the prompt of each pair (None where unknown), or None without prompts.
+        supports: whether the call collects token supports (:func:`score_with_supports`):
+            scorers that can give them keep what they need in ``shared``.
     """
 
     cands: list[str]
@@ -79,6 +91,7 @@ class Pairs:
     show_progress_bars: bool = False
     shared: dict[Any, Any] = field(default_factory=dict)
     prompts: list[str | None] | None = None
+    supports: bool = False
 
 
 class PairwiseScorer(Scorer):
@@ -97,6 +110,14 @@ class PairwiseScorer(Scorer):
     @abc.abstractmethod
     def score_pairs(self, pairs: Pairs) -> np.ndarray:
         """One score per pair: ``pairs.cands[k]`` (the response) against ``pairs.refs[k]``."""
+
+    def token_supports(
+        self, pairs: Pairs, group: Sequence[int], inputs: ScoringInputs
+    ) -> list[TokenSupport | None] | None:
+        """Each response's token supports from this call (after :meth:`score_pairs` ran on
+        ``pairs``, collected with ``pairs.supports``), or None where this scorer has none (the
+        default). ``group[k]`` is the response of pair ``k``."""
+        return None
 
     def score(
         self, responses: Texts, sampled_responses: Sequence[Texts], show_progress_bars: bool = False
@@ -123,11 +144,49 @@ def score_all(
     Raises:
         InputValidationError: the input is malformed (see :func:`uqlm_bert.inputs.scoring_lists`).
     """
-    inputs = as_inputs(responses, sampled_responses)
+    return _score(scorers, as_inputs(responses, sampled_responses), show_progress_bars, False)[0]
+
+
+def score_with_supports(
+    scorers: Sequence[Scorer],
+    responses: Sequence[str | None] | ScoringInputs,
+    sampled_responses: Sequence[Sequence[str | None]] | None = None,
+    show_progress_bars: bool = False,
+) -> tuple[dict[str, np.ndarray], list[TokenSupport | None] | None]:
+    """:func:`score_all`, and each response's token supports from the same pass.
+
+    The token supports (:class:`~uqlm_bert.bertscore.support.TokenSupport`: which tokens of
+    each answer its samples support) come from the first BERTScore scorer among ``scorers``
+    (``bert_score``, ``bert_score_precision`` or ``bert_score_recall``), in the same engine call
+    as its confidence: no text is embedded twice. :func:`score_all` collects none (what
+    ``score_with_supports`` adds is the per-token best matches and one tokenization of each
+    answer for its character offsets).
+
+    Returns:
+        ``(scores, supports)``: the scores as :func:`score_all` gives them (the same numbers);
+        one :class:`~uqlm_bert.bertscore.support.TokenSupport` per response, None for a missing
+        response or one without samples; ``supports`` is None when no scorer gives them.
+
+    Example:
+        >>> from uqlm_bert.scorers import build_scorer
+        >>> scores, supports = score_with_supports(
+        ...     [build_scorer("bert_score")], ["Lima is in Peru."],
+        ...     [["Lima is in Peru.", "Lima is the capital of Peru."]])
+        >>> words = supports[0].word_rows()
+        >>> words.text, words.counted.tolist()
+        (['Lima', 'is', 'in', 'Peru', '.'], [True, True, True, True, False])
+    """
+    return _score(scorers, as_inputs(responses, sampled_responses), show_progress_bars, True)
+
+
+def _score(
+    scorers: Sequence[Scorer], inputs: ScoringInputs, show_progress_bars: bool, supports: bool
+) -> tuple[dict[str, np.ndarray], list[TokenSupport | None] | None]:
+    """The scores of :func:`score_all`, and with ``supports`` the token supports."""
     n = len(inputs)
     group, cands, refs = present_pairs(inputs)
     prompts = None if inputs.prompts is None else [inputs.prompts[g] for g in group]
-    pairs = Pairs(cands, refs, show_progress_bars, prompts=prompts)
+    pairs = Pairs(cands, refs, show_progress_bars, prompts=prompts, supports=supports)
     out: dict[str, np.ndarray] = {}
     for scorer in scorers:
         if not isinstance(scorer, PairwiseScorer):
@@ -137,7 +196,14 @@ def score_all(
             out[scorer.name] = np.full(n, np.nan)
         else:
             out[scorer.name] = mean_by_group(scorer.score_pairs(pairs), group, n)
-    return out
+    if not supports:
+        return out, None
+    for scorer in scorers:
+        if isinstance(scorer, PairwiseScorer):
+            found = scorer.token_supports(pairs, group, inputs)
+            if found is not None:
+                return out, found
+    return out, None
 
 
 def mean_by_group(values: np.ndarray, group: Sequence[int], n_groups: int) -> np.ndarray:

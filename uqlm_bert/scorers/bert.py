@@ -17,7 +17,10 @@ precision, and so its F-measure, is 0.
 
 Run together through :func:`~uqlm_bert.scorers.base.score_all` (as ``BlackBoxUQ`` does), the three
 compute BERTScore once per call: the pair scores are shared within the call, keyed by the
-engine's settings, and dropped when the call ends.
+engine's settings, and dropped when the call ends. Through
+:func:`~uqlm_bert.scorers.base.score_with_supports` the same engine call also keeps each answer
+token's best match in each sample, and the scorers give each answer's
+:class:`~uqlm_bert.bertscore.support.TokenSupport` (:meth:`BERTScoreConsistency.token_supports`).
 
 Example:
     >>> from uqlm_bert.scorers import build_scorer
@@ -35,11 +38,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
+from uqlm_bert.bertscore.support import PairMatches, TokenSupport
 from uqlm_bert.checks import check_number
 from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert.inputs import ScoringInputs
 from uqlm_bert.scorers.base import Pairs, PairwiseScorer
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from uqlm_bert.bertscore.engine import BERTScorer
 
 __all__ = [
@@ -51,6 +58,7 @@ __all__ = [
     "SCORER_DEFAULTS",
     "f_beta",
     "punctuation_ids",
+    "supports_from_matches",
 ]
 
 #: The names of the BERTScore consistency scorers, by BERTScore component.
@@ -175,20 +183,55 @@ class BERTScoreConsistency(PairwiseScorer):
         )
 
     def score_pairs(self, pairs: Pairs) -> np.ndarray:
-        """The pair scores of this scorer's component, computing all three once per call."""
-        key = ("bert_score", self.engine.settings, self.zero_weight)
-        prf = pairs.shared.get(key)
-        if prf is None:
-            P, R, F = self.engine.score(
-                pairs.cands,
-                pairs.refs,
-                show_progress_bars=pairs.show_progress_bars,
-                zero_weight=self._zero_weights(pairs),
-            )
-            prf = pairs.shared[key] = np.stack([P.numpy(), R.numpy(), F.numpy()], axis=1)
+        """The pair scores of this scorer's component, computing all three once per call (and,
+        where ``pairs.supports`` asks, each answer token's best match in each sample)."""
+        prf = self._pair_scores(pairs)[0]
         if self.metric == "f1" and self.beta != 1.0:
             return f_beta(prf[:, 0], prf[:, 1], self.beta)
         return prf[:, _COMPONENT[self.metric]].astype(np.float64)
+
+    def token_supports(
+        self, pairs: Pairs, group: Sequence[int], inputs: ScoringInputs
+    ) -> list[TokenSupport | None] | None:
+        """Each response's :class:`~uqlm_bert.bertscore.support.TokenSupport` from the engine
+        call of :meth:`score_pairs` (which must have run on ``pairs`` with ``pairs.supports``;
+        else None): each token's best match in each sample, averaged over the samples, with
+        the tokens' character spans (the answer tokenized once more, for its offsets: the ids
+        are checked against the engine's) and the scorer's weights. None for a missing response
+        or one without samples. Use :func:`~uqlm_bert.scorers.base.score_with_supports`.
+
+        Raises:
+            ConfigurationError: the tokenizer cannot say where its tokens lie (not a fast
+                tokenizer), or its ids for an answer differ from those scored.
+        """
+        if not pairs.supports:
+            return None
+        if not pairs.cands:
+            return [None] * len(inputs)
+        matches = self._pair_scores(pairs)[1]
+        if matches is None:
+            return None
+        return supports_from_matches(self.engine, matches, group, inputs.responses)
+
+    def _pair_scores(self, pairs: Pairs) -> tuple[np.ndarray, PairMatches | None]:
+        """P/R/F of every pair, once per call (and the token matches where collected)."""
+        key = ("bert_score", self.engine.settings, self.zero_weight, pairs.supports)
+        found = pairs.shared.get(key)
+        if found is None:
+            zero = self._zero_weights(pairs)
+            show = pairs.show_progress_bars
+            if pairs.supports:
+                matches = self.engine.score_matches(
+                    pairs.cands, pairs.refs, show_progress_bars=show, zero_weight=zero
+                )
+                found = (matches.scores, matches)
+            else:
+                P, R, F = self.engine.score(
+                    pairs.cands, pairs.refs, show_progress_bars=show, zero_weight=zero
+                )
+                found = (np.stack([P.numpy(), R.numpy(), F.numpy()], axis=1), None)
+            pairs.shared[key] = found
+        return found
 
     def _zero_weights(self, pairs: Pairs) -> list[frozenset[int]] | None:
         """Per pair, the token ids that weigh 0: punctuation, and the pair's prompt's tokens."""
@@ -205,6 +248,69 @@ class BERTScoreConsistency(PairwiseScorer):
 
     def __repr__(self) -> str:
         return f"BERTScoreConsistency(metric={self.metric!r}, engine={self.engine!r})"
+
+
+def supports_from_matches(
+    engine: BERTScorer,
+    matches: PairMatches,
+    group: Sequence[int],
+    responses: Sequence[str | None],
+) -> list[TokenSupport | None]:
+    """Each response's :class:`~uqlm_bert.bertscore.support.TokenSupport` from the engine's
+    :meth:`~uqlm_bert.BERTScorer.score_matches` of (response, sample) pairs: pair ``k`` is
+    response ``group[k]`` against one of its samples. A token's support is its best match
+    averaged over the response's pairs; its characters come from tokenizing the response once
+    more for offsets (the ids checked against the engine's). None for a response without pairs.
+
+    Raises:
+        ConfigurationError: the tokenizer cannot say where its tokens lie (not a fast
+            tokenizer), or its ids for a response differ from those scored.
+
+    Example:
+        >>> from uqlm_bert import BERTScorer
+        >>> engine = BERTScorer(show_progress_bars=False)
+        >>> m = engine.score_matches(["Lima is in Peru.", "Lima is in Peru."],
+        ...                          ["Lima is in Peru.", "Quito is in Ecuador."])
+        >>> (ts,) = supports_from_matches(engine, m, [0, 0], ["Lima is in Peru."])
+        >>> ts.num_samples, bool(abs(ts.precision - float(m.scores[:, 0].mean())) < 1e-6)
+        (2, True)
+    """
+    from uqlm_bert.bertscore.encoder import token_spans
+    from uqlm_bert.bertscore.windows import Frame
+
+    by_response: dict[int, list[int]] = {}
+    for k, g in enumerate(group):
+        by_response.setdefault(int(g), []).append(k)
+    out: list[TokenSupport | None] = [None] * len(responses)
+    enc = engine.encoder
+    texts = sorted({responses[i] for i in by_response})  # type: ignore[type-var]
+    spans = dict(zip(texts, token_spans(enc.tokenizer, texts, enc.token_limit), strict=True))
+    frame = Frame.of(enc.tokenizer, enc.max_length)
+    for i, ks in by_response.items():
+        text = str(responses[i])  # a response with pairs is present
+        tokens = spans[text]
+        ids = matches.ids[ks[0]]
+        if not np.array_equal(tokens.ids, ids):
+            raise ConfigurationError(
+                f"the tokenizer gave response {i} other token ids with offsets than without "
+                f"({len(tokens.ids)} against {len(ids)} tokens): its token supports cannot be "
+                "placed in the text"
+            )
+        first, stop = frame.content(ids)
+        words = tokens.words[first:stop]
+        # a new word wherever the tokenizer's word index changes (or it names none), from 0
+        new = np.ones(len(words), dtype=bool)
+        new[1:] = (words[1:] != words[:-1]) | (words[1:] < 0)
+        out[i] = TokenSupport(
+            text,
+            tokens.offsets[first:stop, 0].copy(),
+            tokens.offsets[first:stop, 1].copy(),
+            np.cumsum(new) - 1,
+            np.asarray(matches.weights[ks[0]][first:stop], dtype=np.float32),
+            matches.mean_best(ks)[first:stop],
+            len(ks),
+        )
+    return out
 
 
 def f_beta(P: np.ndarray, R: np.ndarray, beta: float) -> np.ndarray:

@@ -1,13 +1,22 @@
 """Sentence-level consistency, SelfCheckGPT style: which sentences of an answer do the samples support?
 
-A sentence's score is, for each sample, the best BERTScore between the sentence (candidate) and
-any one sentence of the sample (reference), averaged over the samples::
+Two methods; high means the samples keep saying something close to that sentence, and a
+sentence that only the answer contains (a likely hallucination) scores low.
 
-    score(s) = (1/m) * sum_j max_{t in sentences(sample_j)} F1(s, t)
+- ``"support"`` (the default): the whole answer is scored against each whole sample once, as
+  the confidence is, keeping each answer token's best cosine with any token of the sample
+  (:mod:`uqlm_bert.bertscore.support`); a token's support is the mean over the samples, and a
+  sentence's score the mean of the lowest tenth of its tokens' supports
+  (:data:`~uqlm_bert.bertscore.support.SENTENCE_AGGREGATION`; punctuation left out). Each token
+  is embedded in its whole answer, and nothing is embedded twice. The better detector on WikiBio
+  (docs/supports.md).
+- ``"reembed"``: for each sample, the best BERTScore between the sentence (candidate) and any
+  one sentence of the sample (reference), averaged over the samples::
 
-High means the samples keep saying something close to that sentence; a sentence that only the
-answer contains (a likely hallucination) scores low. All pairs of all responses go to the
-BERTScore engine in one call, the max over a sample's sentences being its multi-reference max.
+      score(s) = (1/m) * sum_j max_{t in sentences(sample_j)} F1(s, t)
+
+  Every sentence is embedded again on its own. All pairs of all responses go to the BERTScore
+  engine in one call, the max over a sample's sentences being its multi-reference max.
 
 :func:`split_sentences` needs no download: it is pySBD's rule-based segmenter (Golden Rules
 of sentence boundaries, 22 languages), which also ends sentences at the full-width marks of
@@ -25,17 +34,27 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
 
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.inputs import repair_text, scoring_lists
+from uqlm_bert.inputs import ScoringInputs, present_pairs, repair_text, scoring_lists
 from uqlm_bert.scorers.base import mean_by_group
 
-__all__ = ["PairScorer", "score_sentences", "split_sentences"]
+if TYPE_CHECKING:
+    from uqlm_bert.bertscore.support import TokenSupport
+
+__all__ = [
+    "PairScorer",
+    "locate_sentences",
+    "score_sentences",
+    "sentence_spans",
+    "split_sentences",
+]
 
 SENTENCE_COLUMNS = ["response_index", "sentence_index", "sentence", "bert_score"]
 _METRICS = {"precision": 0, "recall": 1, "f1": 2}
@@ -58,8 +77,9 @@ def score_sentences(
     bert_scorer: PairScorer,
     sentences: Sequence[Sequence[str] | None] | None = None,
     show_progress_bars: bool = False,
-    metric: Literal["f1", "precision", "recall"] = "f1",
+    metric: Literal["f1", "precision", "recall"] | None = None,
     language: str = "en",
+    method: Literal["support", "reembed"] | None = None,
 ) -> pd.DataFrame:
     """Score every sentence of every response against the samples (see the module docstring).
 
@@ -68,25 +88,37 @@ def score_sentences(
             ``None`` (or NaN) marks a failed call: no rows unless its sentences are given.
         sampled_responses: one list of samples per prompt; ``None`` (or NaN) samples, from
             failed calls, and samples with no text are skipped.
-        bert_scorer: a loaded ``uqlm_bert.BERTScorer`` (its model, layer, idf and rescaling
-            settings apply) or anything with the same ``score(cands, refs)`` method.
+        bert_scorer: a loaded ``uqlm_bert.BERTScorer`` (its model, layer, idf, dtype and
+            ``long_texts`` settings apply); with ``method="reembed"`` also anything with the same
+            ``score(cands, refs)`` method (``bert_score.BERTScorer``).
         sentences: the split to use, one list of sentences per response; ``None`` (or ``None``
-            for one response) splits the response with :func:`split_sentences`.
+            for one response) splits the response with :func:`split_sentences`. With
+            ``"support"`` each given sentence is looked for in the response, after the one
+            before it, verbatim or up to whitespace (:func:`locate_sentences`); one that is not
+            there is an error.
         show_progress_bars: show the engine's progress bar.
-        metric: which BERTScore component to take per (sentence, sample sentence) pair:
-            ``"f1"`` (default), ``"precision"`` (averaged over the answer sentence's tokens: how
-            much of the sentence the sample covers) or ``"recall"``.
+        metric: ``"reembed"`` only: which BERTScore component to take per (sentence, sample
+            sentence) pair: ``"f1"`` (its default), ``"precision"`` (averaged over the answer
+            sentence's tokens: how much of the sentence the sample covers) or ``"recall"``.
+            ``"support"`` is precision's own per-token form: it takes ``None`` or
+            ``"precision"``.
         language: the language of the texts, for :func:`split_sentences`.
+        method: ``"support"`` (token supports from one pass over the whole answers) or
+            ``"reembed"`` (each sentence embedded again, against each sample's sentences).
+            ``None``: ``"support"``, unless a ``metric`` is named (then ``"reembed"``, what
+            naming a metric always meant).
 
     Returns:
         DataFrame with one row per sentence: ``response_index``, ``sentence_index`` (position in
-        its response), ``sentence`` and ``bert_score`` (NaN where no sample could be scored or
-        the sentence is empty).
+        its response), ``sentence`` and ``bert_score`` (the sentence's score; NaN where no sample
+        could be scored or the sentence is empty or lies past the text's token limit).
 
     Raises:
-        InputValidationError: lengths differ, or an item has the wrong type (the message names
-            its index).
-        ConfigurationError: unknown ``metric``.
+        InputValidationError: lengths differ, an item has the wrong type (the message names
+            its index), or (``"support"``) a given sentence is not in its response.
+        ConfigurationError: unknown ``metric`` or ``method``, a metric other than precision
+            with ``"support"``, or ``"support"`` with a scorer that is not a
+            ``uqlm_bert.BERTScorer``.
 
     Example:
         >>> from uqlm_bert import BERTScorer
@@ -99,11 +131,81 @@ def score_sentences(
         ['Paris is in France.', 'It has ten moons.']
         >>> bool(df["bert_score"][0] > df["bert_score"][1])
         True
+        >>> old = score_sentences(["Paris is in France."], [["Paris is in France."]], scorer,
+        ...                       method="reembed", metric="precision")
+        >>> round(float(old["bert_score"][0]), 4)
+        1.0
     """
-    if metric not in _METRICS:
+    if metric is not None and metric not in _METRICS:
         raise ConfigurationError(f"metric must be one of {', '.join(_METRICS)}, got {metric!r}")
+    if method is None:
+        method = "support" if metric is None else "reembed"
+    if method not in ("support", "reembed"):
+        raise ConfigurationError(f"method must be 'support' or 'reembed', got {method!r}")
     inputs = scoring_lists(responses, sampled_responses)
     split = _response_sentences(inputs.responses, sentences, language)
+    if method == "support":
+        if metric not in (None, "precision"):
+            raise ConfigurationError(
+                f"metric={metric!r} applies to method='reembed'; method='support' scores each "
+                "sentence by its tokens' precision matches (pass method='reembed' for F1 or "
+                "recall of re-embedded sentences)"
+            )
+        rows, scores = _from_supports(inputs, split, bert_scorer, show_progress_bars)
+    else:
+        rows, scores = _reembedded(inputs, split, bert_scorer, show_progress_bars, metric, language)
+    return pd.DataFrame(
+        {
+            "response_index": np.array([r[0] for r in rows], dtype=np.int64),
+            "sentence_index": np.array([r[1] for r in rows], dtype=np.int64),
+            "sentence": pd.Series([r[2] for r in rows], dtype=object),
+            "bert_score": scores,
+        },
+        columns=SENTENCE_COLUMNS,
+    )
+
+
+def _from_supports(
+    inputs: ScoringInputs, split: list[list[str]], bert_scorer: PairScorer, show: bool
+) -> tuple[list[tuple[int, int, str]], np.ndarray]:
+    """Each sentence's row and its score by the ``"support"`` method."""
+    from uqlm_bert.scorers.bert import punctuation_ids, supports_from_matches
+
+    if not callable(getattr(bert_scorer, "score_matches", None)):
+        raise ConfigurationError(
+            f"method='support' needs a uqlm_bert.BERTScorer (one that keeps token matches), "
+            f"got {type(bert_scorer).__name__}; pass method='reembed' to score with it"
+        )
+    # samples with no text are skipped, as the reembedding method skips them
+    kept = [[x if x is not None and x.strip() else None for x in xs] for xs in inputs.samples]
+    group, cands, refs = present_pairs(ScoringInputs(inputs.responses, kept))
+    supports: list[TokenSupport | None] = [None] * len(inputs)
+    if cands:
+        engine: Any = bert_scorer
+        zero = [punctuation_ids(engine.encoder.tokenizer)] * len(cands)
+        matches = engine.score_matches(cands, refs, show_progress_bars=show, zero_weight=zero)
+        supports = supports_from_matches(engine, matches, group, inputs.responses)
+    rows: list[tuple[int, int, str]] = []
+    scores: list[np.ndarray] = []
+    for i, sents in enumerate(split):
+        rows.extend((i, k, sent) for k, sent in enumerate(sents))
+        ts, text = supports[i], inputs.responses[i]
+        if ts is None or text is None:
+            scores.append(np.full(len(sents), np.nan))
+        else:
+            scores.append(ts.sentence_support(locate_sentences(text, sents)))
+    return rows, np.concatenate(scores) if scores else np.zeros(0)
+
+
+def _reembedded(
+    inputs: ScoringInputs,
+    split: list[list[str]],
+    bert_scorer: PairScorer,
+    show_progress_bars: bool,
+    metric: str | None,
+    language: str,
+) -> tuple[list[tuple[int, int, str]], np.ndarray]:
+    """Each sentence's row and its score by the ``"reembed"`` method."""
     sample_sents = _sample_sentences(inputs.samples, language)
 
     rows: list[tuple[int, int, str]] = []
@@ -123,17 +225,10 @@ def score_sentences(
 
     scores = np.full(len(rows), np.nan)
     if cands:
-        values = _call_scorer(bert_scorer, cands, refs, show_progress_bars)[_METRICS[metric]]
+        component = _METRICS[metric or "f1"]
+        values = _call_scorer(bert_scorer, cands, refs, show_progress_bars)[component]
         scores = mean_by_group(values, row_of_pair, len(rows))
-    return pd.DataFrame(
-        {
-            "response_index": np.array([r[0] for r in rows], dtype=np.int64),
-            "sentence_index": np.array([r[1] for r in rows], dtype=np.int64),
-            "sentence": pd.Series([r[2] for r in rows], dtype=object),
-            "bert_score": scores,
-        },
-        columns=SENTENCE_COLUMNS,
-    )
+    return rows, scores
 
 
 def _response_sentences(
@@ -238,20 +333,106 @@ def split_sentences(text: str, language: str = "en") -> list[str]:
     """
     if not isinstance(text, str):
         raise InputValidationError(f"split_sentences needs a string, got {type(text).__name__}")
-    segmenter = _segmenter(language)
     text = repair_text(text)[0]
-    pieces: list[str] = []
+    return [text[a:b] for a, b in sentence_spans(text, language)]
+
+
+def sentence_spans(text: str, language: str = "en") -> list[tuple[int, int]]:
+    """Where the sentences of :func:`split_sentences` lie in ``text``: ``(start, end)`` of each,
+    so that ``text[start:end]`` is the sentence (surrounding whitespace left out).
+
+    Raises:
+        InputValidationError: ``text`` is not a string.
+        ConfigurationError: pySBD has no rules for ``language``.
+
+    Example:
+        >>> text = "  It rained. Then it snowed!  "
+        >>> [(a, b, text[a:b]) for a, b in sentence_spans(text)]
+        [(2, 12, 'It rained.'), (13, 28, 'Then it snowed!')]
+    """
+    if not isinstance(text, str):
+        raise InputValidationError(f"sentence_spans needs a string, got {type(text).__name__}")
+    segmenter = _segmenter(language)
+    pieces: list[tuple[int, int]] = []
     start = 0
     while len(text) - start > _WINDOW:
-        spans = segmenter.segment(text[start : start + _WINDOW])
+        window = text[start : start + _WINDOW]
+        spans = segmenter.segment(window)
         if len(spans) < 2:  # one "sentence" fills the window: cut it there
-            pieces.append(text[start : start + _WINDOW])
+            pieces.append((start, start + _WINDOW))
             start += _WINDOW
             continue
-        pieces.extend(span.sent for span in spans[:-1])
-        start += spans[-1].start  # the last sentence may run past the window: segment it again
-    pieces.extend(span.sent for span in segmenter.segment(text[start:]))
-    return [p.strip() for p in pieces if p.strip()]
+        found = _located(window, [span.sent for span in spans])
+        pieces.extend((start + a, start + b) for a, b in found[:-1])
+        start += found[-1][0]  # the last sentence may run past the window: segment it again
+    window = text[start:]
+    pieces.extend((start + a, start + b) for a, b in _located(window, segmenter.segment(window)))
+    out = []
+    for a, b in pieces:
+        piece = text[a:b]
+        a2, b2 = a + len(piece) - len(piece.lstrip()), b - len(piece) + len(piece.rstrip())
+        if a2 < b2:
+            out.append((a2, b2))
+    return out
+
+
+def locate_sentences(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each of ``sentences`` in ``text``, in order: each is looked for after
+    the end of the one before, as it is (surrounding whitespace left out) and, where it is not
+    there verbatim, with each run of whitespace in it matching any run of whitespace in the text
+    (a sentence whose line breaks were turned into spaces, say). ``text[start:end]`` is then
+    the text's own characters. A blank sentence gets an empty span where the search stands.
+
+    Raises:
+        InputValidationError: a sentence is in neither form in the rest of the text (the
+            message names it and where the search stood).
+
+    Example:
+        >>> locate_sentences("One.  Two   words. Three.", ["One.", "Two words.", "Three."])
+        [(0, 4), (6, 18), (19, 25)]
+    """
+    pos = 0
+    out = []
+    for k, sentence in enumerate(sentences):
+        span = _find(text, sentence.strip(), pos)
+        if span is None:
+            raise InputValidationError(
+                f"sentence {k} ({sentence[:60]!r}) is not in the response after character "
+                f"{pos} (the end of the sentence before it), verbatim or up to whitespace: give "
+                "sentences that are pieces of the response, in order, or leave sentences out "
+                "to have the response split here"
+            )
+        out.append(span)
+        pos = span[1]
+    return out
+
+
+def _located(window: str, sents: Sequence[Any]) -> list[tuple[int, int]]:
+    """Spans of pySBD's consecutive sentences (strings, or its spans) in ``window``."""
+    out = []
+    pos = 0
+    for sent in sents:
+        piece = sent if isinstance(sent, str) else sent.sent
+        span = _find(window, piece, pos)
+        if span is None:  # pySBD changed the text: trust its own offsets
+            span = (sent.start, sent.end) if not isinstance(sent, str) else (pos, pos)
+        out.append(span)
+        pos = span[1]
+    return out
+
+
+def _find(text: str, piece: str, pos: int) -> tuple[int, int] | None:
+    """The first ``(start, end)`` of ``piece`` in ``text`` from ``pos`` on: verbatim, else with
+    each whitespace run of ``piece`` matching any whitespace run; None where neither is there."""
+    if not piece.strip():
+        return (pos, pos)
+    at = text.find(piece, pos)
+    if at >= 0:
+        return (at, at + len(piece))
+    words = piece.split()
+    pattern = re.compile(r"\s+".join(re.escape(w) for w in words))
+    found = pattern.search(text, pos)
+    return None if found is None else (found.start(), found.end())
 
 
 @functools.lru_cache(maxsize=8)
