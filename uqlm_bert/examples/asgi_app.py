@@ -8,6 +8,13 @@ whether it is flagged (confidence below the threshold, or none)::
      "confidence": 0.91, "flagged": false, "threshold": 0.72, "scorer": "bert_score",
      "samples": 5, "failed_samples": 0, "error": null}
 
+With ``"spans": true`` in the body the reply also says where the answer is unsupported: a
+``spans`` list with each counted word of the answer (the question's own words and punctuation
+are left out), its character offsets into ``answer``, its support (0 to 1: how well the samples
+support it) and ``weak`` (support below :data:`~uqlm_bert.bertscore.support.WEAK_SUPPORT`)::
+
+    "spans": [{"start": 0, "end": 8, "text": "Stanislaw", "support": 0.93, "weak": false}, ...]
+
 ``GET /health`` says whether the service is up and how many questions it is answering.
 
 The process holds **one** :class:`~uqlm_bert.BlackBoxUQ`, created when the app starts (its
@@ -79,6 +86,7 @@ from uqlm_bert.exceptions import ConfigurationError, UQLMBertError
 __all__ = [
     "ENVIRONMENT",
     "QuestionService",
+    "answer_spans",
     "create_app",
     "create_app_from_env",
     "until_disconnect",
@@ -159,8 +167,9 @@ class QuestionService:
         self.threshold = float(first.default_threshold if threshold is None else threshold)
         self.in_flight = 0
 
-    async def answer(self, question: str) -> tuple[int, dict[str, Any]]:
-        """``(HTTP status, JSON body)`` for one question; cancelling it cancels its LLM calls."""
+    async def answer(self, question: str, spans: bool = False) -> tuple[int, dict[str, Any]]:
+        """``(HTTP status, JSON body)`` for one question, with ``spans`` where the answer is
+        unsupported (see the module docstring); cancelling it cancels its LLM calls."""
         self.in_flight += 1
         try:
             result = await asyncio.wait_for(
@@ -188,6 +197,8 @@ class QuestionService:
             failed_samples=int(row["num_failed_samples"]),
             error=row["error"],
         )
+        if spans:
+            body["spans"] = answer_spans(result)
         return (200 if row["response"] is not None else 502), body
 
     def _body(self, question: str, **fields: Any) -> dict[str, Any]:
@@ -196,6 +207,34 @@ class QuestionService:
                 "failed_samples": 0, "error": None}  # fmt: skip
         body.update(fields)
         return body
+
+
+def answer_spans(result: Any) -> list[dict[str, Any]] | None:
+    """The counted words of a one-question result's answer with their supports (``"spans"`` of
+    the reply), or None where the scorers gave none (no ``bert_score`` scorer).
+
+    Example:
+        >>> from uqlm_bert import BlackBoxUQ
+        >>> r = BlackBoxUQ(show_progress_bars=False).score(["Lima, Peru."], [["Lima is in Peru."]])
+        >>> [(s["text"], s["weak"]) for s in answer_spans(r)]
+        [('Lima', False), ('Peru', False)]
+    """
+    from uqlm_bert.bertscore.support import WEAK_SUPPORT
+
+    if result.data.get("token_supports") is None:
+        return None
+    words = result.supports()
+    words = words[words["counted"]]
+    return [
+        {
+            "start": int(w.start),
+            "end": int(w.end),
+            "text": w.text,
+            "support": round(float(w.support), 4),
+            "weak": bool(w.support < WEAK_SUPPORT),
+        }
+        for w in words.itertuples(index=False)
+    ]
 
 
 async def _client_gone(receive: Callable[[], Awaitable[Mapping[str, Any]]]) -> None:
@@ -300,7 +339,8 @@ def create_app(
             error = f"the question is longer than {max_question_chars} characters"
             return JSONResponse({"error": error}, status_code=400)
         service: QuestionService = request.app.state.service
-        answered, got = await until_disconnect(service.answer(question), request.receive)
+        spans = payload.get("spans") is True
+        answered, got = await until_disconnect(service.answer(question, spans), request.receive)
         if not answered:
             return Response(status_code=CLIENT_CLOSED)
         status, body = got
