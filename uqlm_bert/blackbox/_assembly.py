@@ -172,6 +172,8 @@ class Assembly:
             errors = ([None] * len(raw), [[None] * len(s) for s in raw.samples])
         data["errors"] = list(errors[0])
         data["sample_errors"] = [list(e) for e in errors[1]]
+        if scored.supports is not None:
+            data["token_supports"] = list(scored.supports)
         return UQResult(data, {**metadata, **self.metadata(scorers)})
 
     def score_result(

@@ -42,10 +42,11 @@ import numpy as np
 
 from uqlm_bert.blackbox._queue import Row, ScoringQueue, recipe_of
 from uqlm_bert.inputs import ScoringInputs, prompt_text
-from uqlm_bert.scorers.base import Scorer, score_all
+from uqlm_bert.scorers.base import Scorer, score_with_supports
 from uqlm_bert.scorers.best import ORIGINAL, best_of
 
 if TYPE_CHECKING:
+    from uqlm_bert.bertscore.support import TokenSupport
     from uqlm_bert.generation.generator import ResponseGenerator
     from uqlm_bert.generation.records import GenerationResult
     from uqlm_bert.generation.settings import GenerationSettings
@@ -103,6 +104,8 @@ class ScoringPipeline:
         self.deferred = [s for s in scorers if s not in self.overlapped]
         self.scores = {s.name: np.full(n, np.nan) for s in scorers}
         self.best: list[int] | None = [ORIGINAL] * n if use_best else None
+        # each prompt's token supports, where a scorer gives them (the bert_score scorers)
+        self.supports: list[TokenSupport | None] | None = None
         self.queue = queue if queue is not None else ScoringQueue(max_batch)
         self.recipe = recipe_of(self.overlapped, use_best, postprocess)
         self.busy_seconds = 0.0
@@ -170,7 +173,7 @@ class ScoringPipeline:
         texts = self._all_texts(generation)
         if self.deferred:
             await asyncio.to_thread(self._score_deferred, texts)
-        return Scored(self.scores, self.best, texts)
+        return Scored(self.scores, self.best, texts, self.supports)
 
     async def abort(self) -> None:
         """The call ends without its scores (cancelled, or generation failed): its queued
@@ -258,29 +261,41 @@ class ScoringPipeline:
         if self.best is not None and scored.best is not None:
             for i, k in zip(indices, scored.best, strict=True):
                 self.best[i] = k
+        if scored.supports is not None:
+            if self.supports is None:
+                self.supports = [None] * self._n
+            for i, support in zip(indices, scored.supports, strict=True):
+                self.supports[i] = support
 
 
 @dataclass(frozen=True)
 class Scored:
-    """Scores of a run, with ``use_best`` the candidate chosen for each prompt, and the texts
-    the scorers saw (``None`` where the caller holds them)."""
+    """Scores of a run, with ``use_best`` the candidate chosen for each prompt, the texts the
+    scorers saw (``None`` where the caller holds them), and each prompt's token supports from
+    the same pass (``None`` where no scorer gives them; see
+    :func:`~uqlm_bert.scorers.base.score_with_supports`)."""
 
     scores: dict[str, np.ndarray]
     best: list[int] | None
     texts: ScoringInputs | None = None
+    supports: list[TokenSupport | None] | None = None
 
     def rows(self, start: int, stop: int) -> Scored:
         """The scores of rows ``start`` to ``stop`` (a call's share of a shared batch)."""
         best = None if self.best is None else self.best[start:stop]
-        return Scored({k: np.asarray(v)[start:stop] for k, v in self.scores.items()}, best)
+        supports = None if self.supports is None else self.supports[start:stop]
+        scores = {k: np.asarray(v)[start:stop] for k, v in self.scores.items()}
+        return Scored(scores, best, supports=supports)
 
 
 def score_rows(
     scorers: list[Scorer], inputs: ScoringInputs, use_best: bool, show: bool = False
 ) -> Scored:
-    """Every scorer's confidences for ``inputs``, and with ``use_best`` the best candidates."""
+    """Every scorer's confidences for ``inputs`` with each answer's token supports from the
+    same pass, or with ``use_best`` the best candidates (and no supports)."""
     if not use_best:
-        return Scored(score_all(scorers, inputs, show_progress_bars=show), None)
+        scores, supports = score_with_supports(scorers, inputs, show_progress_bars=show)
+        return Scored(scores, None, supports=supports)
     best = best_of(scorers, inputs, show_progress_bars=show)
     return Scored(best.scores, best.index)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -35,7 +36,10 @@ from uqlm_bert.cli.options import checked_scorers, generation_settings, refuse_s
 from uqlm_bert.cli.reporting import EXIT_FAILED_ROWS, EXIT_OK, report_lines, summary
 from uqlm_bert.exceptions import ConfigurationError, UQLMBertError
 
-__all__ = ["LOCAL_EMBEDDED", "run"]
+__all__ = ["LOCAL_EMBEDDED", "SPANS_COLUMN", "explanation", "run", "word_supports"]
+
+#: ``--spans``: the column of each answer's word supports.
+SPANS_COLUMN = "word_supports"
 
 #: ``--local`` without a file: the embedded model.
 LOCAL_EMBEDDED = "embedded"
@@ -92,6 +96,8 @@ def _generate(
     for column in generated.columns:
         if column != "prompt":
             out[column] = generated[column].to_numpy()
+    if args.spans:
+        out[SPANS_COLUMN] = word_supports(result)
     try:
         write_table(out, args.output)
     except (OSError, UQLMBertError) as exc:
@@ -103,6 +109,8 @@ def _generate(
         f"see the error and sample_errors columns of {args.output}",
     )
     failed = failures.failed_prompts
+    if args.explain:
+        print(explanation(result, colour=_colour()))
     print(summary(out, names, failed=failed, title=f"{args.prompts} -> {args.output}"))
     return EXIT_FAILED_ROWS if failed else EXIT_OK
 
@@ -216,3 +224,45 @@ def _chat_model(args: argparse.Namespace) -> Any:
     if args.temperature is not None:
         kwargs["temperature"] = args.temperature
     return ChatOpenAI(**kwargs)
+
+
+def word_supports(result: Any) -> list[list[list[float]] | None]:
+    """``--spans``: each row's counted words as ``[start, end, support]`` (None without an
+    answer); character offsets into the response.
+
+    Raises:
+        ConfigurationError: the scorers give no token supports (no ``bert_score`` scorer).
+    """
+    words = result.supports()
+    counted = words[words["counted"]]
+    by_row: dict[int, list[list[float]]] = {}
+    for row in counted.itertuples(index=False):
+        span = [int(row.start), int(row.end), round(float(row.support), 4)]
+        by_row.setdefault(row.response_index, []).append(span)
+    responses = result.data.get("responses") or [None] * len(result)
+    return [
+        None if response is None else by_row.get(label, [])
+        for label, response in zip(result.index, responses, strict=True)
+    ]
+
+
+def explanation(result: Any, colour: bool) -> str:
+    """``--explain``: every answer with its weakly supported words marked, one block per row
+    (its prompt, the marked answer and its confidences)."""
+    from uqlm_bert.results.render import terminal_safe
+
+    blocks = []
+    for i in range(len(result)):
+        answer = result.answer(i)
+        scores = ", ".join(f"{k} {v:.3f}" for k, v in answer.scores.items())
+        text = answer.terminal(colour) if answer.response is not None else "(no answer)"
+        prompt = terminal_safe(answer.prompt or "")
+        blocks.append(f"[{answer.index}] {prompt}\n    {text}\n    {scores}")
+    weak = result.answer(0).threshold if len(result) else 0.0
+    marks = "red and underlined" if colour else "in [brackets]"
+    return "\n".join([*blocks, f"(words the samples support below {weak:g} are {marks})"])
+
+
+def _colour() -> bool:
+    """Colour on a terminal, unless NO_COLOR is set (https://no-color.org)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")

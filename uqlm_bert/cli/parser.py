@@ -322,6 +322,18 @@ def _generate_command(commands: argparse._SubParsersAction, parents: list) -> No
         help="JSONL file recording every answer as it arrives; rerunning with it skips what "
         "is done",
     )
+    command.add_argument(
+        "--explain",
+        action="store_true",
+        help="print each answer with its weakly supported words marked (red and underlined on "
+        "a terminal, in [brackets] otherwise; NO_COLOR turns colour off)",
+    )
+    command.add_argument(
+        "--spans",
+        action="store_true",
+        help="add a word_supports column: for each counted word of the answer, [start, end, "
+        "support] (character offsets into the response; support 0 to 1)",
+    )
     command.set_defaults(run=run_generate)
 
 

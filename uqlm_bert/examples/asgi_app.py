@@ -8,6 +8,13 @@ whether it is flagged (confidence below the threshold, or none)::
      "confidence": 0.91, "flagged": false, "threshold": 0.72, "scorer": "bert_score",
      "samples": 5, "failed_samples": 0, "error": null}
 
+With ``"spans": true`` in the body the reply also says where the answer is unsupported: a
+``spans`` list with each counted word of the answer (the question's own words and punctuation
+are left out), its character offsets into ``answer``, its support (0 to 1: how well the samples
+support it) and ``weak`` (support below :data:`~uqlm_bert.bertscore.support.WEAK_SUPPORT`)::
+
+    "spans": [{"start": 0, "end": 8, "text": "Stanislaw", "support": 0.93, "weak": false}, ...]
+
 ``GET /health`` says whether the service is up and how many questions it is answering.
 
 The process holds **one** :class:`~uqlm_bert.BlackBoxUQ`, created when the app starts (its
@@ -79,6 +86,7 @@ from uqlm_bert.exceptions import ConfigurationError, UQLMBertError
 __all__ = [
     "ENVIRONMENT",
     "QuestionService",
+    "answer_spans",
     "create_app",
     "create_app_from_env",
     "read_question",
@@ -160,8 +168,9 @@ class QuestionService:
         self.threshold = float(first.default_threshold if threshold is None else threshold)
         self.in_flight = 0
 
-    async def answer(self, question: str) -> tuple[int, dict[str, Any]]:
-        """``(HTTP status, JSON body)`` for one question; cancelling it cancels its LLM calls."""
+    async def answer(self, question: str, spans: bool = False) -> tuple[int, dict[str, Any]]:
+        """``(HTTP status, JSON body)`` for one question, with ``spans`` where the answer is
+        unsupported (see the module docstring); cancelling it cancels its LLM calls."""
         self.in_flight += 1
         try:
             result = await asyncio.wait_for(
@@ -189,6 +198,8 @@ class QuestionService:
             failed_samples=int(row["num_failed_samples"]),
             error=row["error"],
         )
+        if spans:
+            body["spans"] = answer_spans(result)
         return (200 if row["response"] is not None else 502), body
 
     def _body(self, question: str, **fields: Any) -> dict[str, Any]:
@@ -199,10 +210,10 @@ class QuestionService:
         return body
 
 
-async def read_question(request: Any, max_chars: int) -> tuple[str, Any]:
-    """The question of a ``POST /ask`` request, or the HTTP 400 reply that refuses its body
-    (not a JSON object with a non-empty ``"question"`` string, or a question longer than
-    ``max_chars``): ``(question, None)`` or ``("", reply)``."""
+async def read_question(request: Any, max_chars: int) -> tuple[dict[str, Any], Any]:
+    """The body of a ``POST /ask`` request, or the HTTP 400 reply that refuses it (not a JSON
+    object with a non-empty ``"question"`` string, or a question longer than ``max_chars``):
+    ``(body, None)`` or ``({}, reply)``."""
     from starlette.responses import JSONResponse
 
     try:
@@ -211,11 +222,39 @@ async def read_question(request: Any, max_chars: int) -> tuple[str, Any]:
         payload = None
     question = payload.get("question") if isinstance(payload, dict) else None
     if not isinstance(question, str) or not question.strip():
-        return "", JSONResponse({"error": BAD_BODY}, status_code=400)
+        return {}, JSONResponse({"error": BAD_BODY}, status_code=400)
     if len(question) > max_chars:
         error = f"the question is longer than {max_chars} characters"
-        return "", JSONResponse({"error": error}, status_code=400)
-    return question, None
+        return {}, JSONResponse({"error": error}, status_code=400)
+    return payload, None
+
+
+def answer_spans(result: Any) -> list[dict[str, Any]] | None:
+    """The counted words of a one-question result's answer with their supports (``"spans"`` of
+    the reply), or None where the scorers gave none (no ``bert_score`` scorer).
+
+    Example:
+        >>> from uqlm_bert import BlackBoxUQ
+        >>> r = BlackBoxUQ(show_progress_bars=False).score(["Lima, Peru."], [["Lima is in Peru."]])
+        >>> [(s["text"], s["weak"]) for s in answer_spans(r)]
+        [('Lima', False), ('Peru', False)]
+    """
+    from uqlm_bert.bertscore.support import WEAK_SUPPORT
+
+    if result.data.get("token_supports") is None:
+        return None
+    words = result.supports()
+    words = words[words["counted"]]
+    return [
+        {
+            "start": int(w.start),
+            "end": int(w.end),
+            "text": w.text,
+            "support": round(float(w.support), 4),
+            "weak": bool(w.support < WEAK_SUPPORT),
+        }
+        for w in words.itertuples(index=False)
+    ]
 
 
 async def _client_gone(receive: Callable[[], Awaitable[Mapping[str, Any]]]) -> None:
@@ -309,11 +348,12 @@ def create_app(
             uq.close()
 
     async def ask(request: Request) -> Response:
-        question, refused = await read_question(request, max_question_chars)
+        body, refused = await read_question(request, max_question_chars)
         if refused is not None:
             return refused
         service: QuestionService = request.app.state.service
-        answered, got = await until_disconnect(service.answer(question), request.receive)
+        asked = service.answer(body["question"], body.get("spans") is True)
+        answered, got = await until_disconnect(asked, request.receive)
         if not answered:
             return Response(status_code=CLIENT_CLOSED)
         status, body = got

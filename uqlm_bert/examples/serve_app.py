@@ -331,10 +331,10 @@ class Ingress:
             return JSONResponse({"error": f"no route {request.url.path}"}, status_code=404)
         if request.method != "POST":
             return JSONResponse({"error": "use POST"}, status_code=405)
-        question, refused = await read_question(request, self.settings.max_question_chars)
+        asked, refused = await read_question(request, self.settings.max_question_chars)
         if refused is not None:
             return refused
-        status, body = await self.service.answer(question)
+        status, body = await self.service.answer(asked["question"], asked.get("spans") is True)
         return JSONResponse(body, status_code=status)
 
     def __del__(self) -> None:

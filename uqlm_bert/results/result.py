@@ -83,6 +83,11 @@ class UQResult:
         """The names of the score fields, in the order the scorers were given."""
         return list(self.metadata["scorers"])
 
+    @property
+    def index(self) -> list[int]:
+        """Each row's label: its prompt's index in the run (kept by :meth:`filter`)."""
+        return list(self._index)
+
     def __len__(self) -> int:
         return len(self._index)
 
@@ -143,6 +148,69 @@ class UQResult:
             },
             index=index,
         )
+
+    def supports(self) -> pd.DataFrame:
+        """Where the answers are unsupported: one row per word of every answer, with how well
+        the answer's samples support it, from the pass that gave the confidence.
+
+        Columns: ``response_index`` (the row's label, as :meth:`to_df`'s index), ``start`` and
+        ``end`` (character offsets: ``text == response[start:end]``, in the text that was
+        scored), ``text``, ``support`` (0 to 1: the mean over the samples of the word's best
+        match in each) and ``counted`` (False for the prompt's own words and punctuation, which
+        weigh 0 in the confidence). See docs/supports.md.
+
+        Raises:
+            ConfigurationError: the result holds no token supports (no ``bert_score`` scorer,
+                or ``use_best``).
+
+        Example:
+            >>> from uqlm_bert import BlackBoxUQ
+            >>> r = BlackBoxUQ(show_progress_bars=False).score(
+            ...     ["Lima is in Peru."], [["Lima is the capital of Peru."]])
+            >>> r.supports()[["text", "counted"]].values.tolist()[-2:]
+            [['Peru', True], ['.', False]]
+        """
+        from uqlm_bert.results.answers import word_table
+
+        return word_table(self)
+
+    def sentences(
+        self, sentences: Sequence[Sequence[str] | None] | None = None, language: str = "en"
+    ) -> pd.DataFrame:
+        """Each sentence of every answer, scored from its words' supports (same pass, no model
+        call): ``response_index``, ``sentence_index``, ``start``, ``end``, ``sentence`` and
+        ``support``; the lowest are the likely made-up claims. ``sentences`` gives your own
+        split (one list per row); ``language`` the splitter's rules. See docs/supports.md.
+
+        Example:
+            >>> from uqlm_bert import BlackBoxUQ
+            >>> r = BlackBoxUQ(show_progress_bars=False).score(
+            ...     ["Lima is in Peru. It has nine moons."], [["Lima is the capital of Peru."]])
+            >>> r.sentences()["sentence"].tolist()
+            ['Lima is in Peru.', 'It has nine moons.']
+        """
+        from uqlm_bert.results.answers import sentence_table
+
+        return sentence_table(self, sentences, language)
+
+    def answer(self, row: int, threshold: float | None = None) -> Any:
+        """Row ``row`` (a position) as an :class:`~uqlm_bert.results.answers.Answer`: shown in
+        Jupyter with its weakly supported words marked (below ``threshold``, by default
+        :data:`~uqlm_bert.bertscore.support.WEAK_SUPPORT`), ``str()`` in ``[brackets]``.
+
+        Example:
+            >>> r = UQResult({"prompts": ["q"], "responses": ["Lima"], "bert_score": [0.9]})
+            >>> r.answer(0).response, r.answer(0).scores
+            ('Lima', {'bert_score': 0.9})
+        """
+        from uqlm_bert.results.answers import answer_of
+
+        return answer_of(self, row, threshold)
+
+    def _repr_html_(self) -> str:
+        from uqlm_bert.results.answers import result_html
+
+        return result_html(self)
 
     def failures(self) -> Failures:
         """The failed LLM calls of these rows, counted and grouped by kind.
@@ -255,6 +323,8 @@ class UQResult:
         for key, values in self.data.items():
             if key in ("errors", "sample_errors") and values is not None:
                 values = errors_as_text(values)
+            elif key == "token_supports" and values is not None:
+                values = [None if s is None else s.to_dict() for s in values]
             elif isinstance(values, np.ndarray):
                 values = values.tolist()
             data[key] = list(values) if values is not None else None
