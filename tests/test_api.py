@@ -364,6 +364,7 @@ PUBLIC = {
         "plot_accuracy_vs_fraction_kept",
         "plot_confidence_histogram",
         "plot_reliability_diagram",
+        "plot_supports",
         "plot_threshold",
     ],
     "uqlm_bert.cli": ["EXIT_FAILED_ROWS", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"],

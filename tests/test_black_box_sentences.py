@@ -26,7 +26,7 @@ def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
         [["x"]],
     ]
     sample_texts = [[" ".join(s) for s in group] for group in samples]
-    result = uq.score_sentences(responses, sample_texts, sentences=sentences)
+    result = uq.score_sentences(responses, sample_texts, sentences=sentences, method="reembed")
     assert isinstance(result, SentenceUQResult)
     df = result.to_df()
     assert list(df.columns) == ["response_index", "sentence_index", "sentence", "bert_score"]
@@ -77,9 +77,30 @@ def test_sentence_scores_take_only_bertscore_settings(settings):
     uq = BlackBoxUQ(show_progress_bars=False, **settings)
     sentences = ["The sky is blue.", "It rains today."]
     sample = "The sky is blue. It is dry."
-    df = uq.score_sentences([" ".join(sentences)], [[sample]], sentences=[sentences]).to_df()
+    df = uq.score_sentences(
+        [" ".join(sentences)], [[sample]], sentences=[sentences], method="reembed"
+    ).to_df()
     own = {k: v for k, v in settings.items() if k == "num_layers"}
     engine = BERTScorer.from_settings(SCORER_DEFAULTS.replace(**own), show_progress_bars=False)
     for k, sentence in enumerate(sentences):
         F = [float(engine.score([sentence], [t])[2][0]) for t in ["The sky is blue.", "It is dry."]]
         assert df["bert_score"].iloc[k] == pytest.approx(max(F), abs=1e-5)
+
+
+def test_by_default_sentences_are_scored_from_token_supports(uq):
+    """The default is the token-support method: the engine's own score_sentences with no method,
+    and every sentence of the answer given its span in the answer."""
+    from uqlm_bert.scorers.sentences import score_sentences
+
+    responses = ["Paris is the capital of France. It has ten moons.", "Lima is in Peru."]
+    samples = [["Paris is the capital of France.", "France's capital is Paris."], ["Lima, Peru."]]
+    got = uq.score_sentences(responses, samples).to_df()
+    assert got["sentence"].tolist() == [
+        "Paris is the capital of France.",
+        "It has ten moons.",
+        "Lima is in Peru.",
+    ]
+    engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)  # as uq's
+    expected = score_sentences(responses, samples, engine)
+    np.testing.assert_allclose(got["bert_score"], expected["bert_score"], atol=1e-6)
+    assert got["bert_score"].iloc[0] > got["bert_score"].iloc[1]  # the made-up claim is lowest

@@ -28,6 +28,9 @@ INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?( \| NotGiven)?
 #: Int parameters the package passes from its own counters or from a checked settings object,
 #: or fields of records it builds and hands back: not values a user gives.
 NOT_GIVEN_BY_USERS = {
+    # token supports: built and read by the package (a pair's position, the samples counted)
+    "uqlm_bert.bertscore.support.PairMatches.best_of.pair",
+    "uqlm_bert.bertscore.support.TokenSupport.num_samples",
     # the cluster limits' keeper and its client: sessions and counts the package's own client
     # sends, and the numbers of a GenerationSettings checked when it was made
     "uqlm_bert.generation.cluster.ClusterClient.post.session",
@@ -319,6 +322,27 @@ def _score(value: Any) -> Any:
     return BERTScorer(show_progress_bars=False).score(["a"], ["a"], batch_size=value)
 
 
+def _score_matches(value: Any) -> Any:
+    from uqlm_bert import BERTScorer
+
+    return BERTScorer(show_progress_bars=False).score_matches(["a"], ["a"], batch_size=value)
+
+
+def _one_answer(method: str, value: Any) -> Any:
+    from uqlm_bert import UQResult
+
+    result = UQResult({"prompts": ["q"], "responses": ["a"], "bert_score": [0.5]})
+    return getattr(result, method)(value)
+
+
+def _supports_plot(value: Any) -> Any:
+    pytest.importorskip("matplotlib")
+    from uqlm_bert.plots import plot_supports
+
+    words = {"text": ["a"], "support": [0.5], "counted": [True]}
+    return plot_supports(words, 0.5, max_words=value)
+
+
 def _local_llm(**kwargs: Any) -> Any:
     from uqlm_bert.local_llm import LocalLLM
 
@@ -451,6 +475,14 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     },
     "uqlm_bert.bertscore.baseline.read_baseline.num_layers": lambda v, _: _read_baseline(v),
     "uqlm_bert.bertscore.engine.BERTScorer.score.batch_size": lambda v, _: _score(v),
+    "uqlm_bert.bertscore.engine.BERTScorer.score_matches.batch_size": (
+        lambda v, _: _score_matches(v)
+    ),
+    "uqlm_bert.results.result.UQResult.answer.row": lambda v, _: _one_answer("answer", v),
+    "uqlm_bert.results.result.UQResult.plot_supports.row": (
+        lambda v, _: _one_answer("plot_supports", v)
+    ),
+    "uqlm_bert.plots.plot_supports.max_words": lambda v, _: _supports_plot(v),
     "uqlm_bert.bertscore.models.load_encoder.max_length_default": (
         lambda v, _: _models("load_encoder", max_length_default=v)
     ),

@@ -1,7 +1,7 @@
 """Plots of a confidence score: how it splits right from wrong answers, what filtering buys,
 where a threshold falls, and whether probabilities are calibrated.
 
-Four functions, each drawing on a matplotlib ``Axes`` (a new figure when ``ax`` is ``None``)
+Five functions, each drawing on a matplotlib ``Axes`` (a new figure when ``ax`` is ``None``)
 and returning it:
 
 ==========================================  ====================================================
@@ -13,10 +13,13 @@ and returning it:
                                             threshold and what it flags
 :func:`plot_reliability_diagram`            fraction correct against the predicted probability,
                                             per bin, next to the diagonal of perfect calibration
+:func:`plot_supports`                       one answer word by word: how well its samples
+                                            support each word, and the weakly supported ones
 ==========================================  ====================================================
 
 :class:`~uqlm_bert.UQResult` has the same plots as methods (``result.plot_histogram()``,
-``result.plot_accuracy_vs_fraction_kept(correct)``, ``result.plot_threshold(0.7)``).
+``result.plot_accuracy_vs_fraction_kept(correct)``, ``result.plot_threshold(0.7)``,
+``result.plot_supports(0)``).
 
 Labels follow :mod:`uqlm_bert.evaluation`: 1 (or ``True``) for a correct answer, 0 for an
 incorrect one, ``None``/NaN where it is unknown. A confidence of NaN (no samples to judge by) has
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 __all__ = [
+    "plot_supports",
     "plot_accuracy_vs_fraction_kept",
     "plot_confidence_histogram",
     "plot_reliability_diagram",
@@ -422,6 +426,60 @@ def plot_reliability_diagram(
     ax.set_ylabel("fraction correct")
     ax.set_title(f"{n} answers, {len(curve)} bins: ECE {ece:.3f}, Brier {brier:.3f}")
     ax.legend(loc="upper left")
+    return ax
+
+
+def plot_supports(
+    words: Any, threshold: float, ax: Axes | None = None, *, max_words: int = 80
+) -> Axes:
+    """One answer word by word: a bar per word with how well the samples support it, the weakly
+    supported ones (below ``threshold``) in red, the words that do not count (the prompt's own
+    words, punctuation) hatched and grey, and the threshold as a line.
+
+    Args:
+        words: the answer's word rows, as ``UQResult.supports()`` gives them (``text``,
+            ``support``, ``counted``): one answer's.
+        threshold: words below it are weakly supported.
+        ax: a matplotlib Axes to draw on (default: a new figure).
+        max_words: at most this many words are drawn (the first ones); the title says how many
+            were left out.
+
+    Returns:
+        The Axes.
+
+    Example:
+        >>> words = {"text": ["Lima", "is", "in", "Peru", "."], "counted": [1, 1, 1, 1, 0],
+        ...          "support": [0.95, 0.9, 0.9, 0.4, 0.99]}
+        >>> ax = plot_supports(words, threshold=0.59)
+        >>> [t.get_text() for t in ax.get_xticklabels()], len(ax.patches)
+        (['Lima', 'is', 'in', 'Peru', '.'], 5)
+    """
+    check_int("max_words", max_words, 1)
+    text = [str(t) for t in words["text"]]
+    support = np.asarray(words["support"], dtype=np.float64)
+    counted = np.asarray(words["counted"], dtype=bool)
+    if not len(text) == len(support) == len(counted):
+        raise InputValidationError("words: text, support and counted differ in length")
+    cut = _as_threshold(threshold)
+    shown = min(len(text), max_words)
+    ax = _new_axes(ax)
+    x = np.arange(shown)
+    weak = counted[:shown] & (support[:shown] < cut)
+    colours = np.where(weak, "#c0392b", np.where(counted[:shown], "#2e86c1", "#bbbbbb"))
+    bars = ax.bar(x, support[:shown], color=colours)
+    for bar, is_counted in zip(bars, counted[:shown], strict=True):
+        if not is_counted:
+            bar.set_hatch("//")
+    ax.axhline(cut, color="black", linestyle="--", linewidth=1, label=f"threshold {cut:g}")
+    ax.set_xticks(x)
+    ax.set_xticklabels(text[:shown], rotation=60, ha="right", fontsize=8)
+    ax.set_ylim(0.0, 1.05)
+    ax.set_ylabel("support")
+    title = f"{int(weak.sum())} of {int(counted[:shown].sum())} counted words weakly supported"
+    if shown < len(text):
+        title += f" (first {shown} of {len(text)} words)"
+    ax.set_title(title)
+    ax.legend(loc="lower right")
     return ax
 
 

@@ -266,3 +266,37 @@ async def test_the_app_from_the_environment(monkeypatch):
     assert settings == (3, 20.0, 30.0)
     assert models == {"model-from-env"}
     check_replies(["Question from the environment"], replies, 2)
+
+
+async def test_asked_for_spans_a_reply_says_where_its_answer_is_unsupported():
+    """``"spans": true`` adds each counted word of the answer with its offsets and support, the
+    same as the result's own word table; without it the reply has no spans."""
+    from uqlm_bert.bertscore.support import WEAK_SUPPORT
+
+    questions = ["Who wrote <Solaris>?", "Capital & river of Peru?"]
+    with FakeOpenAIServer() as server:
+        app = create_app(chat(server), num_responses=2)
+        async with client_of(app) as client:
+            with_spans = await asyncio.wait_for(
+                asyncio.gather(
+                    *(client.post("/ask", json={"question": q, "spans": True}) for q in questions)
+                ),
+                60,
+            )
+            plain = await client.post("/ask", json={"question": questions[0]})
+    assert "spans" not in plain.json()
+    for q, reply in zip(questions, with_spans, strict=True):
+        body = reply.json()
+        assert reply.status_code == 200 and body["question"] == q
+        alone = BlackBoxUQ(show_progress_bars=False).score(
+            [body["answer"]], [[answer_text(q, 1.0)] * 2], prompts=[q]
+        )
+        words = alone.supports()
+        words = words[words["counted"]]
+        assert [s["text"] for s in body["spans"]] == words["text"].tolist()
+        for span in body["spans"]:
+            assert body["answer"][span["start"] : span["end"]] == span["text"]
+            assert span["weak"] == (span["support"] < WEAK_SUPPORT)
+        assert [s["support"] for s in body["spans"]] == pytest.approx(
+            words["support"].tolist(), abs=COMPANY_BOUND + 1e-4
+        )

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -224,6 +225,25 @@ class TokenSupport:
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The token supports as plain lists (``UQResult.to_dict()``'s form), the text left
+        out: it is the answer's.
+
+        Example:
+            >>> ts = TokenSupport("Hi", np.array([0]), np.array([2]), np.array([0]),
+            ...                   np.array([1.0], np.float32), np.array([0.5], np.float32), 2)
+            >>> ts.to_dict()
+            {'starts': [0], 'ends': [2], 'words': [0], 'weights': [1.0], 'support': [0.5], 'num_samples': 2}
+        """
+        return {
+            "starts": self.starts.tolist(),
+            "ends": self.ends.tolist(),
+            "words": self.words.tolist(),
+            "weights": self.weights.astype(np.float64).round(6).tolist(),
+            "support": self.support.astype(np.float64).round(6).tolist(),
+            "num_samples": int(self.num_samples),
+        }
 
     @property
     def precision(self) -> float:

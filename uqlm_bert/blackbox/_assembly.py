@@ -60,11 +60,14 @@ class Assembly:
             ``raw_sampled_responses``), ``"raw"`` or ``"postprocessed"``.
         use_best: the answer shown is the candidate chosen by the scorers (see
             :mod:`uqlm_bert.scorers.best`); the original is kept in ``original_responses``.
+        token_supports: each answer's token supports are collected in the scoring pass and
+            kept in the result (``supports()``, ``sentences()``).
     """
 
     postprocessor: Callable[[str], str] | None = None
     return_responses: str = "all"
     use_best: bool = False
+    token_supports: bool = True
 
     def __post_init__(self) -> None:
         if self.return_responses not in RETURN_RESPONSES:
@@ -187,7 +190,7 @@ class Assembly:
         postprocessed once and scored, with how long that took."""
         started = time.perf_counter()
         processed = self.scored_texts(inputs)
-        scored = score_rows(list(scorers), processed, self.use_best, show)
+        scored = score_rows(list(scorers), processed, self.use_best, show, self.token_supports)
         elapsed = time.perf_counter() - started
         n = len(inputs)
         metadata = {
@@ -275,8 +278,9 @@ def sentence_result(
     sampled_responses: Sequence[Sequence[str | None]],
     sentences: Sequence[Sequence[str] | None] | None,
     show: bool,
-    metric: str,
+    metric: str | None,
     language: str,
+    method: str | None = None,
 ) -> SentenceUQResult:
     """Sentence-level confidences with ``engine`` (see ``BlackBoxUQ.score_sentences``), as a
     result with one row per sentence and how they were scored."""
@@ -291,10 +295,12 @@ def sentence_result(
         show_progress_bars=show,
         metric=metric,
         language=language,
+        method=method,
     )
     metadata = {
         "scorers": ["bert_score"],
         "level": "sentence",
+        "method": method or ("reembed" if metric is not None else "support"),
         "metric": metric,
         "num_responses": len(responses),
         "num_sentences": len(df),

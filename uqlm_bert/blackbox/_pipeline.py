@@ -42,7 +42,7 @@ import numpy as np
 
 from uqlm_bert.blackbox._queue import Row, ScoringQueue, recipe_of
 from uqlm_bert.inputs import ScoringInputs, prompt_text
-from uqlm_bert.scorers.base import Scorer, score_with_supports
+from uqlm_bert.scorers.base import Scorer, score_all, score_with_supports
 from uqlm_bert.scorers.best import ORIGINAL, best_of
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ class ScoringPipeline:
             applied once per prompt, when it is submitted.
         queue: the queue shared with the owner's other calls; ``None``: one of the call's own.
         prompts: the call's prompts, whose texts the scorers may read (``None``: not known).
+        supports: collect each answer's token supports from the scoring pass.
 
     Attributes:
         scores: each scorer's confidences, by prompt (NaN until scored).
@@ -95,6 +96,7 @@ class ScoringPipeline:
         postprocess: Postprocess | None = None,
         queue: ScoringQueue | None = None,
         prompts: list[Any] | None = None,
+        supports: bool = True,
     ) -> None:
         self._prompts = None if prompts is None else [prompt_text(p) for p in prompts]
         # best-of needs every scorer on the same candidates: all run together, at the end if
@@ -107,11 +109,12 @@ class ScoringPipeline:
         # each prompt's token supports, where a scorer gives them (the bert_score scorers)
         self.supports: list[TokenSupport | None] | None = None
         self.queue = queue if queue is not None else ScoringQueue(max_batch)
-        self.recipe = recipe_of(self.overlapped, use_best, postprocess)
+        self.recipe = recipe_of(self.overlapped, use_best, postprocess, supports)
         self.busy_seconds = 0.0
         self.held_seconds = 0.0
         self.batch_sizes: list[int] = []
         self._use_best = use_best
+        self._supports = supports
         self._postprocess = postprocess or _as_given
         # what the scorers saw of each submitted prompt's texts
         self._texts: list[tuple[str | None, list[str | None]] | None] = [None] * n
@@ -192,7 +195,7 @@ class ScoringPipeline:
             [r.samples for r in rows],
             prompts if any(p is not None for p in prompts) else None,
         )
-        return score_rows(self.overlapped, inputs, self._use_best)
+        return score_rows(self.overlapped, inputs, self._use_best, supports=self._supports)
 
     def scored(self, rows: list[Row], scored: Scored, seconds: float, batch_size: int) -> None:
         """Write back the scores of the call's ``rows`` from a batch of ``batch_size``."""
@@ -240,7 +243,8 @@ class ScoringPipeline:
     def _score_deferred(self, texts: ScoringInputs) -> None:
         started = time.perf_counter()
         indices = list(range(self._n))
-        scored = score_rows(self.deferred, self._with_prompts(texts, indices), self._use_best)
+        inputs = self._with_prompts(texts, indices)
+        scored = score_rows(self.deferred, inputs, self._use_best, supports=self._supports)
         self._write(indices, scored)
         self.busy_seconds += time.perf_counter() - started
 
@@ -289,15 +293,21 @@ class Scored:
 
 
 def score_rows(
-    scorers: list[Scorer], inputs: ScoringInputs, use_best: bool, show: bool = False
+    scorers: list[Scorer],
+    inputs: ScoringInputs,
+    use_best: bool,
+    show: bool = False,
+    supports: bool = True,
 ) -> Scored:
-    """Every scorer's confidences for ``inputs`` with each answer's token supports from the
-    same pass, or with ``use_best`` the best candidates (and no supports)."""
-    if not use_best:
-        scores, supports = score_with_supports(scorers, inputs, show_progress_bars=show)
-        return Scored(scores, None, supports=supports)
-    best = best_of(scorers, inputs, show_progress_bars=show)
-    return Scored(best.scores, best.index)
+    """Every scorer's confidences for ``inputs`` with (``supports``) each answer's token
+    supports from the same pass, or with ``use_best`` the best candidates (and no supports)."""
+    if use_best:
+        best = best_of(scorers, inputs, show_progress_bars=show)
+        return Scored(best.scores, best.index)
+    if not supports:
+        return Scored(score_all(scorers, inputs, show_progress_bars=show), None)
+    scores, found = score_with_supports(scorers, inputs, show_progress_bars=show)
+    return Scored(scores, None, supports=found)
 
 
 async def generate_and_score(
@@ -313,6 +323,7 @@ async def generate_and_score(
     checkpoint: Any = None,
     queue: ScoringQueue | None = None,
     settings: GenerationSettings | None = None,
+    supports: bool = True,
 ) -> tuple[GenerationResult, Scored, dict[str, float]]:
     """Generate for ``prompts`` (checked prompts) with ``settings`` (default: the generator's)
     and score each one as its calls complete, in ``queue`` (shared with the owner's other
@@ -333,6 +344,7 @@ async def generate_and_score(
         postprocess,
         queue=queue,
         prompts=prompts,
+        supports=supports,
     )
     pipeline.start()
     try:

@@ -327,7 +327,11 @@ def _score_or_error(call: QueuedCall, rows: list[Row]) -> Any:
         return exc
 
 
-def recipe_of(scorers: list[Any], use_best: bool, postprocess: Any) -> Hashable:
+def recipe_of(
+    scorers: list[Any], use_best: bool, postprocess: Any, supports: bool = True
+) -> Hashable:
     """What must be equal for two calls' prompts to share a batch: the same scorer objects,
-    ``use_best`` and postprocessing (a method of equal objects counts as the same)."""
-    return (tuple(id(s) for s in scorers), use_best, getattr(postprocess, "__self__", postprocess))
+    ``use_best``, postprocessing (a method of equal objects counts as the same) and whether
+    token supports are collected."""
+    owner = getattr(postprocess, "__self__", postprocess)
+    return (tuple(id(s) for s in scorers), use_best, owner, supports)

@@ -115,6 +115,9 @@ class BlackBoxUQ:
             :mod:`uqlm_bert.scorers.best`); the result says which was chosen
             (``best_response_index``: -1 the original) and keeps the original in
             ``original_responses``. Off by default.
+        token_supports: keep, from the scoring pass, how well the samples support each token
+            of each answer (``UQResult.supports()``, ``sentences()``; docs/supports.md); off,
+            a result holds the confidences alone (a little less time and memory).
         postprocessor: a function applied to every answer and sample before scoring (to strip
             formatting, say); the texts it returns are what is scored.
         return_responses: with a postprocessor, which texts the result holds: ``"all"``
@@ -181,6 +184,7 @@ class BlackBoxUQ:
         generation: GenerationSettings | None = None,
         bertscore: BERTScoreSettings | None = None,
         use_best: bool = False,
+        token_supports: bool = True,
         postprocessor: Callable[[str], str] | None = None,
         return_responses: str = "all",
         verbose: bool = False,
@@ -237,6 +241,7 @@ class BlackBoxUQ:
             ),
         )
         self.use_best = bool(use_best)
+        self.token_supports = bool(token_supports)
         self.postprocessor = postprocessor
         self.return_responses = return_responses
         self._assembly()  # checks postprocessor and return_responses
@@ -408,15 +413,18 @@ class BlackBoxUQ:
         sampled_responses: Sequence[Sequence[str | None]],
         sentences: Sequence[Sequence[str] | None] | None = None,
         show_progress_bars: bool | None = None,
-        metric: str = "f1",
+        metric: str | None = None,
         language: str = "en",
+        method: str | None = None,
     ) -> SentenceUQResult:
         """Sentence-level confidence (SelfCheckGPT style): how well the samples support each
         sentence of each response.
 
-        A sentence's ``bert_score`` is, for each sample, the best BERTScore (F1 by default) between
-        the sentence and the sample's sentences, averaged over the samples. All sentences of all
-        responses are scored in one batched engine call, with this instance's BERTScore settings.
+        By default a sentence's ``bert_score`` aggregates the token supports of its words from one
+        pass over the whole answers (see :func:`uqlm_bert.scorers.sentences.score_sentences`;
+        it ranks the made-up sentences best in our measurements, docs/supports.md);
+        ``method="reembed"`` scores each sentence on its own against each sample's sentences,
+        as SelfCheckGPT's BERTScore does. With this instance's BERTScore settings either way.
 
         Args:
             responses: one answer per prompt (``None`` for a failed call).
@@ -424,9 +432,10 @@ class BlackBoxUQ:
             sentences: your own split, one list of sentences per response; default: split here
                 with :func:`uqlm_bert.scorers.sentences.split_sentences` (no download needed).
             show_progress_bars: override the instance's setting for this call.
-            metric: ``"f1"``, ``"precision"`` (how much of the sentence a sample covers; the best
-                sentence-level detector in our measurements, see docs/scorers.md) or ``"recall"``.
+            metric: with ``method="reembed"``: ``"f1"``, ``"precision"`` or ``"recall"``;
+                naming one without a method means ``"reembed"``.
             language: the texts' language, for sentence splitting.
+            method: ``"support"`` (the default) or ``"reembed"``.
 
         Returns:
             A result whose ``to_df()`` has one row per sentence: ``response_index``,
@@ -447,6 +456,7 @@ class BlackBoxUQ:
             self._show(show_progress_bars),
             metric,
             language,
+            method,
         )
 
     def score(
@@ -516,6 +526,7 @@ class BlackBoxUQ:
                 checkpoint=checkpoint,
                 queue=self._queues.of_running_loop(self.score_batch_size),
                 settings=settings,
+                supports=assembly.token_supports,
             )
         self.last_generation = generation
         return assembly.run_result(
@@ -552,7 +563,9 @@ class BlackBoxUQ:
 
     def _assembly(self) -> Assembly:
         """How this call's texts are scored and shown, as the instance is set now."""
-        return Assembly(self.postprocessor, self.return_responses, self.use_best)
+        return Assembly(
+            self.postprocessor, self.return_responses, self.use_best, self.token_supports
+        )
 
     def _generator(self) -> ResponseGenerator:
         """The generator of :attr:`llm`, made once with the model (the limits of this object's

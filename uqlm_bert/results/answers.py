@@ -35,7 +35,9 @@ from uqlm_bert.results.render import answer_html, answer_text
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore.support import TokenSupport
-    from uqlm_bert.results.result import UQResult
+
+#: A ``UQResult`` (not imported here: the result's methods import this module).
+Result = Any
 
 __all__ = ["Answer", "MAX_HTML_ROWS", "answer_of", "result_html", "sentence_table", "word_table"]
 
@@ -43,7 +45,7 @@ __all__ = ["Answer", "MAX_HTML_ROWS", "answer_of", "result_html", "sentence_tabl
 MAX_HTML_ROWS = 50
 
 
-def token_supports(result: UQResult) -> list[TokenSupport | None]:
+def token_supports(result: Result) -> list[TokenSupport | None]:
     """The result's token supports, one per row.
 
     Raises:
@@ -59,7 +61,7 @@ def token_supports(result: UQResult) -> list[TokenSupport | None]:
     return list(found)
 
 
-def word_table(result: UQResult) -> pd.DataFrame:
+def word_table(result: Result) -> pd.DataFrame:
     """``UQResult.supports()``: one row per word of every answer (see
     :func:`~uqlm_bert.results.supports.word_frame`), ``response_index`` the row's label."""
     from uqlm_bert.results.supports import word_frame
@@ -68,7 +70,7 @@ def word_table(result: UQResult) -> pd.DataFrame:
 
 
 def sentence_table(
-    result: UQResult,
+    result: Result,
     sentences: Any = None,
     language: str = "en",
 ) -> pd.DataFrame:
@@ -79,7 +81,7 @@ def sentence_table(
     return _relabel(sentence_frame(token_supports(result), sentences, language), result)
 
 
-def _relabel(frame: pd.DataFrame, result: UQResult) -> pd.DataFrame:
+def _relabel(frame: pd.DataFrame, result: Result) -> pd.DataFrame:
     """``frame`` with its positional ``response_index`` replaced by the result's row labels."""
     labels = list(result.index)
     frame["response_index"] = [labels[i] for i in frame["response_index"]]
@@ -135,7 +137,7 @@ class Answer:
         )
 
 
-def answer_of(result: UQResult, row: int, threshold: float | None = None) -> Answer:
+def answer_of(result: Result, row: int, threshold: float | None = None) -> Answer:
     """``UQResult.answer(row)``: row ``row`` (a position, 0 to ``len(result) - 1``) as an
     :class:`Answer`.
 
@@ -159,7 +161,7 @@ def answer_of(result: UQResult, row: int, threshold: float | None = None) -> Ans
     )
 
 
-def result_html(result: UQResult, threshold: float | None = None) -> str:
+def result_html(result: Result, threshold: float | None = None) -> str:
     """The result as an HTML table (Jupyter's view of a ``UQResult``): each prompt, its answer
     with the weakly supported words marked, and its confidences; at most
     :data:`MAX_HTML_ROWS` rows, every text escaped."""

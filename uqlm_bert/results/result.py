@@ -207,6 +207,21 @@ class UQResult:
 
         return answer_of(self, row, threshold)
 
+    def plot_supports(self, row: int, threshold: float | None = None, ax: Any = None) -> Any:
+        """Row ``row``'s answer word by word, with how well its samples support each word
+        (:func:`uqlm_bert.plots.plot_supports`; the threshold as in :meth:`answer`).
+
+        Example:
+            >>> from uqlm_bert import BlackBoxUQ
+            >>> r = BlackBoxUQ(show_progress_bars=False).score(["Lima is in Peru."], [["Lima."]])
+            >>> r.plot_supports(0).get_ylabel()
+            'support'
+        """
+        from uqlm_bert.plots import plot_supports
+
+        answer = self.answer(row, threshold)
+        return plot_supports(answer.words, answer.threshold, ax=ax)
+
     def _repr_html_(self) -> str:
         from uqlm_bert.results.answers import result_html
 
