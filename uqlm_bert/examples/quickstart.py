@@ -60,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     df = result.flag(threshold)
     right = [is_correct(a, r["answers"]) for a, r in zip(df["response"], rows, strict=True)]
     print(f"{'confidence':>10}  {'flag':4}  {'right':5}  question -> answer")
-    for (_, row), ok in zip(df.iterrows(), right, strict=True):
-        answer = " ".join(str(row["response"]).split())
-        if len(answer) > 70:
-            answer = answer[:67] + "..."
+    for i, ((_, row), ok) in enumerate(zip(df.iterrows(), right, strict=True)):
+        # the answer with the words its samples support weakly in [brackets]
+        answer = " ".join(str(result.answer(i)).split()) if row["response"] else "(no answer)"
+        if len(answer) > 90:
+            answer = answer[:87] + "..."
         flag = "LOW" if row["flagged"] else ""
         print(
             f"{row['bert_score']:10.3f}  {flag:4}  {'yes' if ok else 'no':5}  "
@@ -73,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     low = int(df["flagged"].sum())
     print(
         f"\n{n_right} of {len(df)} answers are right; {low} fall below {threshold} and are "
-        "flagged as likely hallucinations."
+        "flagged as likely hallucinations. Words in [brackets]: the samples support them "
+        f"weakly (below {result.answer(0).threshold:g}; see docs/supports.md)."
     )
     if 0 < n_right < len(df):
         separation = auroc(df["bert_score"], right)
