@@ -4,6 +4,11 @@ A private local Ray listens on the loopback interface only (127.0.0.1), as Ray d
 and Windows, and runs without a dashboard and without usage reporting: nothing on the network
 can reach it, and it neither downloads nor sends anything.
 
+:func:`ray_session` holds a session for a ``with`` block; :class:`HeldSession` holds one for the
+life of an object (a ``BlackBoxUQ`` that scores on Ray) until it is closed. Either way a session
+that was already open in the process is used as it is and left open, and one opened here is shut
+down at the end.
+
 Example:
     >>> from uqlm_bert.distributed import ray_session
     >>> with ray_session() as ray:  # doctest: +SKIP
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
@@ -21,7 +27,7 @@ from typing import Any
 
 from uqlm_bert.distributed.dataset import require_ray
 
-__all__ = ["ray_session", "start_local_ray"]
+__all__ = ["HeldSession", "ray_session", "start_local_ray"]
 
 logger = logging.getLogger("uqlm_bert")
 
@@ -47,21 +53,108 @@ def ray_session(address: str | None = None) -> Iterator[ModuleType]:
         ...     print(ray.cluster_resources())
     """
     ray = require_ray()
+    if not _open(ray, address):
+        yield ray
+        return
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _open(ray: ModuleType, address: str | None) -> bool:
+    """Open a session (see :func:`ray_session`); False when one was open already."""
     if ray.is_initialized():
         if address is not None:
             logger.info(
                 "Ray is already initialized in this process; address %r is not used", address
             )
-        yield ray
-        return
+        return False
     if address is None and not os.environ.get("RAY_ADDRESS"):
         start_local_ray()
     else:
         ray.init(address=address)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+    return True
+
+
+class HeldSession:
+    """A Ray session held for the life of an object, from :meth:`open` until :meth:`close`.
+
+    Args:
+        address: the cluster, as for :func:`ray_session`.
+
+    A session opened here is opened, and later shut down, by a thread of its own that lives
+    until then: on Linux the processes of a local Ray are killed when the thread that started
+    them ends (Ray starts them with a parent-death signal), so a session started from a
+    short-lived worker thread would die with it. The thread is a daemon: at interpreter exit
+    Ray's own exit handler shuts the session down. A session already open in the process when
+    :meth:`open` is called is used as it is, and :meth:`close` leaves it open.
+
+    Attributes:
+        opened: whether the session in use was opened here (and is shut down by :meth:`close`).
+
+    Example:
+        >>> session = HeldSession()
+        >>> ray = session.open()  # doctest: +SKIP
+        >>> session.close()
+    """
+
+    #: How long :meth:`close` waits for Ray to shut down.
+    CLOSE_TIMEOUT_S = 60.0
+
+    def __init__(self, address: str | None = None) -> None:
+        self.address = address
+        self.opened = False
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def open(self) -> ModuleType:
+        """The ``ray`` module with a session open: the process's, or one opened now (again
+        after :meth:`close`).
+
+        Raises:
+            ConfigurationError: Ray is not installed.
+        """
+        ray = require_ray()
+        with self._lock:
+            if self._thread is not None or ray.is_initialized():
+                return ray
+            started = threading.Event()
+            outcome: list[Any] = []  # whether a session was opened, or what opening it raised
+            stop = self._stop = threading.Event()
+
+            def hold() -> None:
+                try:
+                    outcome.append(_open(ray, self.address))
+                except BaseException as exc:  # noqa: BLE001 - raised by open(), in its thread
+                    outcome.append(exc)
+                    return
+                finally:
+                    started.set()
+                if outcome[0]:
+                    stop.wait()
+                    ray.shutdown()
+
+            thread = threading.Thread(target=hold, name="uqlm-bert-ray", daemon=True)
+            thread.start()
+            started.wait()
+            if isinstance(outcome[0], BaseException):
+                raise outcome[0]
+            if outcome[0]:
+                self._thread = thread
+                self.opened = True
+            return ray
+
+    def close(self) -> None:
+        """Shut down the session opened here, if any (a session that was open already is left
+        as it is)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self.opened = False
+            self._stop.set()
+        if thread is not None:
+            thread.join(self.CLOSE_TIMEOUT_S)
 
 
 def start_local_ray(**init_kwargs: Any) -> ModuleType:
