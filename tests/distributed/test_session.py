@@ -105,18 +105,26 @@ def test_a_ray_opened_by_black_box_uq_is_closed_by_close_and_at_exit(no_ray, tmp
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.distributed import RayScoring
 
-    uq = BlackBoxUQ(
-        ParrotFakeChatModel(),
-        scorers=["exact_match"],
-        show_progress_bars=False,
-        scoring=RayScoring(num_workers=1),
+    first, second = (
+        BlackBoxUQ(
+            ParrotFakeChatModel(),
+            scorers=["exact_match"],
+            show_progress_bars=False,
+            scoring=RayScoring(num_workers=1),
+        )
+        for _ in range(2)
     )
     assert not ray.is_initialized()  # nothing starts before the first call
-    result = uq.generate_and_score_sync(["Lima", "Quito"], num_responses=2)
+    result = first.generate_and_score_sync(["Lima", "Quito"], num_responses=2)
     assert result.data["exact_match"] == [1.0, 1.0]
     assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
     gcs = ray.get_runtime_context().gcs_address
-    uq.close()
+    assert second.generate_and_score_sync(["Lima"], num_responses=1).data["exact_match"] == [1.0]
+    # the two share the one Ray: the first closing leaves it to the second, the last stops it
+    first.close()
+    assert ray.is_initialized()
+    assert second.generate_and_score_sync(["Bogota"], num_responses=2).data["exact_match"] == [1.0]
+    second.close()
     assert not ray.is_initialized() and not _listening(gcs)
 
     # at interpreter exit, without close(): nothing of that Ray is left running

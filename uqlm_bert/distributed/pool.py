@@ -289,7 +289,9 @@ class ScorerPool:
         import ray.exceptions
 
         lost = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
-        for attempt in range(1, self.MAX_ATTEMPTS + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             actor = self._take()
             ref = actor.handle.score.remote(list(names), *args)
             try:
@@ -318,7 +320,6 @@ class ScorerPool:
             finally:
                 with self._lock:
                     actor.in_flight -= 1
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
         """Stop the actors, and the Ray session if the pool opened it (a later :meth:`start`

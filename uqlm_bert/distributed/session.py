@@ -5,9 +5,9 @@ and Windows, and runs without a dashboard and without usage reporting: nothing o
 can reach it, and it neither downloads nor sends anything.
 
 :func:`ray_session` holds a session for a ``with`` block; :class:`HeldSession` holds one for the
-life of an object (a ``BlackBoxUQ`` that scores on Ray) until it is closed. Either way a session
-that was already open in the process is used as it is and left open, and one opened here is shut
-down at the end.
+life of an object (a ``BlackBoxUQ`` that scores on Ray) until it is closed, the objects of a
+process sharing one. Either way a session that was already open in the process is used as it is
+and left open, and one opened here is shut down at the end.
 
 Example:
     >>> from uqlm_bert.distributed import ray_session
@@ -77,21 +77,30 @@ def _open(ray: ModuleType, address: str | None) -> bool:
     return True
 
 
+# The Ray session this package started for the objects that hold one (HeldSession): the thread
+# that started it and keeps it, and how many objects hold it; shut down when the last lets go.
+_HELD: dict[str, Any] = {"holders": 0, "thread": None, "stop": None}
+_HELD_LOCK = threading.Lock()
+
+
 class HeldSession:
     """A Ray session held for the life of an object, from :meth:`open` until :meth:`close`.
 
     Args:
         address: the cluster, as for :func:`ray_session`.
 
-    A session opened here is opened, and later shut down, by a thread of its own that lives
+    A session started here is started, and later shut down, by a thread of its own that lives
     until then: on Linux the processes of a local Ray are killed when the thread that started
     them ends (Ray starts them with a parent-death signal), so a session started from a
     short-lived worker thread would die with it. The thread is a daemon: at interpreter exit
-    Ray's own exit handler shuts the session down. A session already open in the process when
-    :meth:`open` is called is used as it is, and :meth:`close` leaves it open.
+    Ray's own exit handler shuts the session down. The objects of a process that hold a session
+    share the one started for the first of them, which is shut down when the last one closes
+    (one object closing must not stop another's actors); a session that was open in the
+    process already (``ray.init`` called by its code) is used as it is, and left open.
 
     Attributes:
-        opened: whether the session in use was opened here (and is shut down by :meth:`close`).
+        holding: whether this object holds the session started here (and lets it go on
+            :meth:`close`).
 
     Example:
         >>> session = HeldSession()
@@ -99,30 +108,37 @@ class HeldSession:
         >>> session.close()
     """
 
-    #: How long :meth:`close` waits for Ray to shut down.
+    #: How long the last :meth:`close` waits for Ray to shut down.
     CLOSE_TIMEOUT_S = 60.0
 
     def __init__(self, address: str | None = None) -> None:
         self.address = address
-        self.opened = False
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self.holding = False
 
     def open(self) -> ModuleType:
-        """The ``ray`` module with a session open: the process's, or one opened now (again
-        after :meth:`close`).
+        """The ``ray`` module with a session open: the one held already, the process's, or
+        one started now (again after :meth:`close`).
 
         Raises:
             ConfigurationError: Ray is not installed.
         """
         ray = require_ray()
-        with self._lock:
-            if self._thread is not None or ray.is_initialized():
+        with _HELD_LOCK:
+            if self.holding:
+                return ray
+            if _HELD["holders"]:
+                if self.address is not None:
+                    logger.info(
+                        "a Ray session is held already; address %r is not used", self.address
+                    )
+                _HELD["holders"] += 1
+                self.holding = True
+                return ray
+            if ray.is_initialized():
                 return ray
             started = threading.Event()
             outcome: list[Any] = []  # whether a session was opened, or what opening it raised
-            stop = self._stop = threading.Event()
+            stop = threading.Event()
 
             def hold() -> None:
                 try:
@@ -142,19 +158,24 @@ class HeldSession:
             if isinstance(outcome[0], BaseException):
                 raise outcome[0]
             if outcome[0]:
-                self._thread = thread
-                self.opened = True
+                _HELD.update(holders=1, thread=thread, stop=stop)
+                self.holding = True
             return ray
 
     def close(self) -> None:
-        """Shut down the session opened here, if any (a session that was open already is left
-        as it is)."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-            self.opened = False
-            self._stop.set()
-        if thread is not None:
-            thread.join(self.CLOSE_TIMEOUT_S)
+        """Let the session go: the last object holding the one started here shuts it down (a
+        session that was open already is left as it is)."""
+        with _HELD_LOCK:
+            if not self.holding:
+                return
+            self.holding = False
+            _HELD["holders"] -= 1
+            if _HELD["holders"]:
+                return
+            thread, stop = _HELD["thread"], _HELD["stop"]
+            _HELD.update(thread=None, stop=None)
+        stop.set()
+        thread.join(self.CLOSE_TIMEOUT_S)
 
 
 def start_local_ray(**init_kwargs: Any) -> ModuleType:
