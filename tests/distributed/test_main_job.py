@@ -34,6 +34,7 @@ from uqlm_bert.scorers import registry as scorer_registry
 langchain_openai = pytest.importorskip("langchain_openai")
 
 TOL = 1e-6
+BF16_TOL = 1e-3  # a confidence in bfloat16, scored alone or among others (docs/bertscore.md)
 FAST = {"retry_base_delay": 0.0, "retry_max_delay": 0.0}
 
 
@@ -268,12 +269,14 @@ async def test_a_failure_in_one_calls_rows_reaches_only_that_call(local_ray, ser
 async def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_ray_engine(
     local_ray, server, tmp_path
 ):
+    """In bfloat16, the reduced dtype ``dtype="auto"`` picks on CPUs with bfloat16 units: the
+    pool's confidences are one process's within that dtype's promised bound."""
     prompts = [f"k{i}" for i in range(30)]
     path = tmp_path / "run.jsonl"
     names = ["bert_score", "length_ratio"]
 
     def settings(**kwargs):
-        return dict(scorers=["bert_score", LengthRatio()], dtype="float32", **kwargs)
+        return dict(scorers=["bert_score", LengthRatio()], dtype="bfloat16", **kwargs)
 
     local = BlackBoxUQ(chat(server), show_progress_bars=False, **settings())
     clean = await local.generate_and_score(prompts, num_responses=2)
@@ -303,7 +306,7 @@ async def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_ray_engin
     for column in ("prompts", "responses", "sampled_responses"):
         assert resumed.data[column] == clean.data[column]
     for name in names:
-        np.testing.assert_allclose(resumed.data[name], clean.data[name], rtol=0, atol=TOL)
+        np.testing.assert_allclose(resumed.data[name], clean.data[name], rtol=0, atol=BF16_TOL)
 
 
 @pytest.mark.ray
