@@ -115,7 +115,14 @@ class PoolScorers:
     """What an actor builds its scorers from (picklable): the scorers as given (names, and
     :class:`~uqlm_bert.scorers.Scorer` objects), their settings as
     :func:`~uqlm_bert.scorers.scorer_settings` built them, and the specs of the names, so that
-    scorers registered in the driver exist in the actor too."""
+    scorers registered in the driver exist in the actor too.
+
+    Example:
+        >>> from uqlm_bert.scorers import scorer_settings
+        >>> recipe = PoolScorers.of(["exact_match"], scorer_settings(["exact_match"]))
+        >>> sorted(recipe.build())
+        ['exact_match']
+    """
 
     items: list[str | Scorer]
     settings: BuiltSettings
@@ -215,6 +222,18 @@ class ScorerPool:
         retried: batches sent again because the actor that held them died.
         replaced: actors started in place of one that died.
         peak_in_flight: the most batches sent to the actors and not yet back at one time.
+
+    Example:
+        >>> from uqlm_bert.blackbox._pipeline import score_rows
+        >>> from uqlm_bert.inputs import ScoringInputs
+        >>> from uqlm_bert.scorers import scorer_settings
+        >>> recipe = PoolScorers.of(["exact_match"], scorer_settings(["exact_match"]))
+        >>> pool = ScorerPool(RayScoring(num_workers=2), recipe, score_rows)
+        >>> pool.start()  # doctest: +SKIP
+        4
+        >>> inputs = ScoringInputs(["a"], [["a", "b"]])
+        >>> scored = await pool.run(["exact_match"], inputs, False)  # doctest: +SKIP
+        >>> pool.close()
     """
 
     #: The most times a batch is sent to an actor; a batch whose actor died that many times
