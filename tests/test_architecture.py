@@ -156,6 +156,8 @@ SHARED_STATE = {
     "uqlm_bert/generation/clients.py": {"_tls_context"},
     # the local LLM servers started and not yet stopped, stopped when the interpreter exits
     "uqlm_bert/local_llm.py": {"_RUNNING"},
+    # the Ray session started for the objects that score on Ray, shut down when the last closes
+    "uqlm_bert/distributed/session.py": {"_HELD"},
     # the csv field limit, which the csv module keeps process-wide, lifted while CSV is read
     "uqlm_bert/io/csv_reading.py": {"_CSV_READERS", "_CSV_SAVED_LIMIT"},
     # the sentence splitter of each language, built once

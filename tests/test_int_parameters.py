@@ -238,6 +238,12 @@ def _pool(**kwargs: Any) -> Any:
     return PoolSettings(**kwargs)
 
 
+def _ray_scoring(**kwargs: Any) -> Any:
+    from uqlm_bert.distributed import RayScoring
+
+    return RayScoring(**kwargs)
+
+
 def _score_batch(value: Any) -> Any:
     from uqlm_bert.distributed import ScoreBatch
 
@@ -449,6 +455,12 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     **{
         f"uqlm_bert.distributed.dataset.PoolSettings.{name}": (lambda v, _, n=name: _pool(**{n: v}))
         for name in ("num_workers", "batch_size")
+    },
+    **{
+        f"uqlm_bert.distributed.pool.RayScoring.{name}": (
+            lambda v, _, n=name: _ray_scoring(**{n: v})
+        )
+        for name in ("num_workers", "batch_size", "batches_per_worker")
     },
     "uqlm_bert.generation.generator.ResponseGenerator.generate.num_responses": (
         lambda v, _: _generate(v)

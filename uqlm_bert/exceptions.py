@@ -20,6 +20,7 @@ __all__ = [
     "ModelUnavailableError",
     "DeviceOutOfMemoryError",
     "BaselineNotFoundError",
+    "ScoringWorkerError",
     "GenerationError",
     "AuthenticationFailedError",
     "ProviderUnreachableError",
@@ -63,6 +64,11 @@ class DeviceOutOfMemoryError(UQLMBertError, MemoryError):
 
 class BaselineNotFoundError(ConfigurationError):
     """Baseline rescaling was asked for, but no baseline file exists for the model and language."""
+
+
+class ScoringWorkerError(UQLMBertError):
+    """Scoring on Ray could not go on: the actors sent a batch kept dying, or the pool was closed
+    while a call was scoring."""
 
 
 class GenerationError(UQLMBertError):

@@ -7,12 +7,18 @@ may be running when a test starts.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.texts import passage
 from uqlm_bert.distributed import ray_session, score_file
 from uqlm_bert.scorers import build_scorer
@@ -70,3 +76,71 @@ def test_score_file_without_a_running_ray(no_ray, tmp_path):
     back = pd.read_parquet(tmp_path / "scored.parquet")
     assert back["response"].tolist() == [r["response"] for r in rows]
     np.testing.assert_array_equal(back["bert_score"], frame["bert_score"])
+
+
+#: A script that opens a pool with a Ray of its own, runs, and exits without closing anything.
+_EXIT_SCRIPT = """
+import sys
+from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+import ray
+from uqlm_bert import BlackBoxUQ
+uq = BlackBoxUQ(ParrotFakeChatModel(), scorers=["exact_match"], show_progress_bars=False,
+                scoring="ray")
+uq.generate_and_score_sync(["a", "b"], num_responses=1)
+print(ray.get_runtime_context().gcs_address, flush=True)
+"""
+
+
+def _listening(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    with socket.socket() as s:
+        s.settimeout(1.0)
+        return s.connect_ex((host, int(port))) == 0
+
+
+@pytest.mark.ray
+def test_a_ray_opened_by_black_box_uq_is_closed_by_close_and_at_exit(no_ray, tmp_path):
+    from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+
+    from uqlm_bert import BlackBoxUQ
+    from uqlm_bert.distributed import RayScoring
+
+    first, second = (
+        BlackBoxUQ(
+            ParrotFakeChatModel(),
+            scorers=["exact_match"],
+            show_progress_bars=False,
+            scoring=RayScoring(num_workers=1),
+        )
+        for _ in range(2)
+    )
+    assert not ray.is_initialized()  # nothing starts before the first call
+    result = first.generate_and_score_sync(["Lima", "Quito"], num_responses=2)
+    assert result.data["exact_match"] == [1.0, 1.0]
+    assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
+    gcs = ray.get_runtime_context().gcs_address
+    assert second.generate_and_score_sync(["Lima"], num_responses=1).data["exact_match"] == [1.0]
+    # the two share the one Ray: the first closing leaves it to the second, the last stops it
+    first.close()
+    assert ray.is_initialized()
+    assert second.generate_and_score_sync(["Bogota"], num_responses=2).data["exact_match"] == [1.0]
+    second.close()
+    assert not ray.is_initialized() and not _listening(gcs)
+
+    # at interpreter exit, without close(): nothing of that Ray is left running
+    script = tmp_path / "exit.py"
+    script.write_text(_EXIT_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    address = done.stdout.strip().splitlines()[-1]
+    deadline = time.monotonic() + 30
+    while _listening(address) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _listening(address)

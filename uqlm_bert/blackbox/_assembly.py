@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from uqlm_bert.generation.records import GenerationResult
     from uqlm_bert.generation.settings import GenerationSettings
 
-__all__ = ["Assembly", "RETURN_RESPONSES", "generation_metadata", "sentence_result"]
+__all__ = ["Assembly", "RETURN_RESPONSES", "bert_engine", "generation_metadata", "sentence_result"]
 
 #: The values of ``return_responses``.
 RETURN_RESPONSES = ("all", "raw", "postprocessed")
@@ -270,6 +270,28 @@ def generation_metadata(generation: GenerationResult) -> dict[str, Any]:
     are built, for a result and for the warnings of generation alone."""
     failures = Failures.of(generation.response_errors, generation.sample_errors)
     return {"calls": generation.stats.as_dict(), "failures": failures.as_metadata()}
+
+
+def bert_engine(scorers: Sequence[Scorer], build: bool) -> BERTScorer | None:
+    """The engine of a ``bert_score`` scorer among ``scorers``, else (``build``) a new one with
+    the scorers' default BERTScore settings (none of the BERTScore settings was accepted then).
+
+    Example:
+        >>> from uqlm_bert.scorers.text import ExactMatchScorer
+        >>> bert_engine([ExactMatchScorer()], build=False) is None
+        True
+    """
+    from uqlm_bert.scorers.bert import BERTScoreConsistency
+
+    for scorer in scorers:
+        if isinstance(scorer, BERTScoreConsistency):
+            return scorer.engine
+    if not build:
+        return None
+    from uqlm_bert.bertscore.engine import BERTScorer
+    from uqlm_bert.bertscore.settings import BERTScoreSettings
+
+    return BERTScorer.from_settings(BERTScoreSettings.for_scorers())
 
 
 def sentence_result(

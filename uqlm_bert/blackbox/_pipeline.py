@@ -113,8 +113,8 @@ class ScoringPipeline:
         self.busy_seconds = 0.0
         self.held_seconds = 0.0
         self.batch_sizes: list[int] = []
-        self._use_best = use_best
-        self._supports = supports
+        self.use_best = use_best
+        self.with_supports = supports
         self._postprocess = postprocess or _as_given
         # what the scorers saw of each submitted prompt's texts
         self._texts: list[tuple[str | None, list[str | None]] | None] = [None] * n
@@ -185,17 +185,21 @@ class ScoringPipeline:
 
     # -- called by the queue ------------------------------------------------------------------
 
-    def score(self, rows: list[Row]) -> Scored:
-        """Score ``rows``, postprocessed already (a worker thread of the queue)."""
-        # rows of the calls of one recipe: each with its own prompt (the BERTScore scorers
-        # weigh a prompt's own tokens 0)
+    def inputs(self, rows: list[Row]) -> ScoringInputs:
+        """What the scorers take for ``rows``, postprocessed already: rows of the calls of one
+        recipe, each with its own prompt (the BERTScore scorers weigh a prompt's own tokens 0)."""
         prompts = [r.call.prompt_of(r.index) for r in rows]
-        inputs = ScoringInputs(
+        return ScoringInputs(
             [r.response for r in rows],
             [r.samples for r in rows],
             prompts if any(p is not None for p in prompts) else None,
         )
-        return score_rows(self.overlapped, inputs, self._use_best, supports=self._supports)
+
+    def score(self, rows: list[Row]) -> Scored:
+        """Score ``rows``, postprocessed already (a worker thread of the queue)."""
+        return score_rows(
+            self.overlapped, self.inputs(rows), self.use_best, supports=self.with_supports
+        )
 
     def scored(self, rows: list[Row], scored: Scored, seconds: float, batch_size: int) -> None:
         """Write back the scores of the call's ``rows`` from a batch of ``batch_size``."""
@@ -244,7 +248,7 @@ class ScoringPipeline:
         started = time.perf_counter()
         indices = list(range(self._n))
         inputs = self._with_prompts(texts, indices)
-        scored = score_rows(self.deferred, inputs, self._use_best, supports=self._supports)
+        scored = score_rows(self.deferred, inputs, self.use_best, supports=self.with_supports)
         self._write(indices, scored)
         self.busy_seconds += time.perf_counter() - started
 

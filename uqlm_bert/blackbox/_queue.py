@@ -21,6 +21,14 @@ time-share the cores. The batch is scored once the loop calms down, or generatio
 with a prompt queued has nothing more coming (it waits for its scores alone: a one-prompt call
 is not held for a long call's generation).
 
+Where a batch is scored. By default in a worker thread of this process, one batch at a time
+(:meth:`ScoringQueue._score_batch`). A queue given a :class:`BatchScoring` (``BlackBoxUQ``'s
+``scoring="ray"``: :class:`~uqlm_bert.blackbox._pool.PoolBatches`) hands its batches to that
+instead, as many at once as it takes, each formed when a place for it is free; there batches
+are not held for a busy event loop, as they run in other processes, and once no more prompts are
+coming what is left is cut into as many even batches as it takes at once, so that they end
+together.
+
 Calls stay apart. A batch holds only prompts whose calls score the same way (the same scorers,
 ``use_best`` and postprocessing). If scoring a batch fails, each call's rows are scored again on
 their own, so a failure (a postprocessor that raises on one call's text, say) reaches only the
@@ -51,13 +59,18 @@ import asyncio
 import sys
 import time
 import weakref
+from asyncio import FIRST_COMPLETED
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from uqlm_bert.checks import check_int
 
-__all__ = ["QueuedCall", "ScoringQueue", "ScoringQueues"]
+__all__ = ["BatchScoring", "QueuedCall", "ScoringQueue", "ScoringQueues"]
+
+#: A batch's outcome: each call, its rows, and their share of the result or the exception they
+#: raised.
+Outcome = list[tuple["QueuedCall", list["Row"], Any]]
 
 
 class QueuedCall(Protocol):
@@ -73,6 +86,16 @@ class QueuedCall(Protocol):
 
     def prompt_of(self, index: int) -> str | None:
         """The text of the call's prompt ``index``, where known."""
+
+    #: the scorers that score the call's queued prompts, and whether they choose the best
+    #: candidate: equal for the calls of one recipe
+    overlapped: list[Any]
+    use_best: bool
+    #: whether the answers' token supports are collected (equal for the calls of one recipe)
+    with_supports: bool
+
+    def inputs(self, rows: list[Row]) -> Any:
+        """What the scorers take for ``rows`` of this call or of calls of its recipe."""
 
     def score(self, rows: list[Row]) -> Any:
         """Score ``rows`` of this call or of calls of its recipe (a worker thread); a result
@@ -96,11 +119,30 @@ class Row:
     samples: list[str | None]
 
 
+class BatchScoring(Protocol):
+    """Where a queue's batches are scored, when not in its own worker thread."""
+
+    #: at most this many prompts per batch
+    max_batch: int
+
+    async def start(self) -> int:
+        """Get ready to score; how many batches it scores at once."""
+
+    async def score(self, batch: list[Row]) -> Outcome:
+        """Score ``batch``: each call, its rows, and their share of the result or the exception
+        they raised (a failure reaching only the call whose rows raised it, as in
+        :meth:`ScoringQueue._score_batch`)."""
+
+    def close(self) -> None:
+        """Release what it holds; :meth:`start` makes it ready again."""
+
+
 class ScoringQueue:
     """Prompts of the calls in flight on one owner and event loop, scored in shared batches.
 
     Args:
         max_batch: at most this many prompts per batch.
+        place: where batches are scored; None: in a worker thread of this process.
 
     Attributes:
         batch_sizes: the size of every batch scored, in order.
@@ -117,7 +159,9 @@ class ScoringQueue:
     #: How long a held batch waits before the loop's load is measured again.
     HOLD_S = 0.2
 
-    def __init__(self, max_batch: int) -> None:
+    def __init__(self, max_batch: int, place: BatchScoring | None = None) -> None:
+        self._place = place
+        self._slots = 1  # batches scored at once
         self.resize(max_batch)
         self.batch_sizes: list[int] = []
         self.held_seconds = 0.0
@@ -217,16 +261,24 @@ class ScoringQueue:
                 await asyncio.wait_for(self._changed.wait(), timeout)
             except asyncio.TimeoutError:
                 pass
-        held = await self._wait_while_loop_busy()
+        held = await self._wait_while_loop_busy() if self._place is None else 0.0
         if not self._rows:  # the calls queued left while the batch was held
             return await self._next_batch()
         recipe = self._rows[0].call.recipe
-        batch = [r for r in self._rows if r.call.recipe == recipe][: self.max_batch]
+        batch = [r for r in self._rows if r.call.recipe == recipe][: self._batch_limit()]
         taken = {id(r) for r in batch}
         self._rows = [r for r in self._rows if id(r) not in taken]
         for call in {id(r.call): r.call for r in batch}.values():
             call.held_seconds += held
         return batch
+
+    def _batch_limit(self) -> int:
+        """The most prompts the next batch takes: ``max_batch``; but once no more prompts are
+        coming, a place that scores several batches at once gets what is left in as many
+        even parts, so that they end together."""
+        if self._slots <= 1 or self.more_coming():
+            return self.max_batch
+        return max(1, min(self.max_batch, -(-len(self._rows) // self._slots)))
 
     def _awaited(self) -> bool:
         """Whether a queued prompt's call has nothing more coming: it waits for its scores
@@ -255,25 +307,59 @@ class ScoringQueue:
     # -- scoring -----------------------------------------------------------------------------
 
     async def _consume(self) -> None:
+        if self._place is not None:
+            return await self._consume_on(self._place)
         while batch := await self._next_batch():
             started = time.perf_counter()
-            outcome = await asyncio.to_thread(self._score_batch, batch)
-            seconds = time.perf_counter() - started
-            self.batch_sizes.append(len(batch))
-            for call, rows, result in outcome:
-                if isinstance(result, BaseException):
-                    call.failed(result)
-                else:
-                    call.scored(rows, result, seconds, len(batch))
+            self._deliver(batch, await asyncio.to_thread(self._score_batch, batch), started)
 
-    def _score_batch(self, batch: list[Row]) -> list[tuple[QueuedCall, list[Row], Any]]:
+    async def _consume_on(self, place: BatchScoring) -> None:
+        """Hand batches to ``place``, as many at once as it takes; a batch is formed when a
+        place for it is free, so that prompts queue up into larger batches while all are busy."""
+        running: set[asyncio.Future[None]] = set()
+
+        async def score(batch: list[Row]) -> None:
+            started = time.perf_counter()
+            self._deliver(batch, await place.score(batch), started)
+
+        try:
+            self._slots = slots = await place.start()
+            while True:
+                while len(running) >= slots:
+                    done, running = await asyncio.wait(running, return_when=FIRST_COMPLETED)
+                    for task in done:
+                        task.result()
+                batch = await self._next_batch()
+                if not batch:
+                    break
+                running.add(asyncio.ensure_future(score(batch)))
+            await asyncio.gather(*running)
+        except Exception as exc:  # noqa: BLE001 - the place cannot score: every call stops
+            for call in list(self._calls):
+                call.failed(exc)
+        finally:  # cancelled: the batches in flight are no longer wanted
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+
+    def _deliver(self, batch: list[Row], outcome: Outcome, started: float) -> None:
+        """Give each call of ``batch`` its rows' scores, or the error they raised."""
+        seconds = time.perf_counter() - started
+        self.batch_sizes.append(len(batch))
+        for call, rows, result in outcome:
+            if isinstance(result, BaseException):
+                call.failed(result)
+            else:
+                call.scored(rows, result, seconds, len(batch))
+
+    def _score_batch(self, batch: list[Row]) -> Outcome:
         """Score ``batch`` (in a worker thread, with the torch thread count of the loop's
         thread): each call, its rows, and their share of the result or the exception they
         raised."""
         torch = sys.modules.get("torch")  # loaded when _threads was read, if it is set
         if self._threads is not None and torch.get_num_threads() != self._threads:
             torch.set_num_threads(self._threads)
-        calls = _by_call(batch)
+        calls = by_call(batch)
         try:
             scored = batch[0].call.score([row for rows in calls.values() for row in rows])
         except Exception as exc:  # noqa: BLE001 - handed to the call(s) it belongs to
@@ -282,41 +368,56 @@ class ScoringQueue:
             # a failure in a shared batch: each call's rows again on their own, so that it
             # reaches only the call whose rows caused it
             return [(call, rows, _score_or_error(call, rows)) for call, rows in calls.items()]
-        out = []
-        start = 0
-        for call, rows in calls.items():
-            out.append((call, rows, scored.rows(start, start + len(rows))))
-            start += len(rows)
-        return out
+        return shares(calls, scored)
 
 
 class ScoringQueues:
-    """An owner's scoring queues, one per event loop (a queue's worker runs on its loop)."""
+    """An owner's scoring queues, one per event loop (a queue's worker runs on its loop), all
+    scoring their batches in ``place`` (None: each in its own worker thread)."""
 
-    def __init__(self) -> None:
+    def __init__(self, place: BatchScoring | None = None) -> None:
+        self.place = place
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ScoringQueue] = (
             weakref.WeakKeyDictionary()
         )
 
     def of_running_loop(self, max_batch: int) -> ScoringQueue:
-        """The running loop's queue, its batches now of at most ``max_batch`` prompts."""
+        """The running loop's queue, its batches now of at most ``max_batch`` prompts (and at
+        most the place's ``max_batch``)."""
         loop = asyncio.get_running_loop()
+        if self.place is not None:
+            max_batch = min(max_batch, self.place.max_batch)
         queue = self._queues.get(loop)
         if queue is None:
-            queue = self._queues[loop] = ScoringQueue(max_batch)
+            queue = self._queues[loop] = ScoringQueue(max_batch, self.place)
         queue.resize(max_batch)
         return queue
+
+    def close(self) -> None:
+        """Release the place's resources (a pool of Ray actors); a later call starts it again."""
+        if self.place is not None:
+            self.place.close()
 
     def __iter__(self) -> Iterator[ScoringQueue]:
         return iter(list(self._queues.values()))
 
 
-def _by_call(batch: list[Row]) -> dict[QueuedCall, list[Row]]:
+def by_call(batch: list[Row]) -> dict[QueuedCall, list[Row]]:
     """The batch's rows grouped by call, calls in order of their first row."""
     groups: dict[QueuedCall, list[Row]] = {}
     for row in batch:
         groups.setdefault(row.call, []).append(row)
     return groups
+
+
+def shares(calls: dict[QueuedCall, list[Row]], scored: Any) -> Outcome:
+    """Each call's share of the result of its batch (``calls``, in the batch's order)."""
+    out = []
+    start = 0
+    for call, rows in calls.items():
+        out.append((call, rows, scored.rows(start, start + len(rows))))
+        start += len(rows)
+    return out
 
 
 def _score_or_error(call: QueuedCall, rows: list[Row]) -> Any:

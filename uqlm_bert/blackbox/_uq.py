@@ -24,9 +24,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from uqlm_bert.bertscore.settings import BERTScoreSettings
-from uqlm_bert.blackbox._assembly import Assembly, generation_metadata, sentence_result
+from uqlm_bert.blackbox._assembly import (
+    Assembly,
+    bert_engine,
+    generation_metadata,
+    sentence_result,
+)
 from uqlm_bert.blackbox._fields import SettingsField
 from uqlm_bert.blackbox._pipeline import generate_and_score
+from uqlm_bert.blackbox._pool import scoring_place
 from uqlm_bert.blackbox._queue import ScoringQueues
 from uqlm_bert.blackbox._uqlm_face import (
     refuse_what_needs_another_model,
@@ -48,7 +54,7 @@ from uqlm_bert.scorers.base import Scorer
 from uqlm_bert.scorers.registry import build_scorers, scorer_settings
 
 if TYPE_CHECKING:
-    from uqlm_bert.bertscore.engine import BERTScorer
+    from uqlm_bert.distributed import RayScoring
     from uqlm_bert.generation.generator import ResponseGenerator
     from uqlm_bert.generation.lanes import SharedLimits
     from uqlm_bert.generation.records import GenerationResult
@@ -101,6 +107,11 @@ class BlackBoxUQ:
             server's ``Retry-After`` (1 and 60 seconds).
         rate_limit_period: the window of ``max_calls_per_min`` in seconds (60).
         score_batch_size: at most this many prompts per scoring batch while generating.
+        scoring: where ``generate_and_score`` scores: ``"local"`` (this process, by default),
+            ``"ray"`` or a :class:`~uqlm_bert.distributed.RayScoring` (a pool of Ray actors,
+            which each build these scorers, while generation stays here; see
+            :mod:`uqlm_bert.distributed.pool`). :meth:`close` stops the pool, and Ray if it
+            was started for it. ``score`` and ``score_sentences`` score in this process.
         generation: all the generation settings as one
             :class:`~uqlm_bert.generation.settings.GenerationSettings`; the generation
             arguments above must then be left out (any of them given beside it, even with its
@@ -181,6 +192,7 @@ class BlackBoxUQ:
         retry_max_delay: float | NotGiven = NOT_GIVEN,
         rate_limit_period: float | NotGiven = NOT_GIVEN,
         score_batch_size: int = 256,
+        scoring: str | RayScoring = "local",
         generation: GenerationSettings | None = None,
         bertscore: BERTScoreSettings | None = None,
         use_best: bool = False,
@@ -212,34 +224,34 @@ class BlackBoxUQ:
             request_timeout=request_timeout,
             use_n_param=use_n_param,
         )
-        self._limits: SharedLimits | None = None  # shared by the calls in flight, as the
-        self._queues = ScoringQueues()  # scoring queues (docs/black_box.md, "In an async app")
+        self._limits: SharedLimits | None = None  # shared by the calls in flight
         self.llm = llm  # checked once, by the generator it gets
         self.show_progress_bars = show_progress_bars
         self.score_batch_size = score_batch_size
         # the scorers' settings objects, each built once, from the arguments by name and
-        # scorer_kwargs beside them, and used as they are
-        self.scorers: list[Scorer] = build_scorers(
+        # scorer_kwargs beside them, and used as they are (here, and by a pool's actors)
+        built = scorer_settings(
             scorers,
-            scorer_settings(
-                scorers,
-                scorer_kwargs,
-                model_type=model_type,
-                num_layers=num_layers,
-                idf=idf,
-                idf_sents=idf_sents,
-                rescale_with_baseline=rescale_with_baseline,
-                baseline_path=baseline_path,
-                lang=lang,
-                device=device,
-                batch_size=batch_size,
-                max_length=max_length,
-                dtype=dtype,
-                long_texts=long_texts,
-                bertscore=bertscore,
-                **sentence_transformer_setting(sentence_transformer, scorers),
-            ),
+            scorer_kwargs,
+            model_type=model_type,
+            num_layers=num_layers,
+            idf=idf,
+            idf_sents=idf_sents,
+            rescale_with_baseline=rescale_with_baseline,
+            baseline_path=baseline_path,
+            lang=lang,
+            device=device,
+            batch_size=batch_size,
+            max_length=max_length,
+            dtype=dtype,
+            long_texts=long_texts,
+            bertscore=bertscore,
+            **sentence_transformer_setting(sentence_transformer, scorers),
         )
+        self.scorers: list[Scorer] = build_scorers(scorers, built)
+        # shared by the calls in flight, as the limits are (docs/black_box.md, "In an async app")
+        self._queues = ScoringQueues(scoring_place(scoring, scorers, built))
+        weakref.finalize(self, self._queues.close)
         self.use_best = bool(use_best)
         self.token_supports = bool(token_supports)
         self.postprocessor = postprocessor
@@ -296,7 +308,7 @@ class BlackBoxUQ:
     @property
     def bertscore_settings(self) -> BERTScoreSettings | None:
         """The BERTScore settings of the ``bert_score`` scorers (read-only), or None without."""
-        engine = self._bert_engine(build=False)
+        engine = bert_engine(self.scorers, build=False)
         return None if engine is None else engine.settings
 
     async def generate_and_score(
@@ -449,7 +461,7 @@ class BlackBoxUQ:
             [[0, 'Paris is in France.'], [0, 'It has the Eiffel Tower.']]
         """
         return sentence_result(
-            self._bert_engine(build=True),
+            bert_engine(self.scorers, build=True),
             responses,
             sampled_responses,
             sentences,
@@ -485,13 +497,15 @@ class BlackBoxUQ:
             )
 
     def close(self) -> None:
-        """Stop the helper thread of the synchronous face (a later sync call starts it again).
+        """Stop the helper thread of the synchronous face and a pool of Ray actors (a later call
+        starts them again).
 
         Example:
             >>> with BlackBoxUQ(show_progress_bars=False) as uq:
             ...     pass
         """
         self._runner.close()
+        self._queues.close()
 
     def __enter__(self) -> BlackBoxUQ:
         return self
@@ -577,21 +591,6 @@ class BlackBoxUQ:
                 "sampled_responses)"
             )
         return self._response_generator
-
-    def _bert_engine(self, build: bool) -> BERTScorer | None:
-        """The engine of a ``bert_score`` scorer of this instance, else (``build``) a new one
-        with this instance's BERTScore settings."""
-        from uqlm_bert.scorers.bert import BERTScoreConsistency
-
-        for scorer in self.scorers:
-            if isinstance(scorer, BERTScoreConsistency):
-                return scorer.engine
-        if not build:
-            return None
-        from uqlm_bert.bertscore.engine import BERTScorer
-
-        # no bert_score scorer: none of the BERTScore settings was accepted, so the defaults
-        return BERTScorer.from_settings(BERTScoreSettings.for_scorers())
 
     def _show(self, override: bool | None) -> bool:
         return self.show_progress_bars if override is None else bool(override)

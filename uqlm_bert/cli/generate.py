@@ -32,7 +32,12 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from uqlm_bert.cli.options import checked_scorers, generation_settings, refuse_same_file
+from uqlm_bert.cli.options import (
+    checked_scorers,
+    generation_settings,
+    ray_pool,
+    refuse_same_file,
+)
 from uqlm_bert.cli.reporting import EXIT_FAILED_ROWS, EXIT_OK, report_lines, summary
 from uqlm_bert.exceptions import ConfigurationError, UQLMBertError
 
@@ -51,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     names, settings = checked_scorers(args)
     generation = generation_settings(args)
+    pool = ray_pool(args)
     check_output_location(args.output)
     refuse_same_file(args.output, "-o", [(args.prompts, "PROMPTS")])
     refuse_same_file(
@@ -59,30 +65,26 @@ def run(args: argparse.Namespace) -> int:
     prompts = load_prompts(args.prompts)
     check_writable(prompts.frame, args.output, source=prompts.path, lines=prompts.lines)
     with _llm(args) as llm:
-        return _generate(args, llm, names, settings, generation, prompts)
+        from uqlm_bert.blackbox import BlackBoxUQ
+
+        uq = BlackBoxUQ(
+            llm=llm,
+            scorers=names,
+            generation=generation,
+            show_progress_bars=not args.quiet,
+            bertscore=settings.pop("bertscore", None),
+            scorer_kwargs=settings,
+            scoring="local" if pool is None else pool,
+        )
+        with uq:  # stops a pool of Ray actors at the end
+            return _generate(args, uq, names, prompts)
 
 
-def _generate(
-    args: argparse.Namespace,
-    llm: Any,
-    names: list[str],
-    settings: dict[str, Any],
-    generation: Any,
-    prompts: Any,
-) -> int:
-    """Generate, score and write the table, with ``llm``."""
-    from uqlm_bert.blackbox import BlackBoxUQ
+def _generate(args: argparse.Namespace, uq: Any, names: list[str], prompts: Any) -> int:
+    """Generate, score and write the table, with ``uq``."""
     from uqlm_bert.io import write_table
     from uqlm_bert.results.failures import FAILED_CALLS_WARNING
 
-    uq = BlackBoxUQ(
-        llm=llm,
-        scorers=names,
-        generation=generation,
-        show_progress_bars=not args.quiet,
-        bertscore=settings.pop("bertscore", None),
-        scorer_kwargs=settings,
-    )
     with warnings.catch_warnings():
         # failed calls are reported below, one line per kind, with the rows they are in
         warnings.filterwarnings("ignore", FAILED_CALLS_WARNING, RuntimeWarning)

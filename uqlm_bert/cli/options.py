@@ -34,6 +34,7 @@ __all__ = [
     "bertscore_settings",
     "checked_scorers",
     "generation_settings",
+    "ray_pool",
     "refuse_same_file",
 ]
 
@@ -99,6 +100,29 @@ def generation_settings(args: argparse.Namespace) -> GenerationSettings:
     if args.max_retries is not None:
         settings["retry"] = RetryPolicy(max_retries=args.max_retries)
     return GenerationSettings(**settings)
+
+
+def ray_pool(args: argparse.Namespace) -> Any:
+    """The Ray pool of ``--engine ray``, as a :class:`~uqlm_bert.distributed.RayScoring` (its
+    address and workers from ``--address`` and ``--num-workers``), or None for ``--engine
+    local``. Refuses the Ray options without ``--engine ray``, and ``--engine ray`` without Ray,
+    before any work.
+
+    Raises:
+        ConfigurationError: ``--address`` or ``--num-workers`` without ``--engine ray``; a bad
+            count; Ray is not installed.
+    """
+    from uqlm_bert.exceptions import ConfigurationError
+
+    if args.engine == "local":
+        if args.address is not None or args.num_workers is not None:
+            raise ConfigurationError("--address and --num-workers need --engine ray")
+        return None
+    from uqlm_bert.distributed import RayScoring
+    from uqlm_bert.distributed.dataset import require_ray
+
+    require_ray()
+    return RayScoring(num_workers=args.num_workers, address=args.address)
 
 
 def refuse_same_file(

@@ -63,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated scorer names (default bert_score)",
     )
     scorer_bert = _bertscore_options(vars(SCORER_DEFAULTS))
-    _score_command(commands, [scorers, scorer_bert, quiet])
-    _generate_command(commands, [scorers, scorer_bert, quiet])
+    engine = _engine_options()
+    _score_command(commands, [scorers, scorer_bert, engine, quiet])
+    _generate_command(commands, [scorers, scorer_bert, engine, quiet])
     _evaluate_command(commands, [_bertscore_options(vars(ENGINE_DEFAULTS)), quiet])
     return parser
 
@@ -171,7 +172,19 @@ def _setting(
     group.add_argument(flag, help=f"{text} (default {shown})", **kwargs)
 
 
-def _choice(command: argparse.ArgumentParser, flag: str, choices: list[str], text: str) -> None:
+def _engine_options() -> argparse.ArgumentParser:
+    """Where the scores are computed: this process, or a pool of Ray actors."""
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("where to score")
+    _choice(group, "--engine", ["local", "ray"], "score in this process or on a Ray cluster")
+    group.add_argument(
+        "--address", help="Ray cluster address (--engine ray; default: a local Ray instance)"
+    )
+    group.add_argument("--num-workers", type=int, help="Ray scoring workers (--engine ray)")
+    return options
+
+
+def _choice(command: Any, flag: str, choices: list[str], text: str) -> None:
     """An option of the command's own that takes one of ``choices``, the first by default."""
     command.add_argument(
         flag, choices=choices, default=choices[0], help=f"{text} (default {choices[0]})"
@@ -202,11 +215,6 @@ def _score_command(commands: argparse._SubParsersAction, parents: list) -> None:
         help=".jsonl, .json, .csv or .parquet with response and sampled_responses columns",
     )
     _add_output(command)
-    _choice(command, "--engine", ["local", "ray"], "score in this process or on a Ray cluster")
-    command.add_argument(
-        "--address", help="Ray cluster address (--engine ray; default: a local Ray instance)"
-    )
-    command.add_argument("--num-workers", type=int, help="Ray scoring workers (--engine ray)")
     command.set_defaults(run=run_score)
 
 

@@ -24,9 +24,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from uqlm_bert.cli.options import checked_scorers, refuse_same_file
+from uqlm_bert.cli.options import checked_scorers, ray_pool, refuse_same_file
 from uqlm_bert.cli.reporting import EXIT_FAILED_ROWS, EXIT_OK, report_problems, summary
-from uqlm_bert.exceptions import ConfigurationError
 
 __all__ = ["run"]
 
@@ -39,10 +38,9 @@ def run(args: argparse.Namespace) -> int:
     names, settings = checked_scorers(args)
     check_output_location(args.output)
     refuse_same_file(args.output, "-o", [(args.input, "INPUT")])
-    if args.engine == "local" and (args.address is not None or args.num_workers is not None):
-        raise ConfigurationError("--address and --num-workers need --engine ray")
-    if args.engine == "ray":
-        score = _ray_scorer(args, names, settings)
+    pool = ray_pool(args)
+    if pool is not None:
+        score = _ray_scorer(args, names, settings, pool)
     else:
         score = _local_scorer(names, settings, show_progress_bars=not args.quiet)
     scored = score_table_file(
@@ -70,12 +68,13 @@ def _local_scorer(names: list[str], settings: dict[str, Any], show_progress_bars
     return score
 
 
-def _ray_scorer(args: argparse.Namespace, names: list[str], settings: dict[str, Any]) -> Any:
-    """Scores rows on Ray (see :func:`uqlm_bert.distributed.ray_rows_scorer`); refuses now,
-    before the file is read, when Ray is missing or a count is invalid."""
-    from uqlm_bert.distributed import PoolSettings, ray_rows_scorer
+def _ray_scorer(
+    args: argparse.Namespace, names: list[str], settings: dict[str, Any], pool: Any
+) -> Any:
+    """Scores rows on Ray (see :func:`uqlm_bert.distributed.ray_rows_scorer`), with the pool of
+    ``--num-workers`` actors on ``--address``."""
+    from uqlm_bert.distributed import ray_rows_scorer
 
-    pool = PoolSettings(num_workers=args.num_workers)
     return ray_rows_scorer(
-        names, settings, pool, address=args.address, show_progress_bars=not args.quiet
+        names, settings, pool, address=pool.address, show_progress_bars=not args.quiet
     )

@@ -11,6 +11,9 @@ Needs the ``ray`` extra: ``pip install 'uqlm-bert[ray]'``.
   writes the rows; :func:`ray_rows_scorer` is the part that scores them on Ray, so both engines
   write the same file.
 - :class:`ScoreBatch` is the per-actor work, usable on its own on a pandas frame.
+- :class:`RayScoring` makes ``BlackBoxUQ`` score its main job on a pool of Ray actors
+  (``BlackBoxUQ(llm, scoring=RayScoring(num_workers=4))``) while generation stays in the calling
+  process (:mod:`uqlm_bert.distributed.pool`).
 
 A row's scores do not depend on which rows share its batch or block, so any partitioning gives
 the numbers of single-process scoring; a row that cannot be scored (by the rules of
@@ -33,12 +36,14 @@ from uqlm_bert.distributed.dataset import (
     score_dataset,
 )
 from uqlm_bert.distributed.files import ray_rows_scorer, score_file
+from uqlm_bert.distributed.pool import RayScoring
 from uqlm_bert.distributed.session import ray_session, start_local_ray
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
     "ERROR_COLUMN",
     "PoolSettings",
+    "RayScoring",
     "ScoreBatch",
     "WorkerPlan",
     "plan_workers",
