@@ -230,25 +230,27 @@ class BlackBoxUQ:
         self.score_batch_size = score_batch_size
         # the scorers' settings objects, each built once, from the arguments by name and
         # scorer_kwargs beside them, and used as they are (here, and by a pool's actors)
-        built = scorer_settings(
+        self.scorers: list[Scorer] = build_scorers(
             scorers,
-            scorer_kwargs,
-            model_type=model_type,
-            num_layers=num_layers,
-            idf=idf,
-            idf_sents=idf_sents,
-            rescale_with_baseline=rescale_with_baseline,
-            baseline_path=baseline_path,
-            lang=lang,
-            device=device,
-            batch_size=batch_size,
-            max_length=max_length,
-            dtype=dtype,
-            long_texts=long_texts,
-            bertscore=bertscore,
-            **sentence_transformer_setting(sentence_transformer, scorers),
+            built := scorer_settings(
+                scorers,
+                scorer_kwargs,
+                model_type=model_type,
+                num_layers=num_layers,
+                idf=idf,
+                idf_sents=idf_sents,
+                rescale_with_baseline=rescale_with_baseline,
+                baseline_path=baseline_path,
+                lang=lang,
+                device=device,
+                batch_size=batch_size,
+                max_length=max_length,
+                dtype=dtype,
+                long_texts=long_texts,
+                bertscore=bertscore,
+                **sentence_transformer_setting(sentence_transformer, scorers),
+            ),
         )
-        self.scorers: list[Scorer] = build_scorers(scorers, built)
         # shared by the calls in flight, as the limits are (docs/black_box.md, "In an async app")
         self._queues = ScoringQueues(scoring_place(scoring, scorers, built))
         weakref.finalize(self, self._queues.close)
