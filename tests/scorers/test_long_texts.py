@@ -116,7 +116,9 @@ def test_sentence_scores_of_a_long_sentence_follow_the_setting(engines):
         uq = BlackBoxUQ(long_texts=mode, show_progress_bars=False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            df = uq.score_sentences([TAIL_B + " " + SHORT[0]], samples, sentences=sentences)
+            df = uq.score_sentences(
+                [TAIL_B + " " + SHORT[0]], samples, sentences=sentences, method="reembed"
+            )
         per_mode[mode] = df.to_df()["bert_score"].to_numpy()
     # the long sentence against each sample's best sentence, by the engine of that mode
     from uqlm_bert.scorers.sentences import split_sentences
