@@ -10,7 +10,6 @@ mkdir -p benchmarks/out
 "$py" benchmarks/bench_end_to_end.py --rounds 3 | tee benchmarks/out/end_to_end.md
 "$py" benchmarks/bench_memory.py --sizes 2000 20000 | tee benchmarks/out/memory.md
 "$py" benchmarks/bench_ray.py | tee benchmarks/out/ray.md
-"$py" benchmarks/bench_onnxruntime.py | tee benchmarks/out/onnxruntime.md  # skips without onnxruntime
 "$py" benchmarks/bench_long_texts.py --device "$device"  # writes out/long_texts_speed.md
 "$py" benchmarks/bench_import.py  # writes out/import.md
 "$py" benchmarks/bench_async_app.py --latencies 1000 --rounds 3 --device "$device"  # out/async_app.md
