@@ -1,162 +1,195 @@
-"""End to end: does scoring hide behind generation?
+"""End to end through a client and a server: does scoring hide behind generation, and does it keep
+up while generation runs?
 
-    python benchmarks/bench_end_to_end.py [--prompts 24] [--samples 5] [--latency 1.0]
-                                          [--concurrency 24] [--rounds 3]
+    python -m benchmarks.bench_end_to_end [--prompts 30] [--samples 5] [--rounds 5]
+        [--latencies 0 1000] [--server process|thread] [--out benchmarks/out]
 
-Starts an OpenAI-compatible server on 127.0.0.1 that answers every call after a fixed latency with
-realistic LLM passages (the shared WikiBio answers and samples when present, generated passages
-otherwise), and drives it through ``langchain_openai.ChatOpenAI`` and ``BlackBoxUQ``. Measures
+The loopback server answers WikiBio passages (distinct texts per prompt) after a fixed latency,
+through ``ChatOpenAI``, to ``BlackBoxUQ`` objects at their defaults, warmed up before timing.
+Each round runs, in turning order:
 
-- generation only: ``generate_and_score`` with a scorer that does no work,
-- scoring only: ``BlackBoxUQ.score`` on the same answers with ``bert_score``,
-- both: ``generate_and_score`` with ``bert_score``,
+- generation only: ``generate_and_score`` with a scorer that does no work;
+- scoring only: ``BlackBoxUQ.score`` with ``bert_score`` on the prompts and the texts the server
+  hands out;
+- both: ``generate_and_score`` with ``bert_score``.
 
-and reports ``both / max(generation only, scoring only)``: 1.0 means scoring is completely
-hidden behind generation (or the other way round), 2.0 means they ran one after the other.
-The server binds the loopback interface only and stops when the benchmark ends.
+Reported per latency, medians over rounds: the **overlap**, both / max(generation only, scoring
+only) in wall time (1.0: one hidden behind the other; 2.0: one after the other), and **keeping
+up**, the scoring time inside ``generate_and_score`` (``metadata["timings"]["scoring_s"]``) over
+the same work's in ``score`` alone: what scoring beside generation costs (smaller batches while
+prompts trickle in, the event loop competing for the CPU and the GIL). At 0 ms generation is as
+fast as the client can go: the hardest case for keeping up. The exit status is 0 when every run
+received its prompts' texts and both ways of scoring agree; the goals are reported.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
-import sys
-import threading
+import contextlib
+import gc
+import os
 import time
 import warnings
-from collections import defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-import numpy as np
+from benchmarks import harness
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import load_prompts, median  # noqa: E402
-
-
-class PassageServer:
-    """Answers prompt i with passage i at temperature 0 and with its samples in turn otherwise."""
-
-    def __init__(self, responses: list[str], samples: list[list[str]], latency: float) -> None:
-        self.responses, self.samples, self.latency = responses, samples, latency
-        self.counter: dict[int, int] = defaultdict(int)
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = body["messages"][-1]["content"]
-                i = int(prompt.split("#")[1])
-                time.sleep(server.latency)
-                if not body.get("temperature"):
-                    text = server.responses[i]
-                else:
-                    with server.lock:
-                        j = server.counter[i] % len(server.samples[i])
-                        server.counter[i] += 1
-                    text = server.samples[i][j]
-                payload = json.dumps(
-                    {
-                        "id": "x",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": "m",
-                        "choices": [
-                            {
-                                "index": 0,
-                                "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": text},
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> PassageServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+OVERLAP_GOAL = 1.15
+KEEPING_UP_GOAL = 1.1
+GEN, SCORE, BOTH = "generation only", "scoring only", "both"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--prompts", type=int, default=24)
-    ap.add_argument("--samples", type=int, default=5)
-    ap.add_argument("--latency", type=float, default=1.0)
-    ap.add_argument("--concurrency", type=int, default=24)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
-    warnings.simplefilter("ignore")
+@contextlib.contextmanager
+def batch_sizes() -> Iterator[list[int]]:
+    """The size of each batch the scoring pipeline scores meanwhile, for the calls it serves."""
+    from uqlm_bert.blackbox._pipeline import ScoringPipeline
 
-    from langchain_openai import ChatOpenAI
+    sizes: list[int] = []
+    scored = ScoringPipeline.scored
 
+    def recording(self: Any, rows: Any, result: Any, seconds: float, batch_size: int) -> None:
+        sizes.append(batch_size)
+        scored(self, rows, result, seconds, batch_size)
+
+    ScoringPipeline.scored = recording  # type: ignore[method-assign]
+    try:
+        yield sizes
+    finally:
+        ScoringPipeline.scored = scored  # type: ignore[method-assign]
+
+
+async def run_benchmark(
+    prompt_map: dict[str, Any],
+    m: int,
+    rounds: int,
+    latencies_ms: Sequence[float],
+    server_in: str = "process",
+    log: Callable[[str], Any] = print,
+) -> list[dict[str, Any]]:
+    """Every timed run: its latency, round, kind, wall time, timings, batches and confidences."""
     from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.scorers import Scorer
 
-    class NoWork(Scorer):
-        name = "no_work"
+    prompts = list(prompt_map)
+    runs = []
+    with harness.PassageServer(prompt_map, where=server_in) as server:
+        common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
+        gen = BlackBoxUQ(harness.make_llm(server.base_url), [harness.no_work_scorer()], **common)
+        both = BlackBoxUQ(harness.make_llm(server.base_url), ["bert_score"], **common)
+        for uq in (gen, both):  # model, connections, allocator: not timed
+            server.reset()
+            warm = (await uq.generate_and_score(prompts, num_responses=m)).data
+        texts = warm["responses"], warm["sampled_responses"]  # what every run receives
+        both.score(*texts, prompts=prompts)
+        for latency in latencies_ms:
+            server.set_latency(latency / 1000.0)
+            for r, name in harness.rounds([GEN, SCORE, BOTH], rounds):
+                server.reset()
+                gc.collect()
+                t0 = time.perf_counter()
+                with batch_sizes() as sizes:
+                    if name == SCORE:
+                        result = both.score(*texts, prompts=prompts)
+                    else:
+                        uq = gen if name == GEN else both
+                        result = await uq.generate_and_score(prompts, num_responses=m)
+                wall = time.perf_counter() - t0
+                d, t = result.data, result.metadata["timings"]
+                bad = 0
+                if name != SCORE:
+                    bad = server.answers.mismatches(prompts, d["responses"], d["sampled_responses"])
+                runs.append(
+                    {"latency_ms": latency, "round": r, "run": name, "wall_s": wall,
+                     "scoring_s": t["scoring_s"], "generation_s": t.get("generation_s"),
+                     "tail_s": t.get("scoring_after_generation_s"), "batches": sizes,
+                     "text_mismatches": bad, "scores": list(d.get("bert_score", []))}
+                )  # fmt: skip
+                log(f"{latency:6.0f} ms  round {r}  {name:16s} {wall:6.2f} s, batches {sizes}")
+    return runs
 
-        def score(self, responses, sampled_responses, show_progress_bars=False):
-            return np.zeros(len(responses))
 
-    responses, samples, source = load_prompts(args.prompts, args.samples)
-    prompts = [f"Passage #{i}# please." for i in range(len(responses))]
-    times: dict[str, list[float]] = defaultdict(list)
-    with PassageServer(responses, samples, args.latency) as server:
-        llm = ChatOpenAI(model="m", base_url=server.base_url, api_key="local", temperature=0.0)
-        common = dict(max_concurrency=args.concurrency, show_progress_bars=False)
-        gen = BlackBoxUQ(llm=llm, scorers=[NoWork()], **common)
-        both = BlackBoxUQ(llm=llm, scorers=["bert_score"], **common)
-        both.score(responses[:2], [s[:2] for s in samples[:2]])  # load the model once
-        for _ in range(args.rounds):
-            t0 = time.perf_counter()
-            res = asyncio.run(gen.generate_and_score(prompts, num_responses=args.samples))
-            times["generation only"].append(time.perf_counter() - t0)
-            df = res.to_df()
-            t0 = time.perf_counter()
-            both.score(list(df["response"]), list(df["sampled_responses"]))
-            times["scoring only"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            out = asyncio.run(both.generate_and_score(prompts, num_responses=args.samples))
-            times["generation and scoring"].append(time.perf_counter() - t0)
-            assert out.to_df()["bert_score"].notna().all()
-    med = {k: median(v) for k, v in times.items()}
-    bound = max(med["generation only"], med["scoring only"])
-    print("## End to end: generate_and_score against a loopback server\n")
-    print(
-        f"- {len(prompts)} prompts x {args.samples} samples ({source}); fixed latency "
-        f"{args.latency:.2f} s per call; max_concurrency {args.concurrency}; "
-        f"{args.rounds} rounds, medians\n"
+def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per latency: medians over rounds, the two ratios, and the agreement checks."""
+    rows = []
+    for latency in sorted({r["latency_ms"] for r in runs}):
+        mine = [r for r in runs if r["latency_ms"] == latency]
+        of = {name: [r for r in mine if r["run"] == name] for name in (GEN, SCORE, BOTH)}
+        wall = {name: harness.median(r["wall_s"] for r in group) for name, group in of.items()}
+        inside = harness.median(r["scoring_s"] for r in of[BOTH])
+        alone = harness.median(r["scoring_s"] for r in of[SCORE])
+        direct = of[SCORE][0]["scores"]
+        rows.append(
+            {"latency_ms": latency, **{f"{k} s": v for k, v in wall.items()},
+             "overlap": wall[BOTH] / max(wall[GEN], wall[SCORE]),
+             "scoring inside s": inside, "score alone s": alone, "keeping up": inside / alone,
+             "batches per run": harness.median(len(r["batches"]) for r in of[BOTH]),
+             "generation s": harness.median(r["generation_s"] for r in of[BOTH]),
+             "tail after generation s": harness.median(r["tail_s"] for r in of[BOTH]),
+             "max abs diff": max(harness.max_abs_diff(r["scores"], direct) for r in of[BOTH]),
+             "text_mismatches": sum(r["text_mismatches"] for r in mine)}
+        )  # fmt: skip
+    return rows
+
+
+def checks(rows: Sequence[dict[str, Any]]) -> dict[str, bool]:
+    tolerance = harness.REDUCED_TOLERANCE
+    return {
+        "every run received its prompts' texts": all(r["text_mismatches"] == 0 for r in rows),
+        f"confidences of both ways agree within {tolerance:g}": all(
+            r["max abs diff"] <= tolerance for r in rows
+        ),
+    }
+
+
+def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: dict) -> str:
+    head = ["latency", GEN + " s", SCORE + " s", BOTH + " s", "overlap", "scoring inside s",
+            "score alone s", "keeping up", "batches per run", "generation s",
+            "tail after generation s", "max abs diff"]  # fmt: skip
+    table = [
+        [f"{r['latency_ms']:.0f} ms", *(f"{r[k]:.2f}" for k in head[1:4]),
+         f"**{r['overlap']:.3f}** (goal <= {OVERLAP_GOAL})", *(f"{r[k]:.2f}" for k in head[5:7]),
+         f"**{r['keeping up']:.3f}** (goal <= {KEEPING_UP_GOAL})", f"{r['batches per run']:g}",
+         *(f"{r[k]:.2f}" for k in head[9:11]), f"{r['max abs diff']:.1e}"]
+        for r in rows
+    ]  # fmt: skip
+    return "\n".join(
+        [
+            "## End to end: scoring beside generation (`bench_end_to_end`)",
+            "",
+            f"- {meta['prompts']} prompts x {meta['samples']} samples, WikiBio passages served "
+            f"through `ChatOpenAI` (the server in {harness.describe_server(meta['server'])}); "
+            f"{meta['rounds']} rounds, the order turning, medians",
+            f"- {meta['machine']}",
+            f"- {meta['load']}",
+            "",
+            *harness.md_table(head, table),
+            "",
+            *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),
+        ]
     )
-    print("| run | median s |")
-    print("|---|---|")
-    for k, v in med.items():
-        print(f"| {k} | {v:.2f} |")
-    print(
-        f"\nboth / max(generation only, scoring only) = {med['generation and scoring'] / bound:.3f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = harness.parser(
+        __doc__, "prompts", "samples", "rounds", "latencies", "server", "data", "out"
     )
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    if not harness.have_data(args.data):
+        return 0
+    prompt_map = harness.make_prompts(harness.load_passages(args.data), args.prompts)
+    before = os.getloadavg()[0]
+    runs = asyncio.run(
+        run_benchmark(prompt_map, args.samples, args.rounds, args.latencies, args.server)
+    )
+    rows = summarize(runs)
+    verdicts = checks(rows)
+    meta = {**{k: getattr(args, k) for k in ("prompts", "samples", "rounds", "server")},
+            "machine": harness.machine_summary(), "load": harness.load_line(before)}  # fmt: skip
+    payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": runs}
+    harness.write_report(args.out, "end_to_end.md", markdown(rows, verdicts, meta), payload)
+    return 0 if all(verdicts.values()) else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,34 +1,28 @@
-"""Combinations of passage-level detectors on WikiBio GPT-3, beyond the single settings of
-``eval_wikibio.py``: scores averaged over layers, rank ensembles with BLEU, and other ways to
-pool the per-sample scores.
+"""Combinations of passage-level detectors on WikiBio GPT-3, beyond ``eval_wikibio``'s single
+settings: scores averaged over layers, rank ensembles with BLEU, other ways to pool the samples.
 
-    python benchmarks/eval_combinations.py [--data PATH]
+    python -m benchmarks.eval_combinations
 
-Every candidate is judged like the settings of ``eval_wikibio.py``: passage Spearman (x100)
-between the hallucination score (negated confidence) and the passage's mean label degree, with
-20 samples (k=20), averaged over disjoint subsets of 10 and of 5 samples, averaged over all seven
-sample sets ("all cells"), and the worst cell. idf, where used, is computed over the samples of
-all passages (``idf=True`` on one call), as in the best single setting. Prints a Markdown table;
-takes about 3 minutes on 2 cores. Skips (exit 0) when the data file is absent.
+Each candidate is judged as ``eval_wikibio`` judges a setting: passage Spearman (x100) of the
+negated confidence against the passage's mean label, at k=20, over the disjoint sets of 10 and of
+5 samples, over all seven sets ("all cells") and the worst; idf, where used, over the samples of
+all passages (``idf=True`` on one call). Writes ``combinations.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 from scipy.stats import rankdata
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_wikibio import DEFAULT_DATA, N_SAMPLES, Passage, load_passages, subsets  # noqa: E402
-
-from uqlm_bert.bertscore import BERTScorer  # noqa: E402
-from uqlm_bert.evaluation import spearman  # noqa: E402
-from uqlm_bert.scorers.text import BleuScorer  # noqa: E402
+from benchmarks import harness
+from benchmarks.eval_wikibio import N_SAMPLES, subsets
+from benchmarks.harness import Passage
+from uqlm_bert.bertscore import BERTScorer
+from uqlm_bert.evaluation import spearman
+from uqlm_bert.scorers.text import BleuScorer
 
 LAYERS = (2, 3, 4, 5, 6)
 Pool = Callable[[list[int]], np.ndarray]  # sample indices -> one confidence per passage
@@ -106,25 +100,22 @@ def candidates(f1: dict[tuple[int, bool], np.ndarray], bleu: np.ndarray) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    args = ap.parse_args(argv)
-    if not args.data.is_file():
-        print(f"skipped: {args.data} not found (the WikiBio GPT-3 evaluation file)")
+    args = harness.parser(__doc__, "data", "out").parse_args(argv)
+    if not harness.have_data(args.data):
         return 0
     warnings.simplefilter("ignore")
-    passages = load_passages(args.data)
+    passages = harness.load_passages(args.data)
     if any(len(p.samples) < N_SAMPLES for p in passages):
         raise SystemExit(f"every passage needs {N_SAMPLES} samples")
     degree = np.array([p.degree.mean() for p in passages])
-    f1 = pair_matrices(passages)
-    bleu = bleu_matrix(passages)
+    pools = candidates(pair_matrices(passages), bleu_matrix(passages))
     cols = ("k=20", "k=10", "k=5", "all cells", "worst")
-    print("| detector (passage Spearman x100) | " + " | ".join(cols) + " |")
-    print("|---|" + "---|" * len(cols))
-    for name, pool in candidates(f1, bleu).items():
+    rows = []
+    for name, pool in pools.items():
         r = judge(pool, degree)
-        print(f"| {name} | " + " | ".join(f"{r[c]:.2f}" for c in cols) + " |")
+        rows.append([name, *(f"{r[c]:.2f}" for c in cols)])
+    table = harness.md_table(["detector (passage Spearman x100)", *cols], rows)
+    harness.write_report(args.out, "combinations.md", "\n".join(table))
     return 0
 
 

@@ -1,69 +1,39 @@
 """Fixed idf weights against no idf and idf over the call, on the WikiBio GPT-3 passages.
 
-The detector is the ``bert_score`` scorer with the embedded all-MiniLM-L6-v2 at its default
-layer 5: the mean F1 of the whole response (candidate) against each whole sample (reference).
-Three token weightings are compared:
+    python -m benchmarks.eval_idf [--random-subsets N] [--seed 0] [--device cpu] [--no-progress]
 
-- ``none``: uniform weights, [CLS]/[SEP] at 0 (the engine's default);
-- ``call``: idf over the samples of every passage scored in one call, each sample one document
-  (``BERTScorer(idf=True)`` on one call holding all passages); it depends on the batch;
-- ``fixed``: the shipped table of :mod:`uqlm_bert.bertscore.fixed_idf`, the same for any batch.
-
-Each is judged on all 20 samples and on 4 disjoint sets of 5 (mean and spread), by passage
-Pearson and Spearman (x100) of the negated confidence against the passage's mean label, and at
-sentence level by NonFact and Factual AUC-PR of SelfCheckGPT's sentence method (each response
-sentence against each sample's sentences, best match per sample, mean F1 over the samples).
-The task, the data and the measures are those of ``eval_wikibio.py``, whose machinery
-(passages, sample subsets, cached matches and their reweighting, parity check) this reuses.
-
-With ``--random-subsets N`` the three settings are also judged on N random sets of 5 samples
-(each passage draws its own 5 of its 20 without replacement, independently of the other passages,
-from ``numpy.random.default_rng(--seed)``; ``call`` takes its idf over the drawn samples of every
-passage, as it does for a disjoint set). Only the weighting is redone per set, on the cached
-matches: ``none`` and ``fixed`` reuse each sample's scores, ``call`` reweighs the drawn samples
-with its new idf. The report gives each measure's mean over the sets with its standard error, and
-the paired difference per set of ``fixed`` minus ``call`` (and minus ``none``), the quantity the 4
-disjoint sets measure too noisily.
-
-A robustness check then halves and doubles the table's L (words per document) and M (documents)
-one at a time and reports how far the passage figures move. It is a check of sensitivity only:
-the shipped constants follow the rule stated in ``fixed_idf``, not this check.
-
-    python benchmarks/eval_idf.py [--data PATH] [--device cpu]   # 3-4 CPU-minutes
-    python benchmarks/eval_idf.py --random-subsets 2000 --seed 0  # and 2000 random sets: +5 min
-
-Writes ``benchmarks/out/idf_eval.md`` and ``idf_eval.csv`` (every cell; the random sets'
-rows have ``part`` ``random``) and prints the Markdown. Skips (exit 0) when the data file is
-absent.
+The ``bert_score`` scorer's whole-answer F1 on the embedded model at layer 5, three token
+weightings: ``none`` (uniform, [CLS]/[SEP] at 0), ``call`` (idf over the samples of every passage
+scored in one call: it depends on the batch) and ``fixed`` (the shipped table of
+:mod:`uqlm_bert.bertscore.fixed_idf`, the same for any batch). Each is judged as in
+``eval_wikibio`` (whose sweep machinery this reuses) on all 20 samples and on the 4 disjoint sets
+of 5, and with ``--random-subsets N`` on N random sets of 5 (each passage draws its own 5 of its
+20, from ``default_rng(--seed)``; ``call`` takes its idf over the drawn samples), with the paired
+per-set difference of ``fixed`` minus ``call`` and minus ``none``. A robustness check halves and
+doubles the table's L (words per document) and M (documents): a check of sensitivity only, the
+shipped constants follow ``fixed_idf``'s rule. Writes ``idf_eval.md`` and ``idf_eval.csv``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_wikibio import (  # noqa: E402
-    DEFAULT_DATA,
-    DEFAULT_OUT,
+from benchmarks import harness
+from benchmarks.eval_wikibio import (
     N_SAMPLES,
     LayerSweep,
     Passage,
     _table,
     evaluate,
     idf_tables,
-    load_passages,
     subsets,
 )
-
-from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids  # noqa: E402
-from uqlm_bert.bertscore.fixed_idf import (  # noqa: E402
+from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
+from uqlm_bert.bertscore.fixed_idf import (
     DOC_WORDS,
     NUM_DOCS,
     build_idf,
@@ -105,32 +75,6 @@ def measure(
     pas = per["passage"].mean(axis=2)[F1]
     sent = None if passage_only else per["sentence"].mean(axis=2)[F1]
     return evaluate(passages, sent, pas)
-
-
-def check_fixed_parity(sweep: LayerSweep, fixed: IdfWeights) -> float:
-    """Largest |difference| between the sweep's scores with the fixed table and the engine's.
-
-    The engine gets the table as ``BERTScorer(idf=<mapping>)``, as a user would pass it.
-    """
-    p = sweep.passages[0]
-    got = sweep.scores({i: fixed for i in range(len(sweep.passages))}, [0, 1])
-    engine = BERTScorer(
-        num_layers=LAYER,
-        idf=idf_mapping(fixed),
-        device=sweep.scorer.device,
-        show_progress_bars=False,
-    )
-    n_k = len(p.sentences)
-    diffs = []
-    for j in (0, 1):
-        checks = [
-            ("sentence", list(p.sentences), [p.sample_sentences[j]] * n_k),
-            ("passage", [p.response], [p.samples[j]]),
-        ]
-        for method, cands, refs in checks:
-            want = torch.stack(engine.score(cands, refs)).double().numpy()
-            diffs.append(np.abs(want - got[method][:, : len(cands), j]).max())
-    return float(max(diffs))
 
 
 def summary(rows: pd.DataFrame, key: str, columns: Sequence[str]) -> pd.DataFrame:
@@ -343,24 +287,12 @@ def markdown(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--device", default=None, help="cpu, cuda, mps (default: best found)")
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument(
-        "--random-subsets",
-        type=int,
-        default=0,
-        metavar="N",
-        help=f"also judge the settings on N random sets of {RANDOM_K} samples (default 0: off)",
-    )
-    ap.add_argument("--seed", type=int, default=0, help="seed of the random sets (default 0)")
+    ap = harness.parser(__doc__, "device", "data", "out", "seed", "no-progress")
+    ap.add_argument("--random-subsets", type=int, default=0, metavar="N", help="default 0: off")
     args = ap.parse_args(argv)
-    if not args.data.is_file():
-        print(f"skipped: {args.data} not found (the WikiBio GPT-3 evaluation file)")
+    if not harness.have_data(args.data):
         return 0
-    passages = load_passages(args.data)
+    passages = harness.load_passages(args.data)
     if any(len(p.samples) < N_SAMPLES for p in passages):
         raise SystemExit(f"every passage needs {N_SAMPLES} samples")
     scorer = BERTScorer(num_layers=LAYER, device=args.device, show_progress_bars=False)
@@ -369,9 +301,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fixed = idf_for_tokenizer(tokenizer)
 
     full = idf_settings(sweep, passages, list(range(N_SAMPLES)), fixed)
-    docs = {"none": None, "call": [x for p in passages for x in p.samples]}
-    parity = max(sweep.check_parity(full[m], docs[m]) for m in ("none", "call"))
-    parity = max(parity, check_fixed_parity(sweep, fixed))
+    every = [x for p in passages for x in p.samples]
+    parity = max(
+        sweep.check_parity(full["none"], idf=False),
+        sweep.check_parity(full["call"], idf=True, idf_sents=every),
+        sweep.check_parity(full["fixed"], idf=idf_mapping(fixed)),
+    )
     if not parity < 1e-5:
         raise SystemExit(f"parity check failed: the sweep differs from the engine by {parity:.2e}")
 
@@ -396,10 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parts.append(random_rows.assign(part="random"))
 
     text = markdown(main_rows, robust_rows, parity, random_rows, args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
+    harness.write_report(args.out, "idf_eval.md", text)
     pd.concat(parts).to_csv(args.out / "idf_eval.csv", index=False)
-    (args.out / "idf_eval.md").write_text(text + "\n", encoding="utf-8")
-    print(text)
     return 0
 
 

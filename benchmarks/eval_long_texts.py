@@ -1,49 +1,33 @@
-"""Long answers scored whole: does the second half of an answer count?
+"""Long answers scored whole: does the second half of an answer count? And the window choice.
 
-**The task.** From the 30 WikiBio GPT-3 development passages (the shared data), long answers are
-built from six people's passages in a row (about 1,100 tokens): answer ``i`` is the original
-passages of people ``i, i+1, ..., i+5`` (modulo 30), and its samples are their sampled passages in
-the same order (sample ``j`` joins sample ``j`` of each of the six). A corrupted copy keeps the
-first three passages and replaces the last three by the passages of people ``i+6, i+7, i+8``:
-its second half is supported by no sample. The scorers rank each faithful answer and its
-corrupted copy against the same samples; the report gives, per scorer and ``long_texts``
-setting, the AUROC of the confidence telling faithful (positive) from corrupted answers, the
-mean confidence of each and their mean paired drop, on the first set of 5 samples and, for
-``bert_score`` with ``--sets 4``, averaged over the 4 disjoint sets of 5.
+    python -m benchmarks.eval_long_texts [--sets 4] [--skip-task] [--skip-fidelity] [--device cpu]
 
-**The window choice.** Which overlap between windows, and which window should give a token its
-embedding, is measured where the answer is known: texts of 510 tokens, which the model reads
-whole, are also read in windows of 128 or 256 tokens, and the windowed embeddings are compared
-with the whole-text ones (each token's cosine to its whole-text embedding, and the F1 of each
-(answer, sample) pair, fixed idf weights) for each overlap (at most a quarter of the window, as
-the engine allows) and each rule: the window where the token has the most context on both
-sides, the first window that holds it, and the mean over the windows that hold it (the engine's
-rule, chosen on this table; the script checks that the engine's stitching gives the same). The
-cost column is the tokens the model reads per token of text.
+**The task.** Answer ``i`` joins the passages of people ``i .. i+5`` (about 1,100 tokens), its
+samples join their sampled passages in the same order; a corrupted copy keeps the first three
+passages and replaces the last three by people ``i+6 .. i+8``'s: its second half is supported by
+no sample. Per scorer and ``long_texts`` setting: the AUROC of the confidence telling faithful
+from corrupted answers, the mean confidence of each and their mean paired drop, on the first set
+of 5 samples and, for ``bert_score``, averaged over ``--sets`` disjoint sets of 5.
 
-    python benchmarks/eval_long_texts.py [--data PATH] [--sets 4]   # 15-20 CPU-minutes
-
-Writes ``benchmarks/out/long_texts.md`` and prints it. Skips (exit 0) when the data is absent.
+**The window choice.** Texts of 510 tokens, which the model reads whole, are also read in windows
+of 128 or 256 tokens, for each overlap (at most a quarter of the window) and each rule giving a
+token its embedding (the window where it has the most context on both sides, the first window
+that holds it, the mean over the windows that hold it: the engine's rule, checked to be what the
+engine's stitching gives): each token's cosine to its whole-text embedding, the F1 change of each
+(answer, sample) pair (fixed idf), and the tokens read per token of text. Writes
+``long_texts.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_report  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "wikibio_gpt3_dev.jsonl"
-DEFAULT_OUT = ROOT / "benchmarks" / "out"
+from benchmarks import harness
+from benchmarks.harness import Passage
 
 PEOPLE = 6  # passages per long answer
 KEPT = 3  # passages a corrupted copy keeps
@@ -54,12 +38,8 @@ RULES = ("most context", "first window", "mean of windows")
 FIDELITY_SAMPLES = 2  # samples per answer in the window-choice measurement
 
 
-def load_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
 def long_answers(
-    rows: Sequence[dict], sample_set: int
+    rows: Sequence[Passage], sample_set: int
 ) -> tuple[list[str], list[str], list[list[str]]]:
     """``(faithful, corrupted, samples)``: one of each per starting person (see the module doc)."""
     n = len(rows)
@@ -67,15 +47,15 @@ def long_answers(
     for i in range(n):
         people = [(i + j) % n for j in range(PEOPLE)]
         others = [(i + PEOPLE + j) % n for j in range(PEOPLE - KEPT)]
-        faithful.append("\n\n".join(rows[p]["response"] for p in people))
+        faithful.append("\n\n".join(rows[p].response for p in people))
         corrupted.append(
             "\n\n".join(
-                [rows[p]["response"] for p in people[:KEPT]] + [rows[q]["response"] for q in others]
+                [rows[p].response for p in people[:KEPT]] + [rows[q].response for q in others]
             )
         )
         samples.append(
             [
-                "\n\n".join(rows[p]["sampled_responses"][s] for p in people)
+                "\n\n".join(rows[p].samples[s] for p in people)
                 for s in range(sample_set * SAMPLES, (sample_set + 1) * SAMPLES)
             ]
         )
@@ -100,7 +80,7 @@ def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
     }
 
 
-def task_table(rows: Sequence[dict], sets: int, device: str) -> list[dict]:
+def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
     from uqlm_bert.scorers import build_scorer
 
     out = []
@@ -127,7 +107,7 @@ def task_table(rows: Sequence[dict], sets: int, device: str) -> list[dict]:
 # -- the window choice ---------------------------------------------------------------------------
 
 
-def fidelity_texts(enc, rows: Sequence[dict]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+def fidelity_texts(enc, rows: Sequence[Passage]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
     """Token ids of the first 510 tokens of each long answer and of its first samples (texts
     the model reads whole), and the (answer, sample) pairs among them."""
     faithful, _, samples = long_answers(rows, 0)
@@ -217,7 +197,7 @@ def f1(emb_a: torch.Tensor, w_a: torch.Tensor, emb_b: torch.Tensor, w_b: torch.T
     return float(greedy_match(emb_a @ emb_b.T, w_a, w_b)[2])
 
 
-def fidelity_table(device: str, rows: Sequence[dict]) -> list[dict]:
+def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
     from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
     from uqlm_bert.bertscore.models import load_encoder
     from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
@@ -292,23 +272,18 @@ def markdown(task: list[dict], fidelity: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--sets", type=int, default=1, choices=(1, 2, 3, 4))
-    parser.add_argument("--skip-fidelity", action="store_true", help="only the task")
-    parser.add_argument("--skip-task", action="store_true", help="only the window choice")
-    args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"skipped: {args.data} not found (the shared WikiBio passages)")
+    ap = harness.parser(__doc__, "device", "data", "out")
+    ap.add_argument("--sets", type=int, default=1, choices=(1, 2, 3, 4))
+    ap.add_argument("--skip-fidelity", action="store_true", help="only the task")
+    ap.add_argument("--skip-task", action="store_true", help="only the window choice")
+    args = ap.parse_args(argv)
+    if not harness.have_data(args.data):
         return 0
     torch.manual_seed(0)
-    rows = load_rows(args.data)
+    rows = harness.load_passages(args.data)
     task = [] if args.skip_task else task_table(rows, args.sets, args.device)
     fidelity = [] if args.skip_fidelity else fidelity_table(args.device, rows)
-    report = markdown(task, fidelity)
-    write_report(args.out, "long_texts.md", report)
+    harness.write_report(args.out, "long_texts.md", markdown(task, fidelity))
     return 0
 
 

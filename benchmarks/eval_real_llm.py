@@ -1,33 +1,21 @@
 """How well the confidences separate right from wrong answers of a real LLM.
 
+    python -m benchmarks.eval_real_llm                     # generate, then score
+    python -m benchmarks.eval_real_llm generate --limit 50
+    python -m benchmarks.eval_real_llm score               # the saved answers again
+    python -m benchmarks.eval_real_llm all --questions other.jsonl --answers out/other.jsonl
+
 The local LLM (llama.cpp's server with the embedded SmolLM2-135M-Instruct, started by
 :class:`uqlm_bert.local_llm.LocalLLM`) answers the shipped questions (216 from BIG-bench's
-``qa_wikidata``, see ``uqlm_bert/examples/QUESTIONS.md``) at temperature 0, and gives
-``-m`` samples per question at ``BlackBoxUQ``'s sampling temperature (1.0). An answer is right
-when it names a gold answer (:func:`uqlm_bert.examples.is_correct`). For every black-box scorer,
-and for two anchors on the same answers, the figures are
-
-- AUROC of the confidence against correctness, and PRR (prediction-rejection ratio), each with a
-  95% bootstrap interval over questions (percentiles of ``--bootstrap`` resamples);
-- ``bert_score`` as BERTScore's F1 with the idf weights alone (the earlier default), beside
-  the default (F with beta 0.7, the prompt's tokens and punctuation weighing 0);
-- ``bert_score`` on the accurate preset's model (all-mpnet-base-v2 at its measured layer), where a
-  copy is on the machine (``$UQLM_BERT_ACCURATE_MODEL_DIR`` or the Hugging Face cache);
-- the anchors: the answer's mean token log-probability as the server reports it (a grey-box
-  confidence: it needs the model's probabilities) and exact-match consistency (the share of
-  samples identical to the answer, after normalisation: the ``exact_match`` scorer).
-
-Generation and scoring are separate steps: ``generate`` saves the answers, samples and
-log-probabilities (JSON Lines), and ``score`` reads them, so scorer variants are compared on the
-same answers without generating again::
-
-    python benchmarks/eval_real_llm.py                     # generate, then score
-    python benchmarks/eval_real_llm.py generate --limit 50
-    python benchmarks/eval_real_llm.py score               # the saved answers again
-    python benchmarks/eval_real_llm.py all --questions other.jsonl --answers out/other.jsonl
-
-Writes ``benchmarks/out/real_llm_answers.jsonl`` (or ``--answers``) and
-``real_llm_scores.md`` beside it, and prints the table.
+``qa_wikidata``) at temperature 0 and gives ``-m`` samples per question at 1.0; an answer is
+right when it names a gold answer (:func:`uqlm_bert.examples.is_correct`). Per black-box scorer,
+``bert_score`` as F1 with the idf weights alone (the earlier default), ``bert_score`` on the
+accurate preset (where a copy is on the machine), and two anchors (the answer's mean token
+log-probability, a grey-box confidence, and ``exact_match``): AUROC and PRR of the confidence
+against correctness, each with a 95% bootstrap interval over questions. ``generate`` saves the
+answers, samples and log-probabilities (``real_llm_answers.jsonl`` or ``--answers``) and
+``score`` reads them, so scorers are compared on the same answers; the table goes to
+``real_llm_scores.md`` beside the answers.
 """
 
 from __future__ import annotations
@@ -36,13 +24,13 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
 from uqlm_bert import BlackBoxUQ
 from uqlm_bert.evaluation import auroc, prr
 from uqlm_bert.examples import is_correct, load_questions
@@ -50,9 +38,6 @@ from uqlm_bert.exceptions import ModelUnavailableError
 from uqlm_bert.local_llm import LocalLLM
 from uqlm_bert.scorers.bert import BERTScoreConsistency
 
-OUT = Path(__file__).resolve().parent / "out"
-#: A local copy of the accurate preset's model (all-mpnet-base-v2), where the cache has none.
-ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 #: The system message of every call: a short answer, as a screening pipeline would ask for.
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 #: Every black-box scorer, the default first.
@@ -86,7 +71,10 @@ async def generate(args: argparse.Namespace) -> None:
     questions = [r["question"] for r in rows]
     started = time.perf_counter()
     local = LocalLLM(
-        num_responses=args.m, slots=args.slots, threads=args.threads, max_tokens=args.max_tokens
+        num_responses=args.samples,
+        slots=args.slots,
+        threads=args.threads,
+        max_tokens=args.max_tokens,
     )
     async with local as llm:
         loaded = time.perf_counter() - started
@@ -100,7 +88,7 @@ async def generate(args: argparse.Namespace) -> None:
             request_timeout=args.request_timeout,
             show_progress_bars=not args.quiet,
         )
-        samples = await uq.generate_candidate_responses(questions, num_responses=args.m)
+        samples = await uq.generate_candidate_responses(questions, num_responses=args.samples)
         calls = uq.last_generation.stats.as_dict()
     elapsed = time.perf_counter() - started
     args.answers.parent.mkdir(parents=True, exist_ok=True)
@@ -117,7 +105,7 @@ async def generate(args: argparse.Namespace) -> None:
             }
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     print(
-        f"{len(rows)} questions x (1 + {args.m}) in {elapsed:.0f} s (model loaded in "
+        f"{len(rows)} questions x (1 + {args.samples}) in {elapsed:.0f} s (model loaded in "
         f"{loaded:.1f} s, answers by {answered:.0f} s); sample calls: {calls['attempts']} "
         f"attempts, {calls['retries']} retries, {calls['failed']} failed; saved to {args.answers}",
         file=sys.stderr,
@@ -142,8 +130,8 @@ def _accurate_preset(quiet: bool) -> BlackBoxUQ | None:
     """The default scorer on the accurate preset's model: from ``$UQLM_BERT_ACCURATE_MODEL_DIR``
     (a copy of all-mpnet-base-v2) or the Hugging Face cache; None, with a note, where neither
     has it."""
-    model = os.environ.get(ACCURATE_MODEL_ENV) or "accurate"
     try:
+        model = harness.accurate_model()
         return BlackBoxUQ(scorers=["bert_score"], model_type=model, show_progress_bars=not quiet)
     except ModelUnavailableError as exc:
         print(f"the accurate preset is left out: {exc}", file=sys.stderr)
@@ -209,25 +197,18 @@ def score(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", nargs="?", choices=["all", "generate", "score"], default="all")
-    parser.add_argument(
-        "--questions",
-        type=Path,
-        default=None,
-        help="a JSON Lines file of question/answers records (default: shipped)",
-    )
-    parser.add_argument("--answers", type=Path, default=OUT / "real_llm_answers.jsonl")
-    parser.add_argument("--limit", type=int, default=None, help="the first N questions only")
-    parser.add_argument("-m", type=int, default=5, help="samples per question")
-    parser.add_argument("--slots", type=int, default=12, help="the server's slots")
-    parser.add_argument("--threads", type=int, default=None, help="the server's threads")
-    parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--request-timeout", type=float, default=600.0)
-    parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
+    ap = harness.parser(__doc__, "samples", "seed")
+    ap.add_argument("step", nargs="?", choices=["all", "generate", "score"], default="all")
+    ap.add_argument("--questions", type=Path, help="question/answers JSON Lines (default: shipped)")
+    ap.add_argument("--answers", type=Path, default=harness.OUT / "real_llm_answers.jsonl")
+    ap.add_argument("--limit", type=int, default=None, help="the first N questions only")
+    ap.add_argument("--slots", type=int, default=12, help="the server's slots")
+    ap.add_argument("--threads", type=int, default=None, help="the server's threads")
+    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--request-timeout", type=float, default=600.0)
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
     if args.step in ("all", "generate"):
         asyncio.run(generate(args))
     if args.step in ("all", "score"):

@@ -1,36 +1,27 @@
 """The default threshold of the default scorer: the rule that chose it, and what it flags.
 
-On the 30 WikiBio GPT-3 development passages (the shared data), with ``BlackBoxUQ().score`` at
-its defaults (the embedded all-MiniLM-L6-v2, layer 5, fixed idf), a passage is a likely
+    python -m benchmarks.eval_threshold
+
+On the WikiBio GPT-3 passages, ``BlackBoxUQ().score`` at its defaults; a passage is a likely
 hallucination when the mean of its sentence labels (accurate 0, minor 0.5, major 1) is at least
-0.5. The rule: the threshold maximises Youden's J (true-positive rate minus false-positive rate)
-of ``confidence < threshold`` over the four disjoint sets of 5 samples pooled (5 is the default
-``num_responses``), rounded to two decimals. The script checks that the rule gives
-``DEFAULT_THRESHOLD``, and reports at that threshold, for each set of 5 samples and for all 20:
-the passages flagged, precision, recall (true-positive rate) and false-positive rate; and the
-confidences of unrelated samples (each passage against another passage's samples) and of
-paraphrase-like agreement (each passage's own samples), for scale.
-
-    python benchmarks/eval_threshold.py [--data PATH]   # about a minute on 2 CPU cores
-
-Writes ``benchmarks/out/threshold.md`` and prints it. Skips (exit 0) when the data is absent.
+0.5. The rule: the threshold maximises Youden's J (true-positive minus false-positive rate) of
+``confidence < threshold`` over the four disjoint sets of 5 samples pooled (5: the default
+``num_responses``), rounded to two decimals; the exit status says whether it gives
+``DEFAULT_THRESHOLD``. Reported at that threshold, per set of 5 and for all 20: the passages
+flagged, precision, recall, false-positive rate; and for scale the confidences against each
+passage's own samples and against another passage's. Writes ``threshold.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_report  # noqa: E402
-from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, load_passages  # noqa: E402
-
-from uqlm_bert import BlackBoxUQ  # noqa: E402
-from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD  # noqa: E402
+from benchmarks import harness
+from uqlm_bert import BlackBoxUQ
+from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD
 
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(4)]
 
@@ -63,14 +54,10 @@ def rates(confidence: np.ndarray, positive: np.ndarray, threshold: float) -> dic
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"no data at {args.data}: nothing to measure")
+    args = harness.parser(__doc__, "data", "out").parse_args(argv)
+    if not harness.have_data(args.data):
         return 0
-    passages = load_passages(args.data)
+    passages = harness.load_passages(args.data)
     positive = np.array([p.degree.mean() >= 0.5 for p in passages])
     responses = [p.response for p in passages]
     uq = BlackBoxUQ(show_progress_bars=False)
@@ -117,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{np.median(unrelated):.3f} | {unrelated.max():.3f} |",
     ]
     report = "\n".join(lines) + "\n"
-    write_report(args.out, "threshold.md", report)
+    harness.write_report(args.out, "threshold.md", report)
     if chosen != DEFAULT_THRESHOLD:
         print(f"the rule gives {chosen:.2f}, not DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}")
         return 1

@@ -1,64 +1,42 @@
-"""Which BERTScore settings detect hallucinations best? A sweep on WikiBio GPT-3 passages.
+"""Which BERTScore settings detect hallucinations best? A sweep on the WikiBio GPT-3 passages.
 
-The task is SelfCheckGPT's (Manakul et al., 2023): GPT-3 wrote a Wikipedia-style passage about a
-person, then 20 more samples for the same prompt; people labelled each sentence of the passage
-accurate (0), minor inaccurate (0.5) or major inaccurate (1). A detector is judged on
+    python -m benchmarks.eval_wikibio [--layers 1 2 3 4 5 6] [--no-other-scorers] [--device cpu]
 
-- passage level: Pearson and Spearman correlation between its hallucination score (here the
-  negated confidence) and the passage's mean label;
-- sentence level: "NonFact" AUC-PR (minor and major are positives, scored by the negated
-  confidence) and "Factual" AUC-PR (accurate sentences are positives, scored by the confidence).
-
-All figures are x100, as published. The sweep covers, for the embedded all-MiniLM-L6-v2:
-
-- layer 1..6;
-- idf off, idf over the samples of each passage (``passage``), idf over all samples (``all``);
-- which BERTScore component is the confidence: P, R or F1;
-- the method: ``sentence``: each response sentence against each sample's sentences, best match
-  per sample, mean over samples (SelfCheckGPT's BERTScore detector); ``sent-vs-sample``: each
-  sentence against each whole sample; ``passage``: the whole response against each whole
-  sample (the ``bert_score`` scorer). Passage scores of the sentence methods are the mean of
-  their sentence scores;
-- 5, 10 and 20 samples, the smaller counts over disjoint subsets of the 20 (4 of 5, 2 of 10),
-  so each cell has a spread;
-- the other scorers (``cosine_sim``, ``rouge_l``, ``bleu``, ``exact_match``) as baselines.
-
-Response sentences are the released split (the labels belong to them); samples are split with
-:func:`uqlm_bert.scorers.sentences.split_sentences`.
-
-Embeddings are computed once per layer with a :class:`uqlm_bert.BERTScorer`'s encoder and the
-greedy matches are reduced once per pair; every idf setting and sample subset then only reweighs
-those matches. A parity check against ``BERTScorer.score`` on real pairs runs for every layer
-and idf mode first, and the run stops if the two disagree by more than 1e-5.
-
-Usage::
-
-    python benchmarks/eval_wikibio.py          # full sweep: 4-5 minutes on 2 idle CPU cores
-    python benchmarks/eval_wikibio.py --layers 5 6 --no-other-scorers
-
-Writes ``benchmarks/out/wikibio_sweep.csv`` (every cell) and ``wikibio_sweep.md`` (the tables),
-and prints the Markdown.
+SelfCheckGPT's task (Manakul et al., 2023): people labelled each sentence of a GPT-3 passage
+accurate (0), minor (0.5) or major inaccurate (1); 20 more samples were drawn for its prompt. A
+detector is judged at passage level by the Pearson and Spearman correlation (x100) of its negated
+confidence with the passage's mean label, and at sentence level by "NonFact" AUC-PR (minor and
+major positive, by the negated confidence) and "Factual" AUC-PR (accurate positive). The sweep
+crosses, for the embedded all-MiniLM-L6-v2: layer 1-6; idf off, over each passage's samples
+(``passage``) or over all (``all``); P, R or F1; the method (``sentence``: each answer sentence
+against each sample's sentences, best match per sample; ``sent-vs-sample``: each sentence
+against each whole sample; ``passage``: the whole answer against each whole sample, the
+``bert_score`` scorer; sentence methods' passage scores are their sentences' mean); 5, 10 and 20
+samples, the smaller counts over disjoint subsets of the 20 (so each cell has a spread); and the
+other scorers as baselines. Embeddings are computed once per layer and the greedy matches reduced
+once per pair; each setting then only reweighs them, after a parity check against
+``BERTScorer.score`` (the run stops beyond 1e-5). Writes ``wikibio_sweep.csv`` (every cell) and
+``wikibio_sweep.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from benchmarks import harness
+from benchmarks.harness import Passage
 from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
 from uqlm_bert.evaluation import auc_pr, pearson, spearman
 from uqlm_bert.scorers.cosine import CosineSimScorer
-from uqlm_bert.scorers.sentences import split_sentences
 from uqlm_bert.scorers.text import (
     BleuScorer,
     ExactMatchScorer,
@@ -67,10 +45,6 @@ from uqlm_bert.scorers.text import (
     sentence_bleu,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "wikibio_gpt3_dev.jsonl"
-DEFAULT_OUT = ROOT / "benchmarks" / "out"
-LABEL_DEGREE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 1.0}
 N_SAMPLES = 20
 SAMPLE_COUNTS = (5, 10, 20)
 METRICS = ("P", "R", "F1")
@@ -82,38 +56,6 @@ PUBLISHED = {
     "Prompt, gpt-3.5-turbo (published)": (78.32, 78.30, 93.42, 67.09),
 }
 MEASURES = ("passage_pearson", "passage_spearman", "nonfact_aucpr", "factual_aucpr")
-
-
-# --------------------------------------------------------------------------- data
-
-
-@dataclass
-class Passage:
-    """One GPT-3 passage with its human-split sentences, labels and samples."""
-
-    response: str
-    sentences: list[str]
-    degree: np.ndarray
-    samples: list[str]
-    sample_sentences: list[list[str]] = field(default_factory=list)
-
-
-def load_passages(path: Path) -> list[Passage]:
-    """Read the JSONL file; the samples are split with :func:`split_sentences`."""
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        samples = row["sampled_responses"][:N_SAMPLES]
-        out.append(
-            Passage(
-                response=row["response"],
-                sentences=list(row["sentences"]),
-                degree=np.array([LABEL_DEGREE[x] for x in row["sentence_labels"]]),
-                samples=samples,
-                sample_sentences=[split_sentences(s) or [s] for s in samples],
-            )
-        )
-    return out
 
 
 def subsets() -> list[tuple[int, int, list[int]]]:
@@ -301,22 +243,13 @@ class LayerSweep:
                 out[:, pi, jj] = torch.stack([P, R, _f1(P, R)]).double().numpy()
         return out
 
-    def check_parity(
-        self, idf_for: dict[int, IdfWeights | None], idf_sents: list[str] | None
-    ) -> float:
-        """Largest |difference| between :meth:`scores` and ``BERTScorer.score`` on real pairs.
-
-        ``idf_sents`` are the documents the engine computes passage 0's idf from (None: no idf).
-        """
+    def check_parity(self, idf_for: dict[int, IdfWeights | None], **engine_idf: Any) -> float:
+        """Largest |difference| between :meth:`scores` and ``BERTScorer.score`` on real pairs of
+        passage 0; ``engine_idf`` gives the engine the same weights (``idf``, ``idf_sents``)."""
         p = self.passages[0]
         got = self.scores(idf_for, [0, 1])
-        engine = BERTScorer(
-            num_layers=self.scorer.encoder.num_layers,
-            idf=idf_sents is not None,
-            idf_sents=idf_sents,
-            device=self.scorer.device,
-            show_progress_bars=False,
-        )
+        layer, device = self.scorer.encoder.num_layers, self.scorer.device
+        engine = BERTScorer(num_layers=layer, device=device, show_progress_bars=False, **engine_idf)
         n_k = len(p.sentences)
         diffs = []
         for j in (0, 1):
@@ -408,7 +341,7 @@ def sweep_bertscore(
             "all": [x for p in passages for x in p.samples],
         }
         for mode in IDF_MODES:
-            diff = sweep.check_parity(full[mode], docs[mode])
+            diff = sweep.check_parity(full[mode], idf=docs[mode] is not None, idf_sents=docs[mode])
             if not diff < 1e-5:
                 raise SystemExit(
                     f"parity check failed at layer {layer}, idf={mode}: the sweep's numbers "
@@ -592,15 +525,14 @@ def markdown(
 ) -> str:
     """The report: best settings, baselines, spread per factor, idf corpus size, every setting."""
     bs = summary[summary.scorer == "bert_score"].sort_values("spearman_all_cells", ascending=False)
+    published = [[n, *v] for n, v in PUBLISHED.items()]
     lines = [
         f"# WikiBio GPT-3 hallucination detection ({df['k'].max()} samples, x100)",
         "",
-        "Passage: correlation of the hallucination score (negated confidence) with the mean "
-        "sentence label. Sentence: AUC-PR (n/a for whole-passage methods). The k=20 columns "
-        "use all samples; `spearman_k10` and `spearman_k5` give the mean (std) of passage "
-        "Spearman over 2 and 4 disjoint sample subsets; `spearman_all_cells` is the mean over "
-        "all 7 subsets and `spearman_worst_cell` the lowest. Settings are ranked by "
-        "`spearman_all_cells`, not by the single k=20 figure.",
+        "k=20 columns: all samples; `spearman_k10`, `spearman_k5`: mean (std) of passage Spearman "
+        "over 2 and 4 disjoint sample subsets; `spearman_all_cells`: the mean over all 7 subsets "
+        "(the ranking), `spearman_worst_cell` the lowest. Sentence AUC-PR n/a for whole-passage "
+        "methods.",
         "",
         f"## Best {top} BERTScore settings",
         "",
@@ -610,26 +542,19 @@ def markdown(
         "",
         _table(summary[summary.scorer != "bert_score"]),
         "",
-        "| published (238 passages) | Pearson | Spearman | NonFact | Factual |",
-        "|---|---|---|---|---|",
-        *[f"| {n} | {a} | {b} | {c} | {d} |" for n, (a, b, c, d) in PUBLISHED.items()],
+        *harness.md_table(["published (238 passages)", *MEASURES], published),
         "",
     ]
     if bootstrap is not None:
         best, base, (mean, lo, hi) = bootstrap
         lines += [
-            "## Is the best setting really better than the plain one?",
-            "",
-            f"Passage Spearman of `{' / '.join(map(str, best))}` minus that of "
+            f"Best minus plain: passage Spearman of `{' / '.join(map(str, best))}` minus "
             f"`{' / '.join(map(str, base))}`, passages resampled 2000 times: mean {mean:.2f}, "
             f"90% interval [{lo:.2f}, {hi:.2f}].",
             "",
         ]
     lines += [
-        "## idf and the number of prompts per call (whole-passage F1, k=20)",
-        "",
-        "idf is computed over the samples of the prompts scored together; 1 prompt per call "
-        "is per-prompt idf. Mean (std) over random groupings.",
+        "## idf over the samples of G prompts scored together (whole-passage F1, k=20)",
         "",
         _table(corpus),
         "",
@@ -642,37 +567,20 @@ def markdown(
         g = full.groupby(factor)["passage_spearman"]
         t = pd.DataFrame({"median": g.median(), "min": g.min(), "max": g.max(), "n": g.size()})
         lines += [f"### {factor}", "", _table(t.reset_index()), ""]
-    sent = full[full.method != "passage"]
-    lines += [
-        "### sentence level: median AUC-PR per metric and layer",
-        "",
-        _table(
-            sent.groupby(["metric", "layer"])[["nonfact_aucpr", "factual_aucpr"]]
-            .median()
-            .reset_index()
-        ),
-        "",
-        "## Every BERTScore setting",
-        "",
-        _table(bs),
-        "",
-    ]
-    return "\n".join(lines)
+    sent = full[full.method != "passage"].groupby(["metric", "layer"])
+    aucpr = sent[["nonfact_aucpr", "factual_aucpr"]].median().reset_index()
+    lines += ["### sentence level: median AUC-PR per metric and layer", "", _table(aucpr), ""]
+    return "\n".join([*lines, "## Every BERTScore setting", "", _table(bs), ""])
 
 
 def _table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    body = []
-    for _, r in df.astype(object).iterrows():
-        cells = []
-        for c in cols:
-            v = r[c]
-            if isinstance(v, (float, np.floating)):
-                cells.append("n/a" if np.isnan(v) else f"{v:.2f}")
-            else:
-                cells.append(str(v))
-        body.append("| " + " | ".join(cells) + " |")
-    return "\n".join(["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols), *body])
+    def cell(v: object) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "n/a" if np.isnan(v) else f"{v:.2f}"
+        return str(v)
+
+    rows = ([cell(v) for v in row] for row in df.astype(object).itertuples(index=False))
+    return "\n".join(harness.md_table([str(c) for c in df.columns], rows))
 
 
 def bootstrap_difference(
@@ -692,20 +600,15 @@ def bootstrap_difference(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--layers", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
-    parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: best found)")
-    parser.add_argument("--top", type=int, default=15, help="rows in the best-settings table")
-    parser.add_argument("--no-other-scorers", action="store_true")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    if not args.data.exists():
-        print(f"data not found: {args.data} (see the shared data README)", file=sys.stderr)
-        return 2
+    ap = harness.parser(__doc__, "device", "data", "out", "no-progress")
+    ap.add_argument("--layers", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
+    ap.add_argument("--top", type=int, default=15, help="rows in the best-settings table")
+    ap.add_argument("--no-other-scorers", action="store_true")
+    args = ap.parse_args(argv)
+    if not harness.have_data(args.data):
+        return 0
     show = not args.no_progress
-    passages = load_passages(args.data)
+    passages = harness.load_passages(args.data)
     rows, confidences, corpus_rows = sweep_bertscore(passages, args.layers, args.device, show)
     if not args.no_other_scorers:
         more_rows, more_conf = sweep_other_scorers(passages, args.device, show)
@@ -713,24 +616,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         confidences.update(more_conf)
     df = pd.DataFrame(rows)
     summary = summarise(df)
-    ranked = summary[summary.scorer == "bert_score"].sort_values(
-        "spearman_all_cells", ascending=False
-    )
+    ranked = summary[summary.scorer == "bert_score"]
+    ranked = ranked.sort_values("spearman_all_cells", ascending=False)
     best = tuple(ranked.iloc[0][["scorer", "layer", "idf", "metric", "method"]])
     best_key = (best[0], int(best[1]), *best[2:])
     base_key = ("bert_score", max(args.layers), "none", "F1", "passage")
     bootstrap = None
     if best_key != base_key and base_key in confidences:
-        bootstrap = (
-            best_key,
-            base_key,
-            bootstrap_difference(passages, confidences[best_key], confidences[base_key]),
-        )
+        diff = bootstrap_difference(passages, confidences[best_key], confidences[base_key])
+        bootstrap = (best_key, base_key, diff)
     text = markdown(summary, df, pd.DataFrame(corpus_rows), bootstrap, args.top)
-    args.out.mkdir(parents=True, exist_ok=True)
+    harness.write_report(args.out, "wikibio_sweep.md", text)
     df.to_csv(args.out / "wikibio_sweep.csv", index=False)
-    (args.out / "wikibio_sweep.md").write_text(text + "\n", encoding="utf-8")
-    print(text)
     return 0
 
 

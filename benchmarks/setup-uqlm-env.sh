@@ -1,33 +1,15 @@
 #!/usr/bin/env bash
-# Create benchmarks/.venv-uqlm, the environment of bench_vs_uqlm.py: uqlm-bert and uqlm 0.6.7
-# side by side. uqlm is a benchmark peer only, never a dependency of uqlm-bert, so it lives in this
-# separate, git-ignored environment.
-#
+# Create benchmarks/.venv-uqlm, the environment of bench_vs_uqlm: uqlm-bert and uqlm 0.6.7 side by
+# side (uqlm is a benchmark peer only, never a dependency, so it lives apart and git-ignored).
 #   bash benchmarks/setup-uqlm-env.sh
-#   benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py --quick
-#
-# Steps, in order:
-#   1. torch (default 2.13.0) first, and only when the environment has none. Without an NVIDIA GPU
-#      the CPU build is asked for by its local version label, so that no later requirement pulls
-#      CUDA wheels (the same rule as scripts/setup-env.sh).
-#   2. uqlm-bert from this checkout, editable, with what the benchmark needs from its test extra:
-#      langchain-openai (the client both libraries call the server through), bert-score 0.3.13
-#      (the version uqlm-bert's parity tests pin; uqlm scores through it) and pytest, to run the
-#      benchmark's tests (tests/integration/test_benchmark_scripts.py) with uqlm present.
-#   3. uqlm==0.6.7, keeping the httpx that step 2 installed (otherwise pip's resolver backtracks
-#      through old httpx source releases that no longer build). On Python < 3.13 uqlm pins
-#      numpy < 2 (and transformers < 5, sentence-transformers < 6, pandas < 3), so pip downgrades
-#      those.
-#   4. numpy raised again to the version step 2 resolved for uqlm-bert, with --no-deps: both
-#      libraries then run on the numpy uqlm-bert is developed against. pip reports uqlm's numpy pin
-#      as a conflict; uqlm's BERTScore path runs on it (step 5 checks).
-#   5. A check that both libraries import and score the same pairs alike on the embedded model
-#      (bench_vs_uqlm.py --check-env).
-#
-# uqlm's BertScorer builds bert_score.BERTScorer(device=..., lang="en"), i.e. roberta-large layer
-# 17, with no parameter to change it; the benchmark points it at the embedded all-MiniLM-L6-v2,
-# layer 5, idf=False, no rescaling, by patching that constructor (see bench_vs_uqlm.py). Nothing is
-# downloaded at run time.
+#   benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_vs_uqlm --prompts 12 --rounds 1
+# Steps: (1) torch (default 2.13.0), only where there is none, the CPU build without an NVIDIA GPU
+# (asked for by its local version label, as scripts/setup-env.sh does); (2) uqlm-bert from this
+# checkout with the benchmark's needs: langchain-openai, bert-score 0.3.13 (what uqlm scores
+# through) and pytest; (3) uqlm, keeping step 2's httpx (else pip backtracks through old httpx
+# sources); on Python < 3.13 it pins numpy < 2 and pip downgrades it; (4) numpy raised again to
+# step 2's version with --no-deps, so both run on uqlm-bert's numpy (pip reports the pin as a
+# conflict; uqlm's BERTScore path runs on it); (5) a check that both import and agree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,4 +50,4 @@ if [ "$numpy_now" != "$numpy_ours" ]; then
 fi
 
 # 5. both libraries import and agree
-"$py" benchmarks/bench_vs_uqlm.py --check-env
+"$py" -m benchmarks.bench_vs_uqlm --check-env
