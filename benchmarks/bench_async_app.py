@@ -2,34 +2,28 @@
 
     python -m benchmarks.bench_async_app [--prompts 30] [--samples 5] [--rounds 5]
         [--latencies 0 1000] [--rate 5] [--duration 20] [--device cpu|cuda]
-        [--server process|thread] [--out benchmarks/out]
 
-A web service awaits ``generate_and_score([question], num_responses=m)`` once per request, on
-one ``BlackBoxUQ`` shared by every request in flight. Two loads, at each server latency:
-
-- **burst**: ``--prompts`` N one-prompt calls started at once on one ``BlackBoxUQ``, against one
-  call of the same N prompts on another of the same settings (each its own ``ChatOpenAI``);
-  rounds in turning order, medians. Reported: wall time of each, their ratio, and the burst's
-  per-request latency (p50, p95);
-- **stream**: one-prompt calls started at ``--rate`` per second for ``--duration`` seconds (on
-  schedule, whether or not earlier ones have finished), on the burst's object. Reported: request
-  latency (from its scheduled start to its result) p50, p95 and max, and the throughput.
-
-One distinct prompt per request (WikiBio passages from the loopback server); ``BlackBoxUQ(
-scorers=["bert_score"])`` at its defaults, warmed up before timing; what was learned about the
-server is forgotten before every timed run. Checked (the exit status): every request received
-its own prompt's texts, and the burst's confidences equal the one call's within the reduced
-dtype's rounding. The goals (burst <= 1.15x one call, stream p95 <= 1.5 s) are reported.
+A web service awaits ``generate_and_score([question], num_responses=m)`` per request on one
+shared ``BlackBoxUQ`` (``bert_score`` at its defaults), one distinct prompt per request (WikiBio
+passages from the loopback server). Per latency: the **burst**, ``--prompts`` one-prompt calls at
+once against one call of the same prompts on another object, rounds in turning order (wall time
+of each, their ratio, the burst's request latency p50 and p95); the **stream**, one-prompt calls
+started at ``--rate`` per second for ``--duration`` seconds on the burst's object (request
+latency from its scheduled start, p50, p95, max, and throughput). What was learned about the
+server is forgotten before every run. The exit status says whether every request received its
+own texts and the burst's confidences equal the one call's within the reduced dtype's rounding;
+the goals (burst <= 1.15x one call, stream p95 <= 1.5 s) are reported. Writes ``async_app.md``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import os
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -138,33 +132,24 @@ async def stream(
     )  # fmt: skip
 
 
-async def run_benchmark(
-    passages: Sequence[Any],
-    n_prompts: int,
-    m: int,
-    rounds: int,
-    latencies_ms: Sequence[float],
-    rate: float,
-    duration_s: float,
-    device: str | None = None,
-    server_in: str = "process",
-    log: Callable[[str], Any] = print,
-) -> tuple[list[BurstRun], list[StreamRun]]:
-    n_stream = max(1, round(rate * duration_s))
-    prompt_map = harness.make_prompts(passages, max(n_prompts, n_stream))
+async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list, list]:
+    """The burst and one-call runs, and the streams (``args``: :func:`options`)."""
+    m, rate = args.samples, args.rate
+    n_stream = max(1, round(rate * args.duration))
+    prompt_map = harness.make_prompts(passages, max(args.prompts, n_stream))
     every = list(prompt_map)
-    prompts, stream_prompts = every[:n_prompts], every[:n_stream]
+    prompts, stream_prompts = every[: args.prompts], every[:n_stream]
     bursts: list[BurstRun] = []
     streams: list[StreamRun] = []
-    with harness.PassageServer(prompt_map, where=server_in) as server:
-        objects = {name: make_uq(server.base_url, device) for name in (BURST, ONE_CALL)}
+    with harness.PassageServer(prompt_map, where=args.server) as server:
+        objects = {name: make_uq(server.base_url, args.device) for name in (BURST, ONE_CALL)}
         runs = {BURST: burst, ONE_CALL: one_call}
         warm = prompts[: min(4, len(prompts))]  # model loaded, connections opened: not timed
         for name, uq in objects.items():
             await runs[name](uq, warm, m)
-        for latency in latencies_ms:
+        for latency in args.latencies:
             server.set_latency(latency / 1000.0)
-            for r, name in harness.rounds([BURST, ONE_CALL], rounds):
+            for r, name in harness.rounds([BURST, ONE_CALL], args.rounds):
                 _fresh(server)
                 wall, rows = await runs[name](objects[name], prompts, m)
                 got = server.log()
@@ -269,7 +254,7 @@ def markdown(rows: Sequence[dict], streams: Sequence[StreamRun], verdicts: dict,
         f"{meta['samples']} samples per prompt; {meta['rounds']} round(s) per latency, the "
         "order turning, medians",
         f"- stream: one-prompt calls started at {meta['rate']:g} per second for "
-        f"{meta['duration_s']:g} s; latency from each request's scheduled start to its result",
+        f"{meta['duration']:g} s; latency from each request's scheduled start to its result",
         f"- WikiBio passages from the loopback server (in {harness.describe_server(meta['server'])})"
         f" through `ChatOpenAI`; `bert_score` at its defaults, device: {meta['device'] or 'its own choice'}",
         f"- {meta['machine']}",
@@ -291,27 +276,25 @@ def markdown(rows: Sequence[dict], streams: Sequence[StreamRun], verdicts: dict,
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     shared = ("prompts", "samples", "rounds", "latencies", "server", "device", "data", "out")
     ap = harness.parser(__doc__, *shared)
     ap.add_argument("--rate", type=float, default=5.0, help="stream requests per second (5)")
     ap.add_argument("--duration", type=float, default=20.0, help="stream seconds (default 20)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = options(argv)
     warnings.simplefilter("ignore")
     if not harness.have_data(args.data):
         return 0
     before = os.getloadavg()[0]
-    bursts, streams = asyncio.run(
-        run_benchmark(
-            harness.load_passages(args.data), args.prompts, args.samples, args.rounds,
-            args.latencies, args.rate, args.duration, args.device, args.server,
-        )
-    )  # fmt: skip
+    bursts, streams = asyncio.run(run_benchmark(harness.load_passages(args.data), args))
     rows = summarize(bursts)
     verdicts = checks(rows, streams)
-    meta = {k: getattr(args, k) for k in ("prompts", "samples", "rounds", "rate", "server")}
-    meta |= {"latencies_ms": args.latencies, "duration_s": args.duration, "device": args.device,
-             "machine": harness.machine_summary(args.device), "load": harness.load_line(before)}  # fmt: skip
+    meta = {**vars(args), "machine": harness.machine_summary(args.device),
+            "load": harness.load_line(before)}  # fmt: skip
     payload = {"meta": meta, "rows": rows, "checks": verdicts,
                "bursts": [asdict(b) for b in bursts], "streams": [asdict(s) for s in streams]}  # fmt: skip
     harness.write_report(args.out, "async_app.md", markdown(rows, streams, verdicts, meta), payload)

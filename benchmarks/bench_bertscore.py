@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from benchmarks import harness
+from uqlm_bert.evaluation import spearman
 
 
 def encoder_flops(lengths: list[int], layers: int, dim: int, ffn: int) -> float:
@@ -43,44 +44,26 @@ def encoder_flops(lengths: list[int], layers: int, dim: int, ffn: int) -> float:
     return total
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def matmul_peak_tflops(
-    dtype: torch.dtype, device: str, shapes: list[tuple[int, int, int]]
-) -> float:
-    """Best TFLOP/s of a plain matmul in ``dtype`` over ``shapes`` (m, k, n): the measured peak
-    the encoder's figures are a share of."""
+def matmul_peak_tflops(dtype: torch.dtype, device: str, dim: int, ffn: int) -> float:
+    """Best TFLOP/s of a plain matmul in ``dtype`` over the model's GEMM shapes (tokens x dim x
+    ffn) and, on a GPU, large square ones: the measured peak the encoder's figures are a share
+    of."""
+    shapes = [(4096, dim, ffn), (4096, ffn, dim), (4096, dim, 3 * dim)]
+    gpu = device.startswith("cuda")
     best = 0.0
-    for m, k, n in shapes:
+    for m, k, n in shapes + ([(8192, 8192, 8192), (16384, 8192, 8192)] if gpu else []):
         a = torch.randn(m, k, device=device).to(dtype)
         b = torch.randn(k, n, device=device).to(dtype)
         for _ in range(3):
             a @ b
-        reps = 20 if device.startswith("cuda") else 5
-        _sync(device)
+        reps = 20 if gpu else 5
+        torch.cuda.synchronize() if gpu else None
         t0 = time.perf_counter()
         for _ in range(reps):
             a @ b
-        _sync(device)
+        torch.cuda.synchronize() if gpu else None
         best = max(best, 2 * m * k * n * reps / (time.perf_counter() - t0) / 1e12)
     return best
-
-
-def peak_shapes(device: str, dim: int, ffn: int) -> list[tuple[int, int, int]]:
-    """The model's GEMM shapes (tokens x dim x ffn) and, on a GPU, large square ones."""
-    shapes = [(4096, dim, ffn), (4096, ffn, dim), (4096, dim, 3 * dim)]
-    if device.startswith("cuda"):
-        shapes += [(8192, 8192, 8192), (16384, 8192, 8192)]
-    return shapes
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    ra = np.argsort(np.argsort(a))
-    rb = np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -116,12 +99,8 @@ def distinct_prompts(n_prompts: int, n_samples: int) -> tuple[list[str], list[li
             [_variant(pool[(j * n_samples + k) % len(pool)], j) for k in range(n_samples)]
         )
     texts = responses + [s for ss in samples for s in ss]
-    distinct = len({t.strip() for t in texts})
-    source = (
-        f"WikiBio GPT-3 passages, sentences rotated or shuffled per prompt "
-        f"({distinct:,} distinct texts of {len(texts):,})"
-    )
-    return responses, samples, source
+    distinct = f"{len({t.strip() for t in texts}):,} distinct texts of {len(texts):,}"
+    return responses, samples, f"WikiBio passages, sentences rotated or shuffled ({distinct})"
 
 
 def bert_large_shape(tokenizer_dir: str, out_dir: Path) -> str:
@@ -130,15 +109,8 @@ def bert_large_shape(tokenizer_dir: str, out_dir: Path) -> str:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=1024,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        intermediate_size=4096,
-        max_position_embeddings=512,
-    )
-    BertModel(config).save_pretrained(out_dir)
+    shape = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16}
+    BertModel(BertConfig(intermediate_size=4096, **shape)).save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(out_dir)
     return str(out_dir)
 
@@ -209,9 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     lengths = [len(i) for i in exact.encoder.tokenize(unique)]
     cfg = exact.encoder.model.config
     flops = encoder_flops(lengths, exact.num_layers, cfg.hidden_size, cfg.intermediate_size)
-    shapes = peak_shapes(device, cfg.hidden_size, cfg.intermediate_size)
     dtypes = {s.dtype for s in ours.values()} | {torch.bfloat16}
-    peaks = {dt: matmul_peak_tflops(dt, device, shapes) for dt in dtypes}
+    peaks = {
+        dt: matmul_peak_tflops(dt, device, cfg.hidden_size, cfg.intermediate_size) for dt in dtypes
+    }
 
     rows = []
     for name, t in med.items():

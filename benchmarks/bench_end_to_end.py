@@ -1,36 +1,30 @@
-"""End to end through a client and a server: does scoring hide behind generation, and does it keep
-up while generation runs?
+"""End to end through a client and a server: does scoring hide behind generation, and keep up?
 
     python -m benchmarks.bench_end_to_end [--prompts 30] [--samples 5] [--rounds 5]
-        [--latencies 0 1000] [--server process|thread] [--out benchmarks/out]
+        [--latencies 0 1000] [--server process|thread]
 
-The loopback server answers WikiBio passages (distinct texts per prompt) after a fixed latency,
-through ``ChatOpenAI``, to ``BlackBoxUQ`` objects at their defaults, warmed up before timing.
-Each round runs, in turning order:
-
-- generation only: ``generate_and_score`` with a scorer that does no work;
-- scoring only: ``BlackBoxUQ.score`` with ``bert_score`` on the prompts and the texts the server
-  hands out;
-- both: ``generate_and_score`` with ``bert_score``.
-
-Reported per latency, medians over rounds: the **overlap**, both / max(generation only, scoring
-only) in wall time (1.0: one hidden behind the other; 2.0: one after the other), and **keeping
-up**, the scoring time inside ``generate_and_score`` (``metadata["timings"]["scoring_s"]``) over
-the same work's in ``score`` alone: what scoring beside generation costs (smaller batches while
-prompts trickle in, the event loop competing for the CPU and the GIL). At 0 ms generation is as
-fast as the client can go: the hardest case for keeping up. The exit status is 0 when every run
-received its prompts' texts and both ways of scoring agree; the goals are reported.
+``BlackBoxUQ`` objects at their defaults, warmed up, call the loopback server (WikiBio passages,
+distinct texts per prompt, a fixed latency) through ``ChatOpenAI``. Each round, in turning order:
+generation only (``generate_and_score`` with a scorer that does no work), scoring only
+(``score`` with ``bert_score`` on the prompts and the texts the server hands out) and both
+(``generate_and_score`` with ``bert_score``). Reported per latency, medians: the **overlap**, both
+/ max(generation only, scoring only) in wall time (1.0: one hidden behind the other; 2.0: one
+after the other), and **keeping up**, the scoring time inside ``generate_and_score``
+(``metadata["timings"]["scoring_s"]``) over the same work's in ``score`` alone (at 0 ms, the
+hardest case). The exit status says whether every run received its texts and both ways of
+scoring agree; the goals are reported. Writes ``end_to_end.md``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import gc
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from benchmarks import harness
@@ -59,20 +53,14 @@ def batch_sizes() -> Iterator[list[int]]:
         ScoringPipeline.scored = scored  # type: ignore[method-assign]
 
 
-async def run_benchmark(
-    prompt_map: dict[str, Any],
-    m: int,
-    rounds: int,
-    latencies_ms: Sequence[float],
-    server_in: str = "process",
-    log: Callable[[str], Any] = print,
-) -> list[dict[str, Any]]:
+async def run_benchmark(prompt_map: dict[str, Any], args, log=print) -> list[dict[str, Any]]:
     """Every timed run: its latency, round, kind, wall time, timings, batches and confidences."""
     from uqlm_bert import BlackBoxUQ
 
     prompts = list(prompt_map)
     runs = []
-    with harness.PassageServer(prompt_map, where=server_in) as server:
+    m = args.samples
+    with harness.PassageServer(prompt_map, where=args.server) as server:
         common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
         gen = BlackBoxUQ(harness.make_llm(server.base_url), [harness.no_work_scorer()], **common)
         both = BlackBoxUQ(harness.make_llm(server.base_url), ["bert_score"], **common)
@@ -81,9 +69,9 @@ async def run_benchmark(
             warm = (await uq.generate_and_score(prompts, num_responses=m)).data
         texts = warm["responses"], warm["sampled_responses"]  # what every run receives
         both.score(*texts, prompts=prompts)
-        for latency in latencies_ms:
+        for latency in args.latencies:
             server.set_latency(latency / 1000.0)
-            for r, name in harness.rounds([GEN, SCORE, BOTH], rounds):
+            for r, name in harness.rounds([GEN, SCORE, BOTH], args.rounds):
                 server.reset()
                 gc.collect()
                 t0 = time.perf_counter()
@@ -169,23 +157,22 @@ def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: di
     )
 
 
+def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    shared = ("prompts", "samples", "rounds", "latencies", "server", "data", "out")
+    return harness.parser(__doc__, *shared).parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = harness.parser(
-        __doc__, "prompts", "samples", "rounds", "latencies", "server", "data", "out"
-    )
-    args = ap.parse_args(argv)
+    args = options(argv)
     warnings.simplefilter("ignore")
     if not harness.have_data(args.data):
         return 0
     prompt_map = harness.make_prompts(harness.load_passages(args.data), args.prompts)
     before = os.getloadavg()[0]
-    runs = asyncio.run(
-        run_benchmark(prompt_map, args.samples, args.rounds, args.latencies, args.server)
-    )
+    runs = asyncio.run(run_benchmark(prompt_map, args))
     rows = summarize(runs)
     verdicts = checks(rows)
-    meta = {**{k: getattr(args, k) for k in ("prompts", "samples", "rounds", "server")},
-            "machine": harness.machine_summary(), "load": harness.load_line(before)}  # fmt: skip
+    meta = {**vars(args), "machine": harness.machine_summary(), "load": harness.load_line(before)}
     payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": runs}
     harness.write_report(args.out, "end_to_end.md", markdown(rows, verdicts, meta), payload)
     return 0 if all(verdicts.values()) else 1

@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         texts = list(dict.fromkeys(t.strip() for t in responses + [s for g in samples for s in g]))
         ids = engine.encoder.tokenize(texts, 1 << 15)
         tokens[name] = sum(map(len, ids))
-        split = split_in_windows(ids, engine._frame)
+        split = split_in_windows(ids, engine.encoder.frame)
         read[name] = sum(map(len, split.sequences)) / tokens[name]
     scorer.score(*sides["short"])  # warm-up
     fns = {name: (lambda side=side: scorer.score(*side)) for name, side in sides.items()}

@@ -22,6 +22,7 @@ ignores ``n``, each run starting with nothing learned about the server.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import importlib
@@ -60,10 +61,8 @@ class Run:
     answer_calls: int
     sample_calls: int
     max_in_flight: int
-    #: when the last call was answered (it arrived, then waited the latency)
-    last_answer_s: float
-    #: uqlm-bert's ``metadata["timings"]["generation_s"]``; uqlm's: its last answer
-    generation_s: float
+    last_answer_s: float  # when the last call was answered (it arrived, waited the latency)
+    generation_s: float  # uqlm-bert's metadata["timings"]["generation_s"]; uqlm's: last answer
     client_cpu_s: float
     text_mismatches: int
     scores: list[float | None] = field(repr=False)
@@ -79,12 +78,10 @@ def make_uqlm(llm: Any, model_path: str, device: str | None = None) -> Any:
     from uqlm import BlackBoxUQ as UqlmBlackBoxUQ
 
     reference = uqlm_bert_module.BERTScorer
+    settings = {"model_type": model_path, "num_layers": LAYER, "idf": False}
 
     def embedded(*args: Any, **kwargs: Any) -> Any:
-        kwargs.update(
-            model_type=model_path, num_layers=LAYER, idf=False, rescale_with_baseline=False
-        )
-        return reference(*args, **kwargs)
+        return reference(*args, **{**kwargs, **settings, "rescale_with_baseline": False})
 
     with mock.patch.object(uqlm_bert_module, "BERTScorer", embedded):
         uq = UqlmBlackBoxUQ(llm=llm, scorers=["bert_score"], device=device)
@@ -104,15 +101,9 @@ def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> An
     common = {"llm": llm, "system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
     if model_path is None:
         return BlackBoxUQ(scorers=["bert_score"], device=device, **common)
+    settings = {"model_type": model_path, "num_layers": LAYER, "idf": False, "device": device}
     scorer = BERTScoreConsistency(
-        beta=1.0,
-        zero_weight=None,
-        model_type=model_path,
-        num_layers=LAYER,
-        idf=False,
-        dtype="float32",
-        long_texts="truncate",
-        device=device,
+        beta=1.0, zero_weight=None, dtype="float32", long_texts="truncate", **settings
     )
     return BlackBoxUQ(scorers=[scorer], **common)
 
@@ -146,28 +137,20 @@ async def timed_run(
 
 
 async def _timed_rounds(
-    server: harness.PassageServer,
-    variants: dict[str, Any],
-    prompts: list[str],
-    m: int,
-    rounds: int,
-    latencies_ms: Sequence[float],
-    timeout_s: float,
-    log: Callable[[str], None],
+    server: harness.PassageServer, variants: dict[str, Any], prompts: list[str], args, log,
     before: Callable[[str], None] = lambda name: None,
-) -> list[Run]:
-    """Each variant warmed up, then timed ``rounds`` times per latency in turning order
+) -> list[Run]:  # fmt: skip
+    """Each variant warmed up, then timed ``args.rounds`` times per latency in turning order
     (``before(name)`` ahead of each run)."""
+    m, timeout = args.samples, args.timeout
     for uq in variants.values():  # load models, open connections: not timed
-        await timed_run(server, uq, prompts[: min(4, len(prompts))], m, timeout_s)
+        await timed_run(server, uq, prompts[: min(4, len(prompts))], m, timeout)
     runs = []
-    for latency in latencies_ms:
+    for latency in args.latencies:
         server.set_latency(latency / 1000.0)
-        for r, name in harness.rounds(list(variants), rounds):
+        for r, name in harness.rounds(list(variants), args.rounds):
             before(name)
-            wall, scores, bad, counts = await timed_run(
-                server, variants[name], prompts, m, timeout_s
-            )
+            wall, scores, bad, counts = await timed_run(server, variants[name], prompts, m, timeout)
             runs.append(Run(latency, r, name, wall, text_mismatches=bad, scores=scores, **counts))
             log(
                 f"{latency:6.0f} ms  round {r}  {name:42s} {wall:7.2f} s (generation "
@@ -176,50 +159,29 @@ async def _timed_rounds(
     return runs
 
 
-async def run_benchmark(
-    passages: Sequence[harness.Passage],
-    n_prompts: int,
-    m: int,
-    rounds: int,
-    latencies_ms: Sequence[float],
-    only: str = "both",
-    timeout_s: float = 600.0,
-    log: Callable[[str], None] = print,
-    server_in: str = "process",
-    device: str | None = None,
-) -> list[Run]:
-    """Every run, in the order they were made."""
-    prompt_map = harness.make_prompts(passages, n_prompts)
-    path = harness.embedded_model()
-    with harness.PassageServer(prompt_map, where=server_in) as server:
+async def run_benchmark(passages: Sequence[harness.Passage], args, log=print) -> list[Run]:
+    """Every run of the libraries side by side (``args``: :func:`options`), in their order."""
+    prompt_map = harness.make_prompts(passages, args.prompts)
+    path, device = harness.embedded_model(), args.device
+    with harness.PassageServer(prompt_map, where=args.server) as server:
         variants: dict[str, Any] = {}
-        if only in ("both", "uqlm"):
+        if args.only in ("both", "uqlm"):
             variants[UQLM] = make_uqlm(harness.make_llm(server.base_url), path, device)
-        if only in ("both", "ours"):
+        if args.only in ("both", "ours"):
             variants[OURS] = make_ours(harness.make_llm(server.base_url), path, device)
             variants[OURS_DEFAULT] = make_ours(harness.make_llm(server.base_url), None, device)
-        args = (list(prompt_map), m, rounds, latencies_ms, timeout_s, log)
-        return await _timed_rounds(server, variants, *args)
+        return await _timed_rounds(server, variants, list(prompt_map), args, log)
 
 
-async def run_generation(
-    passages: Sequence[harness.Passage],
-    n_prompts: int,
-    m: int,
-    rounds: int,
-    latencies_ms: Sequence[float],
-    timeout_s: float = 600.0,
-    log: Callable[[str], None] = print,
-    server_in: str = "process",
-) -> list[Run]:
+async def run_generation(passages: Sequence[harness.Passage], args, log=print) -> list[Run]:
     """Generation alone: uqlm-bert at its defaults (``n`` where ``ChatOpenAI`` sends it), with
     ``use_n_param=False``, and at its defaults against a server that ignores ``n``; each run
     starts with nothing learned about the server."""
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.generation import forget_learned_limits
 
-    prompt_map = harness.make_prompts(passages, n_prompts)
-    with harness.PassageServer(prompt_map, where=server_in) as server:
+    prompt_map = harness.make_prompts(passages, args.prompts)
+    with harness.PassageServer(prompt_map, where=args.server) as server:
         llm = harness.make_llm(server.base_url)
         common = {"scorers": [harness.no_work_scorer()], "system_prompt": harness.SYSTEM_PROMPT}
         variants = {
@@ -232,8 +194,7 @@ async def run_generation(
             forget_learned_limits()
             server.ignore_n(name == GEN_IGNORED)
 
-        args = (list(prompt_map), m, rounds, latencies_ms, timeout_s, log, before)
-        return await _timed_rounds(server, variants, *args)
+        return await _timed_rounds(server, variants, list(prompt_map), args, log, before)
 
 
 def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -419,20 +380,25 @@ def check_env() -> int:
     return 0 if diff <= TOLERANCE else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     shared = ("prompts", "samples", "rounds", "latencies", "server", "device", "data", "out")
     ap = harness.parser(__doc__, *shared)
     ap.add_argument("--only", choices=["both", "ours", "uqlm"], default="both")
     ap.add_argument("--generation-only", action="store_true", help="uqlm-bert's calls alone")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take")
     ap.add_argument("--check-env", action="store_true", help="both libraries import and agree")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = options(argv)
     warnings.simplefilter("ignore")
     if args.check_env:
         return check_env()
     if not harness.have_data(args.data):
         return 0
-    if args.only != "ours" and not args.generation_only and not uqlm_available():
+    with_uqlm = args.only != "ours" and not args.generation_only
+    if with_uqlm and not uqlm_available():
         print(
             "uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
             "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours."
@@ -440,24 +406,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     passages = harness.load_passages(args.data)
     before = os.getloadavg()[0]
-    common = (passages, args.prompts, args.samples, args.rounds, args.latencies)
-    with_uqlm = args.only != "ours" and not args.generation_only
-    meta = {k: getattr(args, k) for k in ("prompts", "samples", "rounds", "server", "device")}
-    meta |= {"latencies_ms": args.latencies, "versions": versions(with_uqlm)}
-    if args.generation_only:
-        gen_runs = asyncio.run(run_generation(*common, args.timeout, server_in=args.server))
-        meta |= {"machine": harness.machine_summary(), "load": harness.load_line(before)}
-        payload = {"meta": meta, "runs": [asdict(r) for r in gen_runs]}
-        report = generation_markdown(gen_runs, meta)
-        harness.write_report(args.out, "generation.md", report, payload)
-        return 0 if all(r.text_mismatches == 0 for r in gen_runs) else 1
-    runs = asyncio.run(
-        run_benchmark(*common, args.only, args.timeout, server_in=args.server, device=args.device)
-    )
+    run = run_generation if args.generation_only else run_benchmark
+    runs = asyncio.run(run(passages, args))
     rows = summarize(runs)
-    verdicts = checks(rows, args.prompts, args.samples)
-    meta |= {"machine": harness.machine_summary(args.device), "load": harness.load_line(before)}
-    payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": [asdict(r) for r in runs]}
+    device = None if args.generation_only else args.device
+    meta = {**vars(args), "versions": versions(with_uqlm), "load": harness.load_line(before),
+            "machine": harness.machine_summary(device)}  # fmt: skip
+    payload = {"meta": meta, "rows": rows, "runs": [asdict(r) for r in runs]}
+    if args.generation_only:
+        harness.write_report(args.out, "generation.md", generation_markdown(runs, meta), payload)
+        return 0 if all(r.text_mismatches == 0 for r in runs) else 1
+    payload["checks"] = verdicts = checks(rows, args.prompts, args.samples)
     harness.write_report(args.out, "vs_uqlm.md", markdown(rows, verdicts, meta), payload)
     return 0 if all(verdicts.values()) else 1
 

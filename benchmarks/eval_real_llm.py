@@ -41,15 +41,8 @@ from uqlm_bert.scorers.bert import BERTScoreConsistency
 #: The system message of every call: a short answer, as a screening pipeline would ask for.
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 #: Every black-box scorer, the default first.
-SCORERS = [
-    "bert_score",
-    "bert_score_precision",
-    "bert_score_recall",
-    "cosine_sim",
-    "rouge_l",
-    "bleu",
-    "exact_match",
-]
+SCORERS = "bert_score bert_score_precision bert_score_recall cosine_sim rouge_l bleu exact_match"
+SCORERS = SCORERS.split()
 
 
 def _questions(path: Path | None, limit: int | None) -> list[dict]:
@@ -70,39 +63,28 @@ async def generate(args: argparse.Namespace) -> None:
     rows = _questions(args.questions, args.limit)
     questions = [r["question"] for r in rows]
     started = time.perf_counter()
-    local = LocalLLM(
-        num_responses=args.samples,
-        slots=args.slots,
-        threads=args.threads,
-        max_tokens=args.max_tokens,
-    )
+    settings = {"slots": args.slots, "threads": args.threads, "max_tokens": args.max_tokens}
+    local = LocalLLM(num_responses=args.samples, **settings)
     async with local as llm:
         loaded = time.perf_counter() - started
         answering = local.chat_model(logprobs=True)
         messages = [[("system", SYSTEM_PROMPT), ("user", q)] for q in questions]
         replies = await answering.abatch(messages, config={"max_concurrency": local.slots})
         answered = time.perf_counter() - started
-        uq = BlackBoxUQ(
-            llm=llm,
-            system_prompt=SYSTEM_PROMPT,
-            request_timeout=args.request_timeout,
-            show_progress_bars=not args.quiet,
-        )
+        settings = {
+            "request_timeout": args.request_timeout,
+            "show_progress_bars": not args.no_progress,
+        }
+        uq = BlackBoxUQ(llm=llm, system_prompt=SYSTEM_PROMPT, **settings)
         samples = await uq.generate_candidate_responses(questions, num_responses=args.samples)
         calls = uq.last_generation.stats.as_dict()
     elapsed = time.perf_counter() - started
     args.answers.parent.mkdir(parents=True, exist_ok=True)
     with open(args.answers, "w", encoding="utf-8") as f:
         for row, reply, group in zip(rows, replies, samples, strict=True):
-            record = {
-                "question": row["question"],
-                "answers": row["answers"],
-                "relation": row.get("relation"),
-                "response": reply.content,
-                "response_logprob": _mean_logprob(reply),
-                "sampled_responses": group,
-                "correct": is_correct(reply.content, row["answers"]),
-            }
+            record = {**{k: row.get(k) for k in ("question", "answers", "relation")},
+                      "response": reply.content, "response_logprob": _mean_logprob(reply),
+                      "sampled_responses": group, "correct": is_correct(reply.content, row["answers"])}  # fmt: skip
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     print(
         f"{len(rows)} questions x (1 + {args.samples}) in {elapsed:.0f} s (model loaded in "
@@ -143,61 +125,47 @@ def score(args: argparse.Namespace) -> str:
     records = [json.loads(line) for line in args.answers.read_text(encoding="utf-8").splitlines()]
     responses = [r["response"] for r in records]
     samples = [r["sampled_responses"] for r in records]
+    prompts = [r["question"] for r in records]
     correct = np.array([is_correct(r["response"], r["answers"]) for r in records], dtype=float)
-    uq = BlackBoxUQ(scorers=SCORERS, show_progress_bars=not args.quiet)
+    uq = BlackBoxUQ(scorers=SCORERS, show_progress_bars=not args.no_progress)
     started = time.perf_counter()
-    data = uq.score(responses, samples, prompts=[r["question"] for r in records]).data
+    data = uq.score(responses, samples, prompts=prompts).data
     scoring_s = time.perf_counter() - started
     confidences = {name: np.asarray(data[name], dtype=float) for name in SCORERS}
     # the earlier default: BERTScore's F1 with the idf weights alone
-    plain = BlackBoxUQ(
-        scorers=[BERTScoreConsistency(beta=1.0, zero_weight=None)], show_progress_bars=False
-    )
-    confidences["bert_score as F1, idf weights alone"] = np.asarray(
-        plain.score(responses, samples).data["bert_score"], dtype=float
-    )
-    accurate = _accurate_preset(args.quiet)
+    plain = [BERTScoreConsistency(beta=1.0, zero_weight=None)]
+    got = BlackBoxUQ(scorers=plain, show_progress_bars=False).score(responses, samples)
+    confidences["bert_score as F1, idf weights alone"] = np.asarray(got.data["bert_score"], float)
+    accurate = _accurate_preset(args.no_progress)
     if accurate is not None:
-        confidences["bert_score, accurate preset"] = np.asarray(
-            accurate.score(responses, samples, prompts=[r["question"] for r in records]).data[
-                "bert_score"
-            ],
-            dtype=float,
-        )
-    confidences["mean token log-prob (grey box)"] = np.array(
-        [r["response_logprob"] for r in records], dtype=float
-    )
+        got = accurate.score(responses, samples, prompts=prompts).data["bert_score"]
+        confidences["bert_score, accurate preset"] = np.asarray(got, dtype=float)
+    logprobs = [r["response_logprob"] for r in records]
+    confidences["mean token log-prob (grey box)"] = np.array(logprobs, dtype=float)
     n = len(records)
     acc = correct.mean()
     rng = np.random.default_rng(args.seed)
     acc_lo, acc_hi = np.percentile(
         [correct[rng.integers(0, n, n)].mean() for _ in range(args.bootstrap)], [2.5, 97.5]
     )
-    lines = [
-        f"{n} questions ({args.answers.name}), {len(samples[0])} samples each; answers right "
-        f"{acc:.1%} (95% interval {acc_lo:.1%}-{acc_hi:.1%}); scored in {scoring_s:.1f} s",
-        "",
-        "| confidence | AUROC | 95% interval | PRR | 95% interval |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+    rows = []
     for name, values in confidences.items():
         keep = ~np.isnan(values)
         v, y = values[keep], correct[keep]
         a_lo, a_hi = _interval(v, y, auroc, args.bootstrap, args.seed)
         p_lo, p_hi = _interval(v, y, prr, args.bootstrap, args.seed)
-        lines.append(
-            f"| {name} | {auroc(v, y):.3f} | {a_lo:.3f}-{a_hi:.3f} | {prr(v, y):.3f} | "
-            f"{p_lo:.3f}-{p_hi:.3f} |"
-        )
-    table = "\n".join(lines)
-    (args.answers.parent / (args.answers.stem.replace("answers", "scores") + ".md")).write_text(
-        table + "\n", encoding="utf-8"
-    )
-    return table
+        rows.append([name, f"{auroc(v, y):.3f}", f"{a_lo:.3f}-{a_hi:.3f}", f"{prr(v, y):.3f}",
+                     f"{p_lo:.3f}-{p_hi:.3f}"])  # fmt: skip
+    head = ["confidence", "AUROC", "95% interval", "PRR", "95% interval"]
+    return "\n".join([
+        f"{n} questions ({args.answers.name}), {len(samples[0])} samples each; answers right "
+        f"{acc:.1%} (95% interval {acc_lo:.1%}-{acc_hi:.1%}); scored in {scoring_s:.1f} s",
+        "", *harness.md_table(head, rows),
+    ])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = harness.parser(__doc__, "samples", "seed")
+    ap = harness.parser(__doc__, "samples", "seed", "no-progress")
     ap.add_argument("step", nargs="?", choices=["all", "generate", "score"], default="all")
     ap.add_argument("--questions", type=Path, help="question/answers JSON Lines (default: shipped)")
     ap.add_argument("--answers", type=Path, default=harness.OUT / "real_llm_answers.jsonl")
@@ -207,12 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=48)
     ap.add_argument("--request-timeout", type=float, default=600.0)
     ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     if args.step in ("all", "generate"):
         asyncio.run(generate(args))
     if args.step in ("all", "score"):
-        print(score(args))
+        name = args.answers.stem.replace("answers", "scores") + ".md"
+        harness.write_report(args.answers.parent, name, score(args))
     return 0
 
 

@@ -15,21 +15,23 @@ against each whole sample; ``passage``: the whole answer against each whole samp
 samples, the smaller counts over disjoint subsets of the 20 (so each cell has a spread); and the
 other scorers as baselines. Embeddings are computed once per layer and the greedy matches reduced
 once per pair; each setting then only reweighs them, after a parity check against
-``BERTScorer.score`` (the run stops beyond 1e-5). Writes ``wikibio_sweep.csv`` (every cell) and
-``wikibio_sweep.md``.
+``BERTScorer.score`` (the run stops beyond 1e-5). Where layers 2-6 are swept, combinations are
+judged the same way: F1 averaged over layers, rank ensembles with BLEU, other poolings of the
+samples. Writes ``wikibio_sweep.csv`` (every cell) and ``wikibio_sweep.md``.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import rankdata
 from tqdm.auto import tqdm
 
 from benchmarks import harness
@@ -141,7 +143,8 @@ class LayerSweep:
             )
         )
         ids = dict(zip(texts, enc.tokenize(texts), strict=True))
-        emb = _embed_all(enc, texts, ids, scorer.batch_size, show, f"layer {enc.num_layers}")
+        batch = scorer.batch_size or 64  # texts per forward pass (the engine's own: a budget)
+        emb = _embed_all(enc, texts, ids, batch, show, f"layer {enc.num_layers}")
         self.ids = ids
         self.matches = [
             self._match(p, ids, emb)
@@ -321,15 +324,14 @@ def idf_tables(
 
 def sweep_bertscore(
     passages: list[Passage], layers: Sequence[int], device: str | None, show: bool
-) -> tuple[list[dict], dict[tuple, np.ndarray], list[dict]]:
-    """Every BERTScore setting on every sample subset.
-
-    Returns the rows, the k=20 passage confidences per setting (for the bootstrap), and the
-    idf-corpus rows (see :func:`idf_corpus_size`).
-    """
+) -> tuple[list[dict], dict[tuple, np.ndarray], list[dict], dict]:
+    """Every BERTScore setting on every sample subset: the rows, the k=20 passage confidences per
+    setting (for the bootstrap), the idf-corpus rows (:func:`idf_corpus_size`), and each pair's
+    whole-answer F1 at k=20, ``[passages, samples]`` per (layer, idf over all samples)."""
     rows: list[dict] = []
     confidences: dict[tuple, np.ndarray] = {}
     corpus_rows: list[dict] = []
+    pair_f1: dict[tuple[int, bool], np.ndarray] = {}
     for layer in layers:
         t0 = time.time()
         scorer = BERTScorer(num_layers=layer, device=device, show_progress_bars=False)
@@ -368,10 +370,13 @@ def sweep_bertscore(
                                 **evaluate(passages, sent, pas),
                             }
                         )  # fmt: skip
+        for idf in (False, True):  # each pair's F1 at k=20, for the combinations
+            per = sweep.scores(full["all" if idf else "none"], list(range(N_SAMPLES)), True)
+            pair_f1[(layer, idf)] = per["passage"][2]
         corpus_rows += idf_corpus_size(sweep, passages, layer)
         del sweep
         print(f"layer {layer}: {time.time() - t0:.0f}s", file=sys.stderr)
-    return rows, confidences, corpus_rows
+    return rows, confidences, corpus_rows, pair_f1
 
 
 def idf_corpus_size(
@@ -487,6 +492,75 @@ def sweep_other_scorers(
         rows.append({"scorer": "cosine_sim", "method": "passage", "k": k, "subset": s,
                      **evaluate(passages, sent, pas)})  # fmt: skip
     return rows, confidences
+
+
+# --------------------------------------------------------------------------- combinations
+
+#: The layers the combinations average over.
+LAYERS = (2, 3, 4, 5, 6)
+Pool = Callable[[list[int]], np.ndarray]  # sample indices -> one confidence per passage
+
+
+def bleu_matrix(passages: list[Passage]) -> np.ndarray:
+    """BLEU consistency of each (answer, sample) pair, ``[passages, samples]``."""
+    bleu = BleuScorer()
+    pair = lambda a, b: bleu._pair(bleu._prepare(a), bleu._prepare(b))  # noqa: E731
+    return np.array([[pair(p.response, s) for s in p.samples] for p in passages])
+
+
+def judge(pool: Pool, degree: np.ndarray) -> dict[str, float]:
+    """Spearman x100 of ``-confidence`` against ``degree`` for each sample subset, summarised."""
+    cells: dict[int, list[float]] = {}
+    for k, _, idx in subsets():
+        cells.setdefault(k, []).append(100 * spearman(-pool(idx), degree))
+    every = [v for vs in cells.values() for v in vs]
+    means = {f"k={k}": float(np.mean(cells[k])) for k in (20, 10, 5)}
+    return {**means, "all cells": float(np.mean(every)), "worst": float(np.min(every))}
+
+
+def candidates(f1: dict[tuple[int, bool], np.ndarray], bleu: np.ndarray) -> dict[str, Pool]:
+    """Combinations of passage-level detectors beyond the single settings, each as a pooling of
+    per-sample scores: F1 averaged over layers, rank ensembles with BLEU, other poolings."""
+
+    def mean_of(m: np.ndarray) -> Pool:
+        return lambda idx: m[:, idx].mean(1)
+
+    best, plain = f1[(5, True)], f1[(5, False)]
+    out: dict[str, Pool] = {
+        "layer 5, idf, F1, mean over samples (best single setting)": mean_of(best),
+        "layer 5, no idf, F1 (the default)": mean_of(plain),
+    }
+    for idf in (False, True):
+        for layers in ((4, 5), (4, 5, 6), (3, 4, 5), (3, 4, 5, 6), (2, 3, 4, 5, 6)):
+            name = f"F1 averaged over layers {','.join(map(str, layers))}, {'idf' if idf else 'no idf'}"
+            out[name] = mean_of(np.mean([f1[(layer, idf)] for layer in layers], axis=0))
+    for w in (0.25, 0.5):
+        out[f"rank ensemble: {1 - w:g} x BERTScore (layer 5, idf) + {w:g} x BLEU"] = (
+            lambda idx, w=w: (
+                (1 - w) * rankdata(best[:, idx].mean(1)) + w * rankdata(bleu[:, idx].mean(1))
+            )
+        )
+    out["rank ensemble: layer 5 with idf + layer 5 without"] = lambda idx: (
+        rankdata(best[:, idx].mean(1)) + rankdata(plain[:, idx].mean(1))
+    )
+    out["layer 5, idf, F1, minimum over samples"] = lambda idx: best[:, idx].min(1)
+    out["layer 5, idf, F1, mean without the best sample"] = lambda idx: np.sort(best[:, idx], 1)[
+        :, :-1
+    ].mean(1)
+    out["BLEU alone"] = mean_of(bleu)
+    return out
+
+
+def combinations(passages: list[Passage], f1: dict[tuple[int, bool], np.ndarray]) -> list[str]:
+    """The combinations' report section: passage Spearman x100 of each, as a setting's."""
+    degree = np.array([p.degree.mean() for p in passages])
+    cols = ("k=20", "k=10", "k=5", "all cells", "worst")
+    rows = []
+    for name, pool in candidates(f1, bleu_matrix(passages)).items():
+        r = judge(pool, degree)
+        rows.append([name, *(f"{r[c]:.2f}" for c in cols)])
+    title = "## Combinations (idf over all samples; passage Spearman x100)"
+    return [title, "", *harness.md_table(["detector", *cols], rows), ""]
 
 
 # --------------------------------------------------------------------------- report
@@ -609,7 +683,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     show = not args.no_progress
     passages = harness.load_passages(args.data)
-    rows, confidences, corpus_rows = sweep_bertscore(passages, args.layers, args.device, show)
+    found = sweep_bertscore(passages, args.layers, args.device, show)
+    rows, confidences, corpus_rows, pair_f1 = found
     if not args.no_other_scorers:
         more_rows, more_conf = sweep_other_scorers(passages, args.device, show)
         rows += more_rows
@@ -626,6 +701,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         diff = bootstrap_difference(passages, confidences[best_key], confidences[base_key])
         bootstrap = (best_key, base_key, diff)
     text = markdown(summary, df, pd.DataFrame(corpus_rows), bootstrap, args.top)
+    if set(LAYERS) <= set(args.layers):
+        text += "\n" + "\n".join(combinations(passages, pair_f1))
     harness.write_report(args.out, "wikibio_sweep.md", text)
     df.to_csv(args.out / "wikibio_sweep.csv", index=False)
     return 0

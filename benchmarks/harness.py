@@ -4,21 +4,18 @@ order and their medians, one argument parser, the machine summary and the report
 A benchmark is a module ``benchmarks/NAME.py`` with ``main(argv=None) -> int``, run as
 ``python -m benchmarks.NAME`` from the repository root and listed in ``run_all.sh``::
 
-    from benchmarks import harness
-
     def main(argv=None) -> int:
         ap = harness.parser(__doc__, "prompts", "samples", "rounds", "device", "out")
         ap.add_argument("--mine", type=int, default=3)  # the script's own options only
         args = ap.parse_args(argv)
         responses, samples, source = harness.load_prompts(args.prompts, args.samples)
         timings = harness.time_rounds({"a": run_a, "b": run_b}, args.rounds)
-        lines = [harness.machine_summary(args.device), "",
-                 *harness.md_table(["run", "median s"], [["a", f"{timings.median('a'):.2f}"]])]
-        harness.write_report(args.out, "mine.md", "\n".join(lines))
+        table = harness.md_table(["run", "median s"], [["a", f"{timings.median('a'):.2f}"]])
+        harness.write_report(args.out, "mine.md", "\n".join([harness.machine_summary(), *table]))
         return 0
 
-The server benchmarks serve WikiBio passages (:func:`load_passages`, :func:`make_prompts`) from a
-:class:`PassageServer` (``benchmarks/loopback.py``) and time async runs with :func:`rounds`.
+Benchmarks through a client and a server serve :func:`load_passages` under :func:`make_prompts`
+from a :class:`PassageServer` and walk async runs with :func:`rounds`.
 """
 
 from __future__ import annotations
@@ -89,8 +86,7 @@ def load_passages(path: Path = WIKIBIO, exclude: Collection[int] = ()) -> list[P
 
 
 def have_data(path: Path) -> bool:
-    """Whether the data file is there; where not, says that the benchmark is skipped (its exit
-    status stays 0: nothing failed)."""
+    """Whether the data file is there; where not, says the benchmark skips it (exit status 0)."""
     if Path(path).is_file():
         return True
     print(f"skipped: {path} not found (the WikiBio GPT-3 passages): nothing to measure")
@@ -171,8 +167,8 @@ def rounds(names: Sequence[str], n: int) -> Iterator[tuple[int, str]]:
 
 @dataclass
 class Timings:
-    """Seconds per round of each contestant: wall clock and this process's CPU time (all its
-    threads; on a loaded machine it moves less than the wall time)."""
+    """Seconds per round of each contestant: wall clock, and this process's CPU time (all its
+    threads: on a loaded machine it moves less than the wall time)."""
 
     wall: dict[str, list[float]]
     cpu: dict[str, list[float]]
@@ -330,6 +326,7 @@ def write_report(out: Path, name: str, report: str, payload: Any = None) -> Path
     path = out / name
     path.write_text(report.rstrip("\n") + "\n", encoding="utf-8")
     if payload is not None:
-        path.with_suffix(".json").write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        text = json.dumps(payload, indent=1, default=str)  # paths and the like as text
+        path.with_suffix(".json").write_text(text, encoding="utf-8")
     print(report)
     return path

@@ -1,16 +1,11 @@
-"""The loopback server of the end-to-end benchmarks: WikiBio passages served through the scripted
-OpenAI-compatible server (``tests/openai_server.py``) on 127.0.0.1, and the client they call it by.
+"""The loopback server of the end-to-end benchmarks: WikiBio passages served by the scripted
+OpenAI-compatible server (``tests/openai_server.py``) on 127.0.0.1, and the client that calls it.
 
-A real provider answers from another machine: its work costs the client's process nothing. The
-scripted server (the standard library's threaded HTTP server) run as a thread of the benchmark's
-process would take the interpreter's lock for every request, beside the client's event loop and
-scoring thread, which no deployment does. :class:`PassageServer` runs it in a child process by
-default (``where="process"``: it still shares the machine's cores, not the lock);
-``where="thread"`` keeps it in this process.
-
-The server answers a prompt's passage at temperature 0 and its samples in turn otherwise; it
-honours a request's ``n`` (several choices, each the prompt's next sample) or ignores it (one
-choice, as some OpenAI-compatible servers do), waits a set latency, and logs every request.
+The server answers a prompt's passage at temperature 0 and its samples in turn otherwise, honours
+a request's ``n`` or ignores it (one choice, as some servers do), waits a set latency and logs
+every request. It runs in a child process by default: a provider's work costs its client's
+process nothing, and a server thread would take the interpreter's lock beside the client's event
+loop and scoring thread, which no deployment does (it still shares the machine's cores).
 """
 
 from __future__ import annotations
@@ -71,11 +66,8 @@ class Passage:
 
     def rotated(self, k: int) -> Passage:
         """The passage with each text's sentences rotated ``k`` places: texts of the same length
-        that no other prompt receives (unless a text has no more than ``k`` sentences).
-
-        Both libraries embed each unique text once per call, so prompts that share texts would
-        make one large batch cheaper than several small ones, which real prompts never do.
-        """
+        that no other prompt receives (unless a text has no more than ``k`` sentences), since
+        shared texts, embedded once per call, would make large batches cheaper than real ones."""
         from uqlm_bert.scorers.sentences import split_sentences
 
         def rotate(text: str) -> str:
@@ -126,11 +118,8 @@ def no_work_scorer() -> Any:
 
 
 class PassageAnswers:
-    """The server's answers: a prompt's passage at temperature 0, its samples in turn otherwise.
-
-    Thread-safe (the server answers from many threads). :meth:`reset` restarts every prompt's
-    samples from the first, so that each run receives the same texts per prompt.
-    """
+    """The server's answers: a prompt's passage at temperature 0, its samples in turn otherwise
+    (thread-safe); :meth:`reset` restarts every prompt's samples from the first."""
 
     UNKNOWN = "No passage is known for this prompt."
 
@@ -201,25 +190,6 @@ def _apply(server: FakeOpenAIServer, answers: PassageAnswers, name: str, arg: An
     return None
 
 
-class _Local:
-    """The server in a thread of this process."""
-
-    def __init__(self, prompts: dict[str, Passage]) -> None:
-        self.answers = PassageAnswers(prompts)
-        self.server = FakeOpenAIServer(answer=self.answers, request_queue_size=QUEUE)
-        self.base_url = ""
-
-    def start(self) -> None:
-        self.server.__enter__()
-        self.base_url = self.server.base_url
-
-    def stop(self) -> None:
-        self.server.__exit__(None, None, None)
-
-    def command(self, name: str, arg: Any = None) -> Any:
-        return _apply(self.server, self.answers, name, arg)
-
-
 def _serve() -> None:
     """The child process (``python -m benchmarks.loopback``): the prompts come as the first line
     of stdin (JSON), the base URL goes out as the first line of stdout, then one JSON command per
@@ -240,19 +210,33 @@ def _serve() -> None:
             print(json.dumps(reply), flush=True)
 
 
-class _Child:
-    """The server in a child process: a fresh interpreter running this module, driven through
-    its stdin and stdout (not ``multiprocessing``, whose ``spawn`` re-imports the parent's main
-    module, and whose ``fork`` would copy the parent's threads and libraries)."""
+def describe_server(where: str | None) -> str:
+    """Where the server ran, for a report."""
+    return "a process of its own" if where == "process" else "this process"
 
-    def __init__(self, prompts: dict[str, Passage], start_timeout: float = 60.0) -> None:
-        self.prompts = prompts
-        self.start_timeout = start_timeout
-        self.base_url = ""
-        self.proc: subprocess.Popen[str] | None = None
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
+class PassageServer:
+    """The passage server on 127.0.0.1, in a child process (``where="process"``, the default:
+    ``python -m benchmarks.loopback`` driven through its stdin and stdout) or a thread of this one
+    (``where="thread"``); a context manager. Before each timed run :meth:`reset`; after it,
+    :meth:`log`; ``answers.mismatches`` judges what the run received."""
+
+    def __init__(self, prompts: dict[str, Passage], where: str = "process") -> None:
+        if where not in ("process", "thread"):
+            raise ValueError(f"where must be 'process' or 'thread', not {where!r}")
+        self.where, self.prompts, self.latency, self.base_url = where, prompts, 0.0, ""
+        self.answers = PassageAnswers(prompts)  # the thread's own; the child's are its copy
+        self._local = None
+        if where == "thread":
+            self._local = FakeOpenAIServer(answer=self.answers, request_queue_size=QUEUE)
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> PassageServer:
+        if self._local is not None:
+            self._local.__enter__()
+            self.base_url = self._local.base_url
+            return self
+        self._proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.loopback"],
             cwd=Path(__file__).resolve().parents[1],
             stdin=subprocess.PIPE,
@@ -261,21 +245,13 @@ class _Child:
             bufsize=1,
         )
         rows = [[p, v.idx, v.response, list(v.samples)] for p, v in self.prompts.items()]
-        self.base_url = self._exchange(rows, self.start_timeout)
+        self.base_url = self._exchange(rows, 60.0)
+        return self
 
-    def _exchange(self, message: Any, timeout: float = 30.0) -> Any:
-        assert self.proc is not None and self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps(message) + "\n")
-        self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            self.stop()
-            raise RuntimeError("the server process did not answer (it ended or hung)")
-        return json.loads(line)
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
+    def __exit__(self, *exc: object) -> None:
+        if self._local is not None:
+            self._local.__exit__(None, None, None)
+        proc, self._proc = self._proc, None
         if proc is None:
             return
         try:
@@ -292,67 +268,41 @@ class _Child:
         if proc.stdout is not None:
             proc.stdout.close()
 
-    def command(self, name: str, arg: Any = None) -> Any:
+    def _exchange(self, message: Any, timeout: float = 30.0) -> Any:
+        assert self._proc and self._proc.stdin and self._proc.stdout
+        self._proc.stdin.write(json.dumps(message) + "\n")
+        self._proc.stdin.flush()
+        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
+        line = self._proc.stdout.readline() if ready else ""
+        if not line:
+            self.__exit__()
+            raise RuntimeError("the server process did not answer (it ended or hung)")
+        return json.loads(line)
+
+    def _command(self, name: str, arg: Any = None) -> Any:
+        if self._local is not None:
+            return _apply(self._local, self.answers, name, arg)
         status, value = self._exchange([name, arg])
         if status != "ok":
             raise RuntimeError(f"server command {name!r} failed: {value}")
         return value
 
-
-def describe_server(where: str | None) -> str:
-    """Where the server ran, for a report."""
-    return "a process of its own" if where == "process" else "this process"
-
-
-class PassageServer:
-    """The passage server on 127.0.0.1, in a child process (``where="process"``, the default) or
-    a thread of this one (``where="thread"``); use as a context manager.
-
-    Example::
-
-        with PassageServer(make_prompts(load_passages(), 12)) as server:
-            server.set_latency(1.0)
-            llm = make_llm(server.base_url)
-            ...
-            server.reset()  # before each timed run
-            log = server.log()
-    """
-
-    def __init__(self, prompts: dict[str, Passage], where: str = "process") -> None:
-        if where not in ("process", "thread"):
-            raise ValueError(f"where must be 'process' or 'thread', not {where!r}")
-        self.where = where
-        self.answers = PassageAnswers(prompts)  # this side: judging what a run received
-        self._impl: _Local | _Child = _Child(prompts) if where == "process" else _Local(prompts)
-        self.latency = 0.0
-
-    @property
-    def base_url(self) -> str:
-        return self._impl.base_url
-
-    def __enter__(self) -> PassageServer:
-        self._impl.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._impl.stop()
-
     def set_latency(self, seconds: float) -> None:
         """Every answer from now on waits ``seconds`` before it is sent."""
-        self._impl.command("latency", seconds)
+        self._command("latency", seconds)
         self.latency = seconds
 
     def ignore_n(self, ignore: bool) -> None:
         """Answer every request with one choice whatever its ``n`` (``True``), or honour it."""
-        self._impl.command("ignore_n", ignore)
+        self._command("ignore_n", ignore)
 
     def reset(self) -> None:
         """Restart every prompt's samples from the first, and clear the request log."""
-        self._impl.command("reset")
+        self._command("reset")
 
     def log(self) -> ServerLog:
         """The requests since the last :meth:`reset`."""
-        got = self._impl.command("log")
+        got = self._command("log")
         return ServerLog([(a, t) for a, t in got["arrivals"]], got["max_in_flight"], got["asked"])
 
 

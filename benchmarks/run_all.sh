@@ -26,7 +26,7 @@ if [ -n "${UQLM_BERT_ACCURATE_MODEL_DIR:-}" ]; then
     [ "$device" = cpu ] || run bench_presets --device "$device" --samples 20 --rounds 3 $random --out "$out/m20"
 fi
 if "$py" -c "import xllamacpp, langchain_openai" 2>/dev/null; then  # the local LLM (extra "local")
-    run eval_real_llm --quiet
+    run eval_real_llm --no-progress
 fi
 # against uqlm 0.6.7, in its own environment (bash benchmarks/setup-uqlm-env.sh creates it)
 if [ -x benchmarks/.venv-uqlm/bin/python ]; then
@@ -35,7 +35,6 @@ if [ -x benchmarks/.venv-uqlm/bin/python ]; then
         --latencies "${latencies[@]}" ${DEVICE:+--device "$DEVICE"}
 fi
 run eval_wikibio --no-progress
-run eval_combinations
 run eval_idf --random-subsets 2000 --seed 0 --no-progress
 run eval_long_texts --device "$device" --sets 4
 run eval_threshold

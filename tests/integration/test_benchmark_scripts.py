@@ -18,8 +18,8 @@ from scipy.stats import spearmanr
 
 from benchmarks import bench_async_app as async_app
 from benchmarks import bench_vs_uqlm as vs
-from benchmarks import eval_combinations as combos
 from benchmarks import eval_idf, eval_threshold, harness, loopback
+from benchmarks import eval_wikibio as combos
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_idf_summary_gives_k20_and_the_spread_over_the_k5_sets():
         assert got.loc[name, "passage_spearman k=5"] == f"{five.mean():.2f} ({five.std():.2f})"
 
 
-@pytest.mark.parametrize("script", [combos, eval_idf], ids=["eval_combinations", "eval_idf"])
+@pytest.mark.parametrize("script", [combos, eval_idf], ids=["eval_wikibio", "eval_idf"])
 def test_scripts_skip_cleanly_without_the_data(script, tmp_path, capsys):
     missing = tmp_path / "absent.jsonl"
     assert script.main(["--data", str(missing)]) == 0
@@ -129,6 +129,13 @@ def _passages() -> list:
             (12, "Luis Ortega", "Seville", "sculptor"),
         ]
     ]
+
+
+def _options(prompts: int, *more: str):
+    """The side-by-side benchmark's options: ``prompts`` prompts x 2 samples, 1 round at 0 ms."""
+    return vs.options(
+        ["--prompts", str(prompts), "--samples", "2", "--rounds", "1", "--latencies", "0", *more]
+    )
 
 
 def test_vs_uqlm_prompts_map_to_passages_and_samples_restart_after_reset():
@@ -174,7 +181,7 @@ def test_vs_uqlm_rounds_put_every_run_in_every_place():
 @pytest.mark.network
 def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
     runs = asyncio.run(
-        vs.run_benchmark(_passages(), 3, 2, 1, [0.0], only="ours", log=lambda _: None)
+        vs.run_benchmark(_passages(), _options(3, "--only", "ours"), log=lambda _: None)
     )
     assert [r.variant for r in runs] == [vs.OURS, vs.OURS_DEFAULT]
     rows = vs.summarize(runs)
@@ -211,7 +218,7 @@ def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
 
 @pytest.mark.network
 def test_vs_uqlm_generation_only_runs_the_three_ways_of_asking_for_samples():
-    runs = asyncio.run(vs.run_generation(_passages(), 3, 2, 1, [0.0], log=lambda _: None))
+    runs = asyncio.run(vs.run_generation(_passages(), _options(3), log=lambda _: None))
     calls = {r.variant: (r.calls, r.sample_calls) for r in runs}
     # defaults: per prompt the answer and its samples in one call (n); without n one call per
     # sample; against a server that ignores n, the one call with n and the missing sample again
@@ -250,7 +257,7 @@ def test_vs_uqlm_script_writes_its_report(shared_data_dir, tmp_path, capsys):
 def test_vs_uqlm_uqlm_side_agrees(tmp_path):
     pytest.importorskip("uqlm")
     runs = asyncio.run(
-        vs.run_benchmark(_passages(), 2, 2, 1, [0.0], only="both", log=lambda _: None)
+        vs.run_benchmark(_passages(), _options(2, "--only", "both"), log=lambda _: None)
     )
     rows = vs.summarize(runs)
     verdicts = vs.checks(rows, 2, 2)
