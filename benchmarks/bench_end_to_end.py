@@ -1,18 +1,24 @@
-"""End to end through a client and a server: does scoring hide behind generation, and keep up?
+"""End to end through a client and a server: does scoring hide behind generation and keep up
+with it, and does an async app's burst of one-prompt calls cost what one call costs?
 
     python -m benchmarks.bench_end_to_end [--prompts 30] [--samples 5] [--rounds 5]
-        [--latencies 0 1000] [--server process|thread]
+        [--latencies 0 1000] [--rate 5] [--duration 20] [--device cpu|cuda]
 
-``BlackBoxUQ`` objects at their defaults, warmed up, call the loopback server (WikiBio passages,
-distinct texts per prompt, a fixed latency) through ``ChatOpenAI``. Each round, in turning order:
-generation only (``generate_and_score`` with a scorer that does no work), scoring only
-(``score`` with ``bert_score`` on the prompts and the texts the server hands out) and both
-(``generate_and_score`` with ``bert_score``). Reported per latency, medians: the **overlap**, both
-/ max(generation only, scoring only) in wall time (1.0: one hidden behind the other; 2.0: one
-after the other), and **keeping up**, the scoring time inside ``generate_and_score``
-(``metadata["timings"]["scoring_s"]``) over the same work's in ``score`` alone (at 0 ms, the
-hardest case). The exit status says whether every run received its texts and both ways of
-scoring agree; the goals are reported. Writes ``end_to_end.md``.
+``BlackBoxUQ`` objects at their defaults call the loopback server (WikiBio passages, distinct
+texts per prompt, a fixed latency) through ``ChatOpenAI``, each warmed up. Each round, in turning
+order, every run starting with nothing learned about the server: generation only
+(``generate_and_score`` with a scorer that does no work), scoring only (``score`` with
+``bert_score`` on the prompts and the texts the server hands out), one call (``generate_and_score``
+of all the prompts with ``bert_score``) and a burst (the same prompts as one-prompt calls at once
+on another object, as an app's requests). Then a stream: one-prompt calls started at ``--rate``
+per second for ``--duration`` seconds on the burst's object. Reported per latency, medians: the
+**overlap**, one call / max(generation only, scoring only) (1.0: one hidden behind the other, 2.0:
+one after the other); **keeping up**, the scoring time inside the one call
+(``metadata["timings"]["scoring_s"]``) over scoring alone's (at 0 ms, the hardest case); the
+burst over the one call and its requests' latency; the stream's request latency (from each
+request's scheduled start) and throughput. The exit status says whether every request received
+its own texts and the confidences agree (one call with scoring alone, burst with one call) within
+the reduced dtype's rounding; the goals are reported. Writes ``end_to_end.md``.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from typing import Any
 
 from benchmarks import harness
 
-OVERLAP_GOAL = 1.15
-KEEPING_UP_GOAL = 1.1
-GEN, SCORE, BOTH = "generation only", "scoring only", "both"
+GEN, SCORE, ONE, BURST = "generation only", "scoring only", "one call", "burst"
+GOALS = {"overlap": 1.15, "keeping up": 1.1, "burst / one call": 1.15, "stream p95 s": 1.5}
+pct = harness.percentile
 
 
 @contextlib.contextmanager
@@ -53,113 +59,199 @@ def batch_sizes() -> Iterator[list[int]]:
         ScoringPipeline.scored = scored  # type: ignore[method-assign]
 
 
-async def run_benchmark(prompt_map: dict[str, Any], args, log=print) -> list[dict[str, Any]]:
-    """Every timed run: its latency, round, kind, wall time, timings, batches and confidences."""
-    from uqlm_bert import BlackBoxUQ
+async def requests(uq: Any, prompts: list[str], m: int, starts: Sequence[float]) -> list[tuple]:
+    """One-prompt calls, the i-th started ``starts[i]`` seconds from now: per request
+    ``(seconds from its start to its result, response, samples, confidence, end)``."""
+    t0 = time.monotonic()
 
-    prompts = list(prompt_map)
-    runs = []
-    m = args.samples
+    async def request(prompt: str, start: float) -> tuple:
+        await asyncio.sleep(max(0.0, start - (time.monotonic() - t0)))
+        d = (await uq.generate_and_score([prompt], num_responses=m)).data
+        end = time.monotonic() - t0
+        return end - start, d["responses"][0], d["sampled_responses"][0], d["bert_score"][0], end
+
+    return await asyncio.gather(*(request(p, s) for p, s in zip(prompts, starts, strict=True)))
+
+
+async def timed_run(name: str, uqs: dict, prompts: list[str], texts: tuple, m: int) -> dict:
+    """One run: its wall time, per-request seconds, timings, batches, texts and confidences."""
+    t0 = time.perf_counter()
+    run: dict[str, Any] = {"run": name, "scoring_s": None, "generation_s": None, "tail_s": None}
+    with batch_sizes() as run["batches"]:
+        if name == BURST:
+            got = await requests(uqs[BURST], prompts, m, [0.0] * len(prompts))
+            run["request_s"], responses, samples, scores, _ = map(list, zip(*got, strict=True))
+        else:
+            if name == SCORE:
+                result = uqs[ONE].score(*texts, prompts=prompts)
+            else:
+                result = await uqs[name].generate_and_score(prompts, num_responses=m)
+            d, t = result.data, result.metadata["timings"]
+            responses, samples = d.get("responses", texts[0]), d.get("sampled_responses", texts[1])
+            scores = list(d.get("bert_score", []))
+            run |= {"scoring_s": t["scoring_s"], "generation_s": t.get("generation_s"),
+                    "tail_s": t.get("scoring_after_generation_s")}  # fmt: skip
+    run["wall_s"] = time.perf_counter() - t0
+    run.setdefault("request_s", [run["wall_s"]])
+    return run | {"responses": responses, "samples": samples, "scores": scores}
+
+
+async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list, list]:
+    """Every timed run and every stream, as dicts (``args``: :func:`options`)."""
+    from uqlm_bert import BlackBoxUQ
+    from uqlm_bert.generation import forget_learned_limits
+
+    m, n_stream = args.samples, round(args.rate * args.duration)
+    prompt_map = harness.make_prompts(passages, max(args.prompts, n_stream))
+    every = list(prompt_map)
+    prompts = every[: args.prompts]
     with harness.PassageServer(prompt_map, where=args.server) as server:
-        common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
-        gen = BlackBoxUQ(harness.make_llm(server.base_url), [harness.no_work_scorer()], **common)
-        both = BlackBoxUQ(harness.make_llm(server.base_url), ["bert_score"], **common)
-        for uq in (gen, both):  # model, connections, allocator: not timed
+
+        def make(*scorer: Any, **device: Any) -> Any:
+            llm = harness.make_llm(server.base_url)
+            common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
+            return BlackBoxUQ(llm, list(scorer), **common, **device)
+
+        uqs = {GEN: make(harness.no_work_scorer())}
+        uqs |= {name: make("bert_score", device=args.device) for name in (ONE, BURST)}
+        await requests(uqs[BURST], prompts[:4], m, [0.0] * len(prompts[:4]))  # not timed
+        for uq in (uqs[GEN], uqs[ONE]):
             server.reset()
             warm = (await uq.generate_and_score(prompts, num_responses=m)).data
         texts = warm["responses"], warm["sampled_responses"]  # what every run receives
-        both.score(*texts, prompts=prompts)
+        uqs[ONE].score(*texts, prompts=prompts)
+        runs, streams = [], []
         for latency in args.latencies:
             server.set_latency(latency / 1000.0)
-            for r, name in harness.rounds([GEN, SCORE, BOTH], args.rounds):
+            for r, name in harness.rounds([GEN, SCORE, ONE, BURST], args.rounds):
                 server.reset()
+                forget_learned_limits()
                 gc.collect()
-                t0 = time.perf_counter()
-                with batch_sizes() as sizes:
-                    if name == SCORE:
-                        result = both.score(*texts, prompts=prompts)
-                    else:
-                        uq = gen if name == GEN else both
-                        result = await uq.generate_and_score(prompts, num_responses=m)
-                wall = time.perf_counter() - t0
-                d, t = result.data, result.metadata["timings"]
-                bad = 0
-                if name != SCORE:
-                    bad = server.answers.mismatches(prompts, d["responses"], d["sampled_responses"])
-                runs.append(
-                    {"latency_ms": latency, "round": r, "run": name, "wall_s": wall,
-                     "scoring_s": t["scoring_s"], "generation_s": t.get("generation_s"),
-                     "tail_s": t.get("scoring_after_generation_s"), "batches": sizes,
-                     "text_mismatches": bad, "scores": list(d.get("bert_score", []))}
-                )  # fmt: skip
-                log(f"{latency:6.0f} ms  round {r}  {name:16s} {wall:6.2f} s, batches {sizes}")
-    return runs
+                run = await timed_run(name, uqs, prompts, texts, m)
+                got = run.pop("responses"), run.pop("samples")
+                bad = 0 if name == SCORE else server.answers.mismatches(prompts, *got)
+                calls = len(server.log().arrivals)
+                runs.append(run | {"latency_ms": latency, "round": r, "calls": calls,
+                                   "text_mismatches": bad})  # fmt: skip
+                log(f"{latency:6.0f} ms  round {r}  {name:16s} {run['wall_s']:6.2f} s, {bad} off")
+            if n_stream:
+                server.reset()
+                forget_learned_limits()
+                stream = every[:n_stream]
+                got = await requests(
+                    uqs[BURST], stream, m, [i / args.rate for i in range(n_stream)]
+                )
+                lat, responses, samples, _, ends = map(list, zip(*got, strict=True))
+                bad = server.answers.mismatches(stream, responses, samples)
+                streams.append({"latency_ms": latency, "requests": n_stream, "request_s": lat,
+                                "span_s": max(ends), "calls": len(server.log().arrivals),
+                                "text_mismatches": bad})  # fmt: skip
+                log(f"{latency:6.0f} ms  stream: p95 {pct(lat, 95):.2f} s, {bad} off")
+        for uq in uqs.values():
+            uq.close()
+    return runs, streams
 
 
 def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per latency: medians over rounds, the two ratios, and the agreement checks."""
+    """One row per latency: medians over rounds, the ratios, and the agreement checks."""
     rows = []
     for latency in sorted({r["latency_ms"] for r in runs}):
         mine = [r for r in runs if r["latency_ms"] == latency]
-        of = {name: [r for r in mine if r["run"] == name] for name in (GEN, SCORE, BOTH)}
-        wall = {name: harness.median(r["wall_s"] for r in group) for name, group in of.items()}
-        inside = harness.median(r["scoring_s"] for r in of[BOTH])
-        alone = harness.median(r["scoring_s"] for r in of[SCORE])
-        direct = of[SCORE][0]["scores"]
+        of = {n: [r for r in mine if r["run"] == n] for n in (GEN, SCORE, ONE, BURST)}
+
+        def med(name: str, key: Any, of: dict = of) -> float:
+            return harness.median(key(r) if callable(key) else r[key] for r in of[name])
+
+        def diff(name: str, base: str, of: dict = of) -> float:
+            by_round = {r["round"]: r["scores"] for r in of[base]}
+            return max(harness.max_abs_diff(r["scores"], by_round[r["round"]]) for r in of[name])
+
+        wall = {name: med(name, "wall_s") for name in of}
         rows.append(
-            {"latency_ms": latency, **{f"{k} s": v for k, v in wall.items()},
-             "overlap": wall[BOTH] / max(wall[GEN], wall[SCORE]),
-             "scoring inside s": inside, "score alone s": alone, "keeping up": inside / alone,
-             "batches per run": harness.median(len(r["batches"]) for r in of[BOTH]),
-             "generation s": harness.median(r["generation_s"] for r in of[BOTH]),
-             "tail after generation s": harness.median(r["tail_s"] for r in of[BOTH]),
-             "max abs diff": max(harness.max_abs_diff(r["scores"], direct) for r in of[BOTH]),
+            {"latency_ms": latency, **{f"{n} s": w for n, w in wall.items()},
+             "overlap": wall[ONE] / max(wall[GEN], wall[SCORE]),
+             "keeping up": med(ONE, "scoring_s") / med(SCORE, "scoring_s"),
+             "scoring inside s": med(ONE, "scoring_s"), "scoring alone s": med(SCORE, "scoring_s"),
+             "burst / one call": wall[BURST] / wall[ONE],
+             "request p50 s": med(BURST, lambda r: pct(r["request_s"], 50)),
+             "request p95 s": med(BURST, lambda r: pct(r["request_s"], 95)),
+             "batches per run": med(ONE, lambda r: len(r["batches"])),
+             "generation s": med(ONE, "generation_s"), "tail after generation s": med(ONE, "tail_s"),
+             "calls": sorted({r["calls"] for r in of[ONE] + of[BURST]}),
+             "max abs diff, one call vs scoring alone": diff(ONE, SCORE),
+             "max abs diff, burst vs one call": diff(BURST, ONE),
              "text_mismatches": sum(r["text_mismatches"] for r in mine)}
         )  # fmt: skip
     return rows
 
 
-def checks(rows: Sequence[dict[str, Any]]) -> dict[str, bool]:
+def checks(rows: Sequence[dict[str, Any]], streams: Sequence[dict[str, Any]]) -> dict[str, bool]:
     tolerance = harness.REDUCED_TOLERANCE
+    diffs = [r[k] for r in rows for k in r if k.startswith("max abs diff")]
     return {
-        "every run received its prompts' texts": all(r["text_mismatches"] == 0 for r in rows),
-        f"confidences of both ways agree within {tolerance:g}": all(
-            r["max abs diff"] <= tolerance for r in rows
+        "every request received its own texts": all(
+            r["text_mismatches"] == 0 for r in [*rows, *streams]
         ),
+        f"confidences agree within {tolerance:g}": all(d <= tolerance for d in diffs),
     }
 
 
-def markdown(rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: dict) -> str:
-    head = ["latency", GEN + " s", SCORE + " s", BOTH + " s", "overlap", "scoring inside s",
-            "score alone s", "keeping up", "batches per run", "generation s",
-            "tail after generation s", "max abs diff"]  # fmt: skip
+def markdown(rows: Sequence[dict], streams: Sequence[dict], verdicts: dict, meta: dict) -> str:
+    def goal(name: str, value: float) -> str:
+        return f"**{value:.3f}** ({'met' if value <= GOALS[name] else 'NOT met'}: <= {GOALS[name]})"
+
+    head = ["latency", f"{GEN} s", f"{SCORE} s", f"{ONE} s", f"{BURST} s", "overlap",
+            "keeping up", "burst / one call", "burst request p50 / p95 s", "batches per run",
+            "generation s", "tail after generation s", "calls"]  # fmt: skip
     table = [
-        [f"{r['latency_ms']:.0f} ms", *(f"{r[k]:.2f}" for k in head[1:4]),
-         f"**{r['overlap']:.3f}** (goal <= {OVERLAP_GOAL})", *(f"{r[k]:.2f}" for k in head[5:7]),
-         f"**{r['keeping up']:.3f}** (goal <= {KEEPING_UP_GOAL})", f"{r['batches per run']:g}",
-         *(f"{r[k]:.2f}" for k in head[9:11]), f"{r['max abs diff']:.1e}"]
+        [f"{r['latency_ms']:.0f} ms", *(f"{r[f'{n} s']:.2f}" for n in (GEN, SCORE, ONE, BURST)),
+         goal("overlap", r["overlap"]), goal("keeping up", r["keeping up"]),
+         goal("burst / one call", r["burst / one call"]),
+         f"{r['request p50 s']:.2f} / {r['request p95 s']:.2f}", f"{r['batches per run']:g}",
+         f"{r['generation s']:.2f}", f"{r['tail after generation s']:.2f}",
+         "/".join(map(str, r["calls"]))]
         for r in rows
     ]  # fmt: skip
-    return "\n".join(
-        [
-            "## End to end: scoring beside generation (`bench_end_to_end`)",
-            "",
-            f"- {meta['prompts']} prompts x {meta['samples']} samples, WikiBio passages served "
-            f"through `ChatOpenAI` (the server in {harness.describe_server(meta['server'])}); "
-            f"{meta['rounds']} rounds, the order turning, medians",
-            f"- {meta['machine']}",
-            f"- {meta['load']}",
-            "",
-            *harness.md_table(head, table),
-            "",
-            *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),
-        ]
-    )
+    stream_rows = [
+        [f"{s['latency_ms']:.0f} ms", s["requests"], f"{pct(s['request_s'], 50):.2f}",
+         goal("stream p95 s", pct(s["request_s"], 95)), f"{max(s['request_s']):.2f}",
+         f"{s['requests'] / s['span_s']:.2f}", s["calls"]]
+        for s in streams
+    ]  # fmt: skip
+    stream_head = [
+        "latency",
+        "requests",
+        "request p50 s",
+        "p95 s",
+        "max s",
+        "throughput /s",
+        "calls",
+    ]
+    lines = [
+        "## End to end: scoring beside generation, and an app's calls (`bench_end_to_end`)",
+        "",
+        f"- {meta['prompts']} prompts x {meta['samples']} samples, WikiBio passages through "
+        f"`ChatOpenAI` (the server in {harness.describe_server(meta['server'])}); "
+        f"{meta['rounds']} rounds, the order turning, medians; device: "
+        f"{meta['device'] or 'its own choice'}; stream: {meta['rate']:g} requests per "
+        f"second for {meta['duration']:g} s",
+        f"- {meta['machine']}",
+        f"- {meta['load']}",
+        "",
+        *harness.md_table(head, table),
+        *(["", *harness.md_table(stream_head, stream_rows)] if streams else []),
+        "",
+        *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),
+    ]
+    return "\n".join(lines)
 
 
 def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    shared = ("prompts", "samples", "rounds", "latencies", "server", "data", "out")
-    return harness.parser(__doc__, *shared).parse_args(argv)
+    shared = ("prompts", "samples", "rounds", "latencies", "server", "device", "data", "out")
+    ap = harness.parser(__doc__, *shared)
+    ap.add_argument("--rate", type=float, default=5.0, help="stream requests per second (5)")
+    ap.add_argument("--duration", type=float, default=20.0, help="stream seconds (20; 0: none)")
+    return ap.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -167,14 +259,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     if not harness.have_data(args.data):
         return 0
-    prompt_map = harness.make_prompts(harness.load_passages(args.data), args.prompts)
     before = os.getloadavg()[0]
-    runs = asyncio.run(run_benchmark(prompt_map, args))
+    runs, streams = asyncio.run(run_benchmark(harness.load_passages(args.data), args))
     rows = summarize(runs)
-    verdicts = checks(rows)
-    meta = {**vars(args), "machine": harness.machine_summary(), "load": harness.load_line(before)}
-    payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": runs}
-    harness.write_report(args.out, "end_to_end.md", markdown(rows, verdicts, meta), payload)
+    verdicts = checks(rows, streams)
+    meta = {**vars(args), "machine": harness.machine_summary(args.device),
+            "load": harness.load_line(before)}  # fmt: skip
+    payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": runs, "streams": streams}
+    harness.write_report(
+        args.out, "end_to_end.md", markdown(rows, streams, verdicts, meta), payload
+    )
     return 0 if all(verdicts.values()) else 1
 
 

@@ -147,28 +147,20 @@ def evaluate(
 # --------------------------------------------------------------------------- report
 
 
-def table(summary: pd.DataFrame, repeats: int, folds: int) -> str:
-    """Markdown: one row per method, mean (std over repeats) of each measure."""
-    lines = [
-        "| probability | mean | ECE, uniform bins | ECE, quantile bins | Brier | AUROC |",
-        "|---|---|---|---|---|---|",
-    ]
+def table(summary: pd.DataFrame, repeats: int, folds: int) -> list[str]:
+    """One row per method: mean (std over repeats) of each measure; the raw score, fitted to
+    nothing, the same every repeat."""
+    rows = []
     for _, row in summary.iterrows():
         method = row["method"]
         name = method if method == "raw score" else f"{method} (CV)"
-        cells = []
-        for m in MEASURES:
-            mean, std = row[f"{m}_mean"], row[f"{m}_std"]
-            if np.isnan(mean):
-                cells.append("n/a")
-            elif method == "raw score":  # nothing fitted: the same every repeat
-                cells.append(f"{mean:.3f}")
-            else:
-                cells.append(f"{mean:.3f} ({std:.3f})")
         if row["warned_fits"]:
             name += f" [{int(row['warned_fits'])} of {repeats * folds} fits warned]"
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells = [(row[f"{m}_mean"], row[f"{m}_std"]) for m in MEASURES]
+        rows.append([name, *("n/a" if np.isnan(mean) else f"{mean:.3f}" if method == "raw score"
+                             else f"{mean:.3f} ({std:.3f})" for mean, std in cells)])  # fmt: skip
+    head = ["probability", "mean", "ECE, uniform bins", "ECE, quantile bins", "Brier", "AUROC"]
+    return harness.md_table(head, rows)
 
 
 def markdown(levels: dict[str, tuple], folds: int, repeats: int) -> str:
@@ -176,27 +168,15 @@ def markdown(levels: dict[str, tuple], folds: int, repeats: int) -> str:
     out = [
         "# Calibration of the confidence on WikiBio GPT-3 (30 passages)",
         "",
-        f"{folds}-fold cross-validation grouped by passage, repeated {repeats} times with "
-        "different shuffles: mean (std over repeats) over the pooled out-of-fold predictions. "
-        "`mean` is the mean probability (compare it with the fraction labelled 1); lower ECE "
-        "and Brier are better. The raw score is clipped to [0, 1] and read as a probability, "
-        "with nothing fitted. The base rate row predicts the training folds' fraction labelled "
-        "1 for everything: a calibrator that does not beat its Brier score adds nothing. "
-        "AUROC of pooled out-of-fold predictions falls below the raw score's: each fold has "
-        "its own map, and a fold whose training part is more often correct than average has a "
-        "test part less often correct, so its map is shifted the wrong way (this shift alone "
-        "is all the base rate row has, hence no AUROC for it).",
+        f"{folds}-fold cross-validation grouped by passage, repeated {repeats} times: mean (std "
+        "over repeats) over the pooled out-of-fold predictions; `mean`: the mean probability "
+        "(against the fraction labelled 1). The base rate row predicts the training folds' "
+        "fraction for everything: a calibrator must beat its Brier score.",
         "",
     ]
     for title, (summary, n, base, n_bins, rule) in levels.items():
-        out += [
-            f"## {title}",
-            "",
-            f"{n} items, {base:.1%} labelled 1 ({rule}); ECE over {n_bins} bins.",
-            "",
-            table(summary, repeats, folds),
-            "",
-        ]
+        out += [f"## {title}", "", f"{n} items, {base:.1%} labelled 1 ({rule}); ECE over "
+                f"{n_bins} bins.", "", *table(summary, repeats, folds), ""]  # fmt: skip
     return "\n".join(out)
 
 

@@ -91,11 +91,8 @@ def summary(rows: pd.DataFrame, key: str, columns: Sequence[str]) -> pd.DataFram
 
 
 def random_draws(n: int, n_passages: int, seed: int) -> list[np.ndarray]:
-    """``n`` random sets: ``[passages, RANDOM_K]`` sample indices, each row sorted.
-
-    Each passage draws ``RANDOM_K`` of its ``N_SAMPLES`` samples without replacement,
-    independently of the other passages and of the other sets, from ``default_rng(seed)``.
-    """
+    """``n`` random sets, ``[passages, RANDOM_K]`` sorted sample indices: each passage draws its
+    own without replacement, from ``default_rng(seed)``."""
     rng = np.random.default_rng(seed)
     return [
         np.sort(
@@ -107,14 +104,9 @@ def random_draws(n: int, n_passages: int, seed: int) -> list[np.ndarray]:
 
 
 class RandomSubsets:
-    """The three settings on sets of samples drawn per passage, without new model forwards.
-
-    A set's confidence is the mean of its drawn samples' columns of :meth:`f1`. ``none`` and
-    ``fixed`` weigh a sample's tokens the same whatever else is drawn, so their columns are
-    computed once; ``call`` takes its idf over the drawn samples of every passage (the corpus
-    :func:`idf_tables` builds for a set shared by all passages), so each set reweighs the cached
-    matches with its own table.
-    """
+    """The three settings on sets of samples drawn per passage, without new model forwards: a
+    set's confidence is the mean of its samples' columns of :meth:`f1`, computed once for
+    ``none`` and ``fixed``, per set for ``call`` (its idf over the set's samples)."""
 
     def __init__(self, sweep: LayerSweep, passages: list[Passage], fixed: IdfWeights) -> None:
         self.sweep = sweep
@@ -128,9 +120,8 @@ class RandomSubsets:
         }
 
     def f1(self, idf: IdfWeights | None) -> dict[str, np.ndarray]:
-        """Per method, ``[items, N_SAMPLES]`` F1 of each item against every sample, with one idf
-        table (or none) for every passage. A sample's score depends on the table only, not on
-        which other samples are scored, so a set's scores are columns of these."""
+        """Per method, ``[items, N_SAMPLES]`` F1 of each item against every sample, one idf table
+        (or none) for every passage."""
         per = self.sweep.scores({i: idf for i in range(len(self.passages))}, list(range(N_SAMPLES)))
         return {m: per[m][F1] for m in METHODS}
 
@@ -168,10 +159,8 @@ class RandomSubsets:
 
 
 def check_random_subsets(sets: RandomSubsets, rows: pd.DataFrame) -> float:
-    """Largest |difference| between :class:`RandomSubsets` and the main loop on disjoint set 0.
-
-    Every passage "draws" samples 0..4, which is the main loop's first set of 5.
-    """
+    """Largest |difference| between :class:`RandomSubsets` and the main loop on disjoint set 0
+    (every passage "drawing" samples 0..4)."""
     draw = np.tile(np.arange(RANDOM_K), (len(sets.passages), 1))
     want = rows[(rows.k == RANDOM_K) & (rows.subset == 0)].set_index("idf")
     return max(
@@ -182,13 +171,9 @@ def check_random_subsets(sets: RandomSubsets, rows: pd.DataFrame) -> float:
 
 
 def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Mean and standard error over the random sets, per setting and of paired differences.
-
-    The first table has one row per setting and a ``mean ± SEM`` cell per measure. The second
-    has one row per measure and comparison (``fixed`` minus ``call``, ``fixed`` minus ``none``):
-    the mean over the sets of the per-set difference, its standard error (std with ddof=1 over
-    sqrt(n)) and how many sets have ``fixed`` at least as high.
-    """
+    """Per setting, ``mean ± SEM`` over the random sets of each measure; per measure and
+    comparison (``fixed`` minus ``call`` or ``none``), the per-set difference's mean, its SEM and
+    the sets with ``fixed`` at least as high."""
     n = rows["subset"].nunique()
 
     def mean_sem(values: pd.Series) -> tuple[float, float]:
@@ -209,15 +194,8 @@ def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             wide = rows.pivot(index="subset", columns="idf", values=m)
             diff = wide["fixed"] - wide[other]
             mean, sem = mean_sem(diff)
-            paired.append(
-                {
-                    "difference": f"fixed - {other}",
-                    "measure": m,
-                    "mean": mean,
-                    "SEM": sem,
-                    "sets with fixed >= other": f"{int((diff >= 0).sum())} / {n}",
-                }
-            )
+            paired.append({"difference": f"fixed - {other}", "measure": m, "mean": mean, "SEM": sem,
+                           "sets with fixed >= other": f"{int((diff >= 0).sum())} / {n}"})  # fmt: skip
     return pd.DataFrame(per_setting), pd.DataFrame(paired)
 
 
@@ -252,10 +230,8 @@ def markdown(
     lines = [
         f"# Fixed idf on WikiBio GPT-3 (embedded model, layer {LAYER}, F1, x100)",
         "",
-        "Passage: correlation of the negated whole-answer confidence with the passage's mean "
-        "label. Sentence: AUC-PR of the sentence method. `k=20`: all samples; `k=5`: mean "
-        "(std) over 4 disjoint sets of 5 samples. `call` is idf over every passage's "
-        "samples in one call; `fixed` is the shipped table.",
+        "`k=5`: mean (std) over 4 disjoint sets of 5 samples; `call`: idf over every passage's "
+        "samples in one call; `fixed`: the shipped table.",
         "",
         _table(summary(main, "idf", MEASURES)),
         "",
@@ -272,14 +248,11 @@ def markdown(
             "",
             f"## Random sets of {RANDOM_K} samples ({random_rows['subset'].nunique()} sets, seed {seed})",
             "",
-            f"Each set draws, independently per passage, {RANDOM_K} of its {N_SAMPLES} samples "
-            "without replacement; `call` takes its idf over the drawn samples of every passage. "
-            "Mean ± standard error of the mean over the sets:",
+            "Each passage draws its own; mean ± standard error over the sets:",
             "",
             _table(per_setting),
             "",
-            "Paired per set (x100 points): mean of the per-set difference, its standard error, and "
-            "the sets where `fixed` is at least as high:",
+            "Paired per set (x100 points):",
             "",
             _table(paired),
         ]

@@ -118,33 +118,20 @@ def report(model: str, rows: list[dict], sizes: dict[str, int], check: float | N
     lines = [
         f"# Every layer of {model}: WikiBio GPT-3 passage Spearman (x100)",
         "",
-        f"Machine: {harness.machine_summary()}.",
-        "",
-        "The `bert_score` scorer at its defaults otherwise (fixed idf, dtype auto). m=20: all "
-        "samples; m=5: mean (std) over the 4 disjoint sets of 5. Seconds: one call scoring every "
-        "passage against its 20 samples.",
-        "",
+        f"{harness.machine_summary()}. The `bert_score` scorer at its defaults otherwise; m=5: "
+        "mean (std) over the 4 disjoint sets of 5; seconds: the one call at m=20.",
     ]
     if check is not None:
-        lines += [
-            f"Check against `BlackBoxUQ.score` (first set of 5, default layer): max |diff| "
-            f"{check:.2e}.",
-            "",
-        ]
+        lines.append(f"Against `BlackBoxUQ.score` (first set of 5, default layer): {check:.2e}.")
+    head = ["layer", "m=20", "m=5 mean (std)", "seconds", "s per 1,000 answers (m=20)"]
     for name, n in sizes.items():
-        lines += [
-            f"## {name} ({n} passages)",
-            "",
-            "| layer | m=20 | m=5 mean (std) | seconds | s per 1,000 answers (m=20) |",
-            "|---|---|---|---|---|",
-        ]
-        for r in rows:
-            if r["data"] == name:
-                lines.append(
-                    f"| {r['layer']} | {r['m=20']:.2f} | {r['m=5 mean']:.2f} ({r['m=5 std']:.2f})"
-                    f" | {r['seconds']:.1f} | {r['s per 1,000 answers (m=20)']:.0f} |"
-                )
-        lines.append("")
+        table = [
+            [r["layer"], f"{r['m=20']:.2f}", f"{r['m=5 mean']:.2f} ({r['m=5 std']:.2f})",
+             f"{r['seconds']:.1f}", f"{r['s per 1,000 answers (m=20)']:.0f}"]
+            for r in rows
+            if r["data"] == name
+        ]  # fmt: skip
+        lines += ["", f"## {name} ({n} passages)", "", *harness.md_table(head, table)]
     return "\n".join(lines)
 
 

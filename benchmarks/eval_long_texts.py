@@ -241,34 +241,25 @@ def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
 
 
 def markdown(task: list[dict], fidelity: list[dict]) -> str:
-    lines = [
-        "### Long answers: faithful against second half replaced (sets of 5 samples)",
-        "",
-        "| scorer | long_texts | sets | AUROC | mean confidence, faithful | corrupted | mean drop |"
-        " AUROC per set |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in task:
-        lines.append(
-            f"| {r['scorer']} | {r['long_texts']} | {r['sets']} | {r['auroc']:.3f} | "
-            f"{r['faithful']:.4f} | "
-            f"{r['corrupted']:.4f} | {r['drop']:.4f} | {r['auroc_per_set']} |"
-        )
-    lines += [
-        "",
-        "### Window choice: windowed against whole-text embeddings (510-token texts)",
-        "",
-        "| window | overlap | rule | tokens read per token | token cosine, mean | 1st pct |"
-        " abs F1 change, mean | max |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in fidelity:
-        lines.append(
-            f"| {r['window']} | {r['overlap']} | {r['rule']} | {r['cost']:.3f} | "
-            f"{r['cos_mean']:.4f} | {r['cos_p1']:.4f} | {r['df1_mean']:.5f} | "
-            f"{r['df1_max']:.5f} |"
-        )
-    return "\n".join(lines) + "\n"
+    task_rows = [
+        [r["scorer"], r["long_texts"], r["sets"], f"{r['auroc']:.3f}", f"{r['faithful']:.4f}",
+         f"{r['corrupted']:.4f}", f"{r['drop']:.4f}", r["auroc_per_set"]]
+        for r in task
+    ]  # fmt: skip
+    window_rows = [
+        [r["window"], r["overlap"], r["rule"], f"{r['cost']:.3f}", f"{r['cos_mean']:.4f}",
+         f"{r['cos_p1']:.4f}", f"{r['df1_mean']:.5f}", f"{r['df1_max']:.5f}"]
+        for r in fidelity
+    ]  # fmt: skip
+    return "\n".join([
+        "### Long answers: faithful against second half replaced (sets of 5 samples)", "",
+        *harness.md_table(["scorer", "long_texts", "sets", "AUROC", "mean confidence, faithful",
+                           "corrupted", "mean drop", "AUROC per set"], task_rows), "",
+        "### Window choice: windowed against whole-text embeddings (510-token texts)", "",
+        *harness.md_table(["window", "overlap", "rule", "tokens read per token",
+                           "token cosine, mean", "1st pct", "abs F1 change, mean", "max"],
+                          window_rows),
+    ])  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,15 +10,13 @@ out=benchmarks/out
 run() { echo "== $*" >&2; "$py" -m "benchmarks.$1" "${@:2}"; }
 
 run bench_bertscore --device "$device" --prompts 24 --rounds 7
-run bench_end_to_end --prompts 24 --latencies 1000 --rounds 3 --out "$out/end_to_end_24"
-run bench_end_to_end --prompts 120 --latencies 0 --rounds 5 --out "$out/end_to_end_120"
+run bench_end_to_end --prompts 119 --latencies 0 1000 --rounds 3 --device "$device"
 run bench_memory --sizes 2000 20000 --reference
 run bench_ray
 run bench_import
 run bench_long_texts --device "$device" --rounds 7
 run bench_long_texts --device "$device" --rounds 5 --dtype float32 --out "$out/float32"
 run bench_vs_uqlm --generation-only --prompts 119 --rounds 5 --latencies 1000 0
-run bench_async_app --prompts 119 --latencies 1000 --rounds 3 --device "$device"
 # the presets: the accurate model where a copy is given, else its architecture with random weights
 if [ -n "${UQLM_BERT_ACCURATE_MODEL_DIR:-}" ]; then
     random=$([ -f "$UQLM_BERT_ACCURATE_MODEL_DIR/model.safetensors" ] || echo --random-weights)

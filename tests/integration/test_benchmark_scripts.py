@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from benchmarks import bench_async_app as async_app
+from benchmarks import bench_end_to_end as end_to_end
 from benchmarks import bench_vs_uqlm as vs
 from benchmarks import eval_idf, eval_threshold, harness, loopback
 from benchmarks import eval_wikibio as combos
@@ -339,10 +339,10 @@ def test_threshold_script_skips_without_data(tmp_path, capsys):
     assert "nothing to measure" in capsys.readouterr().out
 
 
-# bench_async_app.py: a burst of one-prompt calls against one call, and a stream
+# bench_end_to_end.py: generation and scoring, one call against a burst of one-prompt calls, a stream
 
 
-def test_async_app_percentile_is_numpys():
+def test_percentile_is_numpys():
     rng = np.random.default_rng(3)
     for n in (1, 2, 7, 20):
         xs = rng.random(n).tolist()
@@ -351,24 +351,26 @@ def test_async_app_percentile_is_numpys():
 
 
 @pytest.mark.network
-def test_async_app_script_writes_its_report(shared_data_dir, tmp_path, capsys):
+def test_end_to_end_script_writes_its_report(shared_data_dir, tmp_path, capsys):
     n, m = 3, 2
     args = ["--prompts", str(n), "--samples", str(m), "--rounds", "1", "--latencies", "0",
             "--rate", "8", "--duration", "0.5", "--device", "cpu", "--out", str(tmp_path),
             "--data", str(shared_data_dir / "wikibio_gpt3_dev.jsonl")]  # fmt: skip
-    assert async_app.main(args) == 0
-    out = json.loads((tmp_path / "async_app.json").read_text())
+    assert end_to_end.main(args) == 0
+    out = json.loads((tmp_path / "end_to_end.json").read_text())
     assert all(out["checks"].values())
-    rows = {r["variant"]: r for r in out["rows"]}
-    assert set(rows) == {async_app.BURST, async_app.ONE_CALL}
-    # either way, per prompt the answer and its samples in one call with n (ChatOpenAI)
-    assert all(r["calls"] == [2 * n] and r["text_mismatches"] == 0 for r in rows.values())
-    assert rows[async_app.ONE_CALL]["vs_one_call"] == 1.0
+    (row,) = out["rows"]
+    # one call or a burst, per prompt the answer and its samples in one call with n (ChatOpenAI)
+    assert row["calls"] == [2 * n] and row["text_mismatches"] == 0
+    runs = {r["run"]: r for r in out["runs"]}
+    assert set(runs) == {end_to_end.GEN, end_to_end.SCORE, end_to_end.ONE, end_to_end.BURST}
+    assert len(runs[end_to_end.BURST]["request_s"]) == n and row["burst / one call"] > 0
+    assert runs[end_to_end.ONE]["batches"] and runs[end_to_end.ONE]["scoring_s"] > 0
     (stream,) = out["streams"]
     assert stream["requests"] == 4 and stream["calls"] == 2 * 4  # 8 per second for 0.5 s
-    assert all(lat > 0 for lat in stream["latencies_s"])
+    assert all(lat > 0 for lat in stream["request_s"])
     printed = capsys.readouterr().out
-    assert (tmp_path / "async_app.md").read_text() in printed
+    assert (tmp_path / "end_to_end.md").read_text().strip() in printed
     assert "CPU: " in printed and ("AMX" in printed or "AVX512-BF16" in printed)
 
 
