@@ -1,19 +1,14 @@
 """BERTScore speed and accuracy, side by side with the reference package, in one process.
 
-    python -m benchmarks.bench_bertscore [--prompts 30] [--samples 5] [--rounds 5] [--device cpu]
-        [--distinct] [--model minilm|bert-large-shape] [--dtypes float32,auto] [--no-loop]
+    python -m benchmarks.bench_bertscore [--prompts 30] [--rounds 5] [--device cpu] [--distinct]
+        [--model minilm|bert-large-shape] [--dtypes float32,auto] [--no-loop]
 
-On the same (answer, sample) pairs: ``bert_score.BERTScorer.score`` on all pairs at once (the
-reference, batched), a uqlm-style loop (one reference call per prompt), and ``uqlm_bert.BERTScorer``
-in each dtype of ``--dtypes`` (float32: exact, the reference's numbers; ``auto``: the confidence
-scorers' default, the fastest safe dtype for the device; on a GPU also bfloat16 and float16).
-``--distinct`` makes every text distinct (sentences rotated, then shuffled, per prompt), so that
-nothing is embedded once for several prompts; ``--model bert-large-shape`` scores with a random
-BERT of BERT-large's shape (24 x 1024, layer 17), a model whose matrix work dominates. Reported:
-medians of rounds in turning order after a warm-up, speed-ups over the faster reference, tokens
-per second, the encoder's TFLOP/s and its share of the measured matrix peak in its dtype (and in
-bfloat16), the F1 difference from the reference, and each reduced dtype's F1 error and ranking
-agreement (Spearman) against float32. Writes ``bertscore.md``.
+The reference batched and in a uqlm-style per-prompt loop, and ``uqlm_bert.BERTScorer`` in each
+of ``--dtypes`` (float32: the reference's numbers; ``auto``: the scorers' default), on the same
+pairs. ``--distinct`` makes every text distinct (sentences rotated, then shuffled);
+``--model bert-large-shape``: a random BERT of BERT-large's shape (layer 17). Reported: medians,
+speed-ups over the faster reference, tokens/s, the encoder's TFLOP/s and share of the measured
+matmul peak, F1 differences, and reduced dtypes' ranking agreement. Writes ``bertscore.md``.
 """
 
 from __future__ import annotations

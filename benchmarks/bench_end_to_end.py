@@ -4,21 +4,17 @@ with it, and does an async app's burst of one-prompt calls cost what one call co
     python -m benchmarks.bench_end_to_end [--prompts 30] [--samples 5] [--rounds 5]
         [--latencies 0 1000] [--rate 5] [--duration 20] [--device cpu|cuda]
 
-``BlackBoxUQ`` objects at their defaults call the loopback server (WikiBio passages, distinct
-texts per prompt, a fixed latency) through ``ChatOpenAI``, each warmed up. Each round, in turning
-order, every run starting with nothing learned about the server: generation only
-(``generate_and_score`` with a scorer that does no work), scoring only (``score`` with
-``bert_score`` on the prompts and the texts the server hands out), one call (``generate_and_score``
-of all the prompts with ``bert_score``) and a burst (the same prompts as one-prompt calls at once
-on another object, as an app's requests). Then a stream: one-prompt calls started at ``--rate``
-per second for ``--duration`` seconds on the burst's object. Reported per latency, medians: the
-**overlap**, one call / max(generation only, scoring only) (1.0: one hidden behind the other, 2.0:
-one after the other); **keeping up**, the scoring time inside the one call
-(``metadata["timings"]["scoring_s"]``) over scoring alone's (at 0 ms, the hardest case); the
-burst over the one call and its requests' latency; the stream's request latency (from each
-request's scheduled start) and throughput. The exit status says whether every request received
-its own texts and the confidences agree (one call with scoring alone, burst with one call) within
-the reduced dtype's rounding; the goals are reported. Writes ``end_to_end.md``.
+``BlackBoxUQ`` objects at their defaults call the loopback server through ``ChatOpenAI``. Each
+round, in turning order, each run starting with nothing learned about the server: generation
+only (a scorer that does no work), scoring only (``score`` on the prompts and the texts the server
+hands out), one ``generate_and_score`` call of all the prompts, and a burst of the same prompts as
+one-prompt calls on another object (an app's requests); then a stream of one-prompt calls at
+``--rate`` per second for ``--duration`` seconds. Reported per latency, medians: the overlap, one
+call / max(generation only, scoring only); keeping up, the scoring time inside the one call
+(``metadata["timings"]["scoring_s"]``) / scoring alone's; the burst / the one call and its request
+latency; the stream's latency from each request's scheduled start and throughput. The exit status
+says whether every request received its texts and the confidences agree within the reduced
+dtype's rounding; the goals are reported. Writes ``end_to_end.md``.
 """
 
 from __future__ import annotations
@@ -188,11 +184,11 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def checks(rows: Sequence[dict[str, Any]], streams: Sequence[dict[str, Any]]) -> dict[str, bool]:
     tolerance = harness.REDUCED_TOLERANCE
     diffs = [r[k] for r in rows for k in r if k.startswith("max abs diff")]
+    texts = all(r["text_mismatches"] == 0 for r in [*rows, *streams])
+    agree = all(d <= tolerance for d in diffs)
     return {
-        "every request received its own texts": all(
-            r["text_mismatches"] == 0 for r in [*rows, *streams]
-        ),
-        f"confidences agree within {tolerance:g}": all(d <= tolerance for d in diffs),
+        "every request received its own texts": texts,
+        f"confidences agree within {tolerance:g}": agree,
     }
 
 
@@ -215,18 +211,10 @@ def markdown(rows: Sequence[dict], streams: Sequence[dict], verdicts: dict, meta
     stream_rows = [
         [f"{s['latency_ms']:.0f} ms", s["requests"], f"{pct(s['request_s'], 50):.2f}",
          goal("stream p95 s", pct(s["request_s"], 95)), f"{max(s['request_s']):.2f}",
-         f"{s['requests'] / s['span_s']:.2f}", s["calls"]]
+         f"{s['requests'] / s['span_s']:.2f}"]
         for s in streams
     ]  # fmt: skip
-    stream_head = [
-        "latency",
-        "requests",
-        "request p50 s",
-        "p95 s",
-        "max s",
-        "throughput /s",
-        "calls",
-    ]
+    stream_head = ["latency", "requests", "request p50 s", "p95 s", "max s", "throughput /s"]
     lines = [
         "## End to end: scoring beside generation, and an app's calls (`bench_end_to_end`)",
         "",

@@ -1,19 +1,16 @@
 """The presets side by side: time per 1,000 answers, and the accurate preset's time ratio.
 
-    python -m benchmarks.bench_presets [--samples 5] [--rounds 5] [--device cuda]
-        [--padded] [--random-weights]
+    python -m benchmarks.bench_presets [--samples 5] [--rounds 5] [--device cuda] [--padded]
+        [--random-weights]
 
-``BlackBoxUQ.score`` at its defaults but for ``model_type`` (``"fast"``, the default, and
-``"accurate"``) scores the same work, the WikiBio passages with m samples each (generated
-passages of their lengths without the data), in one process, rounds in turning order, each
-scorer built and warmed once before. Reported per preset: the median wall time and CPU time of
-this process, per 1,000 answers, and their ratios to ``fast``. ``--padded`` adds the accurate
-preset with its packed pass switched off (the padded transformers forward): what the packed pass
-gives MPNet. ``--random-weights`` adds the accurate model's architecture and tokenizer with
-random weights (:func:`random_weights_copy`), for a machine where the weights cannot be had (the
-real model's row is left out when its weights are absent): time depends on the shapes and the
-tokens, not on the weights' values, so its time should equal the real model's. The accurate
-model: ``$UQLM_BERT_ACCURATE_MODEL_DIR`` or the Hugging Face cache. Writes ``presets.md``.
+``BlackBoxUQ.score`` with ``model_type="fast"`` (the default) and ``"accurate"`` on the same
+work (the WikiBio passages, m samples each), rounds in turning order: median wall and CPU time
+per preset, per 1,000 answers, and their ratios to ``fast``. ``--padded`` adds the accurate
+preset with its packed pass off (the padded transformers forward); ``--random-weights`` adds the
+accurate model's architecture and tokenizer with random weights (:func:`random_weights_copy`),
+for a machine without the weights (time depends on shapes and tokens, not on weights). The
+accurate model: ``$UQLM_BERT_ACCURATE_MODEL_DIR`` or the Hugging Face cache. Writes
+``presets.md``.
 """
 
 from __future__ import annotations

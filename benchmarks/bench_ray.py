@@ -2,14 +2,11 @@
 
     python -m benchmarks.bench_ray [--rows 240] [--samples 5] [--batch-size 16] [--workers 1 2]
 
-Each row is an answer with 5 sampled answers (pseudo-text of 60-190 tokens, a fixed seed),
-written to JSON Lines and scored with :func:`uqlm_bert.distributed.score_file` (what
-``uqlm-bert score ... --engine ray`` runs): times include reading the file, handing the rows to
-Ray, starting the actors (each loads the model once) and writing Parquet. ``steady rows/s`` is
-the rate once the actors are up, (N - n) / (T(N) - T(n)), from a second run of n rows (one batch
-per worker) that costs the same start-up; ``max abs diff`` the largest difference from scores
-in one process. That one process scores the same rows with torch on every core (the model load
-not counted); every Ray worker asks for 1 CPU and runs torch with 1 thread. Writes ``ray.md``.
+Rows of an answer and 5 samples (pseudo-text, 60-190 tokens, a fixed seed) in JSON Lines, scored
+by :func:`uqlm_bert.distributed.score_file` (reading, Ray, the actors' start and model load,
+Parquet included); ``steady rows/s`` leaves out the start-up, from a second run of one batch per
+worker; ``max abs diff`` against scores in this process (torch on every core; each Ray worker 1
+CPU and 1 thread). Writes ``ray.md``.
 """
 
 from __future__ import annotations

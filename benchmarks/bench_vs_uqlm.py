@@ -6,18 +6,13 @@
     python -m benchmarks.bench_vs_uqlm --generation-only --prompts 119   # no uqlm needed
 
 Both libraries' ``BlackBoxUQ(llm, scorers=["bert_score"]).generate_and_score(prompts,
-num_responses=m)``, each through its own ``ChatOpenAI`` to one loopback server answering WikiBio
-passages after a fixed latency; every run receives the same texts per prompt (checked), so the
-confidences must agree. Wall time is the whole call, models loaded and clients warmed up before.
-Per latency, in turning order: uqlm; uqlm-bert with uqlm's BERTScore (embedded all-MiniLM-L6-v2,
-layer 5, no idf, no rescaling, float32, texts cut at the window, F1: ``beta=1.0,
-zero_weight=None``); uqlm-bert at its scorer defaults. Both keep their default generation (uqlm:
-every answer, then every sample, one call each; uqlm-bert: all calls at once within its cap, a
-prompt's samples in one call with ``n``) and uqlm's system prompt. uqlm's ``BertScorer`` has no
-parameter for its model: its ``bert_score.BERTScorer`` constructor is patched while uqlm's object
-is built, and the result checked. ``--generation-only`` times uqlm-bert's generation alone (a
-scorer that does no work): at its defaults, with ``use_n_param=False``, and against a server that
-ignores ``n``, each run starting with nothing learned about the server.
+num_responses=m)``, each through its own ``ChatOpenAI`` to the loopback server; every run receives
+the same texts per prompt (checked). Per latency, in turning order: uqlm (its ``BERTScorer``
+constructor patched to the embedded model, layer 5, and checked), uqlm-bert with uqlm's BERTScore
+(float32, no idf, texts cut at the window, F1) and uqlm-bert at its defaults; each library at its
+default generation and with uqlm's system prompt. ``--generation-only`` times uqlm-bert's calls
+alone (a scorer that does no work): at its defaults, with ``use_n_param=False``, and against a
+server that ignores ``n``, each run starting with nothing learned about the server.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib
 import importlib.metadata
 import importlib.util
 import os
@@ -208,32 +202,23 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
         diff = None
         if ref and variant != UQLM:
             diff = max(harness.max_abs_diff(a.scores, b.scores) for a in group for b in ref)
-        walls, gens = [g.wall_s for g in group], [g.generation_s for g in group]
         ref_med = harness.median(g.wall_s for g in ref) if ref else None
+
+        def spread(key: str, group: list[Run] = group) -> list[float]:
+            xs = [getattr(g, key) for g in group]
+            return [harness.median(xs), min(xs), max(xs)]
+
         rows.append(
-            {
-                "latency_ms": latency,
-                "variant": variant,
-                "runs": len(group),
-                "wall_s_median": harness.median(walls),
-                "wall_s_min": min(walls),
-                "wall_s_max": max(walls),
-                "speed_up_over_uqlm": ref_med / harness.median(walls) if ref_med else None,
-                "calls": sorted({g.calls for g in group}),
-                "answer_calls": sorted({g.answer_calls for g in group}),
-                "sample_calls": sorted({g.sample_calls for g in group}),
-                "max_in_flight": max(g.max_in_flight for g in group),
-                "generation_s_median": harness.median(gens),
-                "generation_s_min": min(gens),
-                "generation_s_max": max(gens),
-                "client_cpu_s_median": harness.median(g.client_cpu_s for g in group),
-                "max_abs_diff_vs_uqlm": diff,
-                "max_abs_diff_between_rounds": max(
-                    harness.max_abs_diff(group[0].scores, g.scores) for g in group
-                ),
-                "text_mismatches": sum(g.text_mismatches for g in group),
-            }
-        )
+            {"latency_ms": latency, "variant": variant, "runs": len(group),
+             "wall_s": spread("wall_s"), "generation_s": spread("generation_s"),
+             "speed_up_over_uqlm": ref_med / spread("wall_s")[0] if ref_med else None,
+             **{k: sorted({getattr(g, k) for g in group}) for k in ("calls", "answer_calls", "sample_calls")},
+             "max_in_flight": max(g.max_in_flight for g in group),
+             "client_cpu_s_median": harness.median(g.client_cpu_s for g in group),
+             "max_abs_diff_vs_uqlm": diff,
+             "max_abs_diff_between_rounds": max(harness.max_abs_diff(group[0].scores, g.scores) for g in group),
+             "text_mismatches": sum(g.text_mismatches for g in group)}
+        )  # fmt: skip
     return rows
 
 
@@ -284,6 +269,10 @@ def _texts(bad: int) -> str:
     return "as expected" if bad == 0 else f"{bad} off"
 
 
+def _spread(x: list[float]) -> str:
+    return f"{x[0]:.2f} ({x[1]:.2f}-{x[2]:.2f})"
+
+
 def markdown(
     rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: dict[str, Any]
 ) -> str:
@@ -295,8 +284,8 @@ def markdown(
         up, diff = r["speed_up_over_uqlm"], r["max_abs_diff_vs_uqlm"]
         table.append(
             [f"{r['latency_ms']:.0f} ms", r["variant"],
-             f"{r['wall_s_median']:.2f} ({r['wall_s_min']:.2f}-{r['wall_s_max']:.2f})",
-             "" if up is None else f"{up:.2f}x", f"{r['generation_s_median']:.2f}",
+             _spread(r["wall_s"]), "" if up is None else f"{up:.2f}x",
+             f"{r['generation_s'][0]:.2f}",
              f"{r['client_cpu_s_median']:.2f}", "/".join(map(str, r["calls"])),
              r["max_in_flight"], "" if diff is None else f"{diff:.1e}",
              _texts(r["text_mismatches"])]
@@ -322,7 +311,7 @@ def generation_markdown(runs: Sequence[Run], meta: dict[str, Any]) -> str:
     rows = summarize(runs)
     table = [
         [f"{r['latency_ms']:.0f} ms", r["variant"],
-         f"{r['generation_s_median']:.2f} ({r['generation_s_min']:.2f}-{r['generation_s_max']:.2f})",
+         _spread(r["generation_s"]),
          f"{r['client_cpu_s_median']:.2f}", "/".join(map(str, r["calls"])), r["max_in_flight"],
          _texts(r["text_mismatches"])]
         for r in rows
@@ -343,13 +332,8 @@ def versions(with_uqlm: bool) -> dict[str, str]:
     for name in ["uqlm", *names] if with_uqlm else names:
         try:
             out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
-            module = name.replace("-", "_")
-            if importlib.util.find_spec(module) is None:
-                out[name] = "absent"
-            else:
-                version = getattr(importlib.import_module(module), "__version__", "unknown")
-                out[name] = f"{version} (not installed)"
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
     return out
 
 

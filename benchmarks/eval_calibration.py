@@ -2,17 +2,13 @@
 
     python -m benchmarks.eval_calibration [--folds 5] [--repeats 20]
 
-A :class:`uqlm_bert.calibration.ScoreCalibrator` fitted on labelled data, judged by
-cross-validation so that no prediction is judged on the answers it was fitted on, at two levels
-of the same passages: sentences (``score_sentences(metric="precision")`` with the ``bert_score``
-scorer's engine at its defaults, on the released sentence split; label 1 = accurate) and, as a
-rough check, passages (the ``bert_score`` scorer; label 1 = mean hallucination degree below 0.5).
-Compared on the same out-of-fold predictions: the raw confidence clipped to [0, 1], the training
-folds' base rate (what a calibrator must beat on Brier), isotonic and Platt calibration. Folds
-are grouped by passage (a passage's sentences share its samples and topic), the split repeated
-with different shuffles: mean (std over repeats) of ECE (uniform and quantile bins), Brier and
-AUROC of the pooled out-of-fold predictions. Writes ``calibration.md`` and
-``calibration_sentences.png`` (reliability diagrams of one repeat).
+Sentences (``score_sentences(metric="precision")`` with the ``bert_score`` scorer's engine at its
+defaults, on the released split; label 1 = accurate) and, as a rough check, passages (the
+``bert_score`` scorer; label 1 = mean degree below 0.5). Compared on the same out-of-fold
+predictions: the raw confidence clipped to [0, 1], the training folds' base rate, isotonic and
+Platt :class:`~uqlm_bert.calibration.ScoreCalibrator`. Folds are grouped by passage and the split
+repeated with other shuffles: mean (std) of ECE (uniform and quantile bins), Brier and AUROC of
+the pooled out-of-fold predictions. Writes ``calibration.md`` and ``calibration_sentences.png``.
 """
 
 from __future__ import annotations

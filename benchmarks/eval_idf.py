@@ -1,17 +1,13 @@
 """Fixed idf weights against no idf and idf over the call, on the WikiBio GPT-3 passages.
 
-    python -m benchmarks.eval_idf [--random-subsets N] [--seed 0] [--device cpu] [--no-progress]
+    python -m benchmarks.eval_idf [--random-subsets N] [--seed 0]
 
-The ``bert_score`` scorer's whole-answer F1 on the embedded model at layer 5, three token
-weightings: ``none`` (uniform, [CLS]/[SEP] at 0), ``call`` (idf over the samples of every passage
-scored in one call: it depends on the batch) and ``fixed`` (the shipped table of
-:mod:`uqlm_bert.bertscore.fixed_idf`, the same for any batch). Each is judged as in
-``eval_wikibio`` (whose sweep machinery this reuses) on all 20 samples and on the 4 disjoint sets
-of 5, and with ``--random-subsets N`` on N random sets of 5 (each passage draws its own 5 of its
-20, from ``default_rng(--seed)``; ``call`` takes its idf over the drawn samples), with the paired
-per-set difference of ``fixed`` minus ``call`` and minus ``none``. A robustness check halves and
-doubles the table's L (words per document) and M (documents): a check of sensitivity only, the
-shipped constants follow ``fixed_idf``'s rule. Writes ``idf_eval.md`` and ``idf_eval.csv``.
+Whole-answer F1 at layer 5 with three weightings: ``none``, ``call`` (idf over the samples of
+every passage scored in one call) and ``fixed`` (the shipped table). Judged as in
+``eval_wikibio`` (whose machinery this reuses) on 20 samples and the 4 disjoint sets of 5, and on
+N random sets of 5 (each passage draws its own; ``call`` over the drawn samples), with paired
+per-set differences. A robustness check halves and doubles the table's L and M (a check only:
+the constants follow ``fixed_idf``'s rule). Writes ``idf_eval.md`` and ``idf_eval.csv``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """Which layer of a model detects hallucinations best? Every layer, on WikiBio GPT-3 passages.
 
     python -m benchmarks.eval_layers --model accurate                # every layer, dev passages
-    python -m benchmarks.eval_layers --model fast --layers 4 5 6
     python -m benchmarks.eval_layers --model DIR --data held_out.jsonl --exclude DEV.jsonl
 
-For a model (a preset, a hub name or a local directory) and each layer, the ``bert_score`` scorer
-at its defaults otherwise scores every passage's answer against each of its 20 samples; a
-passage's confidence is the mean, judged by passage Spearman (x100) of its negation against the
-passage's mean sentence label, at m=20 and over the 4 disjoint sets of 5 (mean and spread), with
-the seconds of the one scoring call. Pair scores do not depend on the call's other pairs (fixed
-idf), so the m=20 call gives the sets of 5 too; at the model's default layer the script checks
-that against ``BlackBoxUQ.score`` on the first set of 5 (within bfloat16's rounding in bfloat16).
-Each ``--data`` file (the shared passages by default, or more in the same or the published
-set's format) is reported on its own; ``--exclude FILE`` drops FILE's passages. The accurate
-preset's model: ``$UQLM_BERT_ACCURATE_MODEL_DIR`` or the Hugging Face cache. Writes
-``layers_<model>.md``; under load, read the times as ratios between layers.
+For a model (a preset, a hub name or a directory) and each layer, the ``bert_score`` scorer at
+its defaults otherwise scores each answer against its 20 samples; a passage's confidence, the
+mean, is judged by passage Spearman (x100) against the mean sentence label at m=20 and over the
+4 disjoint sets of 5, with the seconds of the call. Pair scores do not depend on the call's other
+pairs (fixed idf); at the default layer the script checks that against ``BlackBoxUQ.score``.
+Each ``--data`` file (shared or published format) is reported on its own; ``--exclude FILE``
+drops FILE's passages. Writes ``layers_<model>.md``.
 """
 
 from __future__ import annotations

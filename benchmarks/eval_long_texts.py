@@ -1,21 +1,17 @@
 """Long answers scored whole: does the second half of an answer count? And the window choice.
 
-    python -m benchmarks.eval_long_texts [--sets 4] [--skip-task] [--skip-fidelity] [--device cpu]
+    python -m benchmarks.eval_long_texts [--sets 4] [--skip-task] [--skip-fidelity]
 
 **The task.** Answer ``i`` joins the passages of people ``i .. i+5`` (about 1,100 tokens), its
-samples join their sampled passages in the same order; a corrupted copy keeps the first three
-passages and replaces the last three by people ``i+6 .. i+8``'s: its second half is supported by
-no sample. Per scorer and ``long_texts`` setting: the AUROC of the confidence telling faithful
-from corrupted answers, the mean confidence of each and their mean paired drop, on the first set
-of 5 samples and, for ``bert_score``, averaged over ``--sets`` disjoint sets of 5.
+samples their sampled passages; a corrupted copy replaces the last three by people ``i+6 ..
+i+8``'s. Per scorer and ``long_texts`` setting: AUROC of faithful against corrupted, the mean
+confidences and their mean paired drop, over ``--sets`` disjoint sets of 5 samples.
 
-**The window choice.** Texts of 510 tokens, which the model reads whole, are also read in windows
-of 128 or 256 tokens, for each overlap (at most a quarter of the window) and each rule giving a
-token its embedding (the window where it has the most context on both sides, the first window
-that holds it, the mean over the windows that hold it: the engine's rule, checked to be what the
-engine's stitching gives): each token's cosine to its whole-text embedding, the F1 change of each
-(answer, sample) pair (fixed idf), and the tokens read per token of text. Writes
-``long_texts.md``.
+**The window choice.** Texts of 510 tokens, read whole by the model, are also read in windows of
+128 or 256 tokens, per overlap and rule (the window with the most context on both sides, the
+first window, the mean over the windows: the engine's, checked against its stitching): each
+token's cosine to its whole-text embedding, the F1 change of each pair (fixed idf), and the
+tokens read per token. Writes ``long_texts.md``.
 """
 
 from __future__ import annotations
@@ -42,23 +38,15 @@ def long_answers(
     rows: Sequence[Passage], sample_set: int
 ) -> tuple[list[str], list[str], list[list[str]]]:
     """``(faithful, corrupted, samples)``: one of each per starting person (see the module doc)."""
-    n = len(rows)
+    n, join = len(rows), "\n\n".join
     faithful, corrupted, samples = [], [], []
     for i in range(n):
         people = [(i + j) % n for j in range(PEOPLE)]
         others = [(i + PEOPLE + j) % n for j in range(PEOPLE - KEPT)]
-        faithful.append("\n\n".join(rows[p].response for p in people))
-        corrupted.append(
-            "\n\n".join(
-                [rows[p].response for p in people[:KEPT]] + [rows[q].response for q in others]
-            )
-        )
-        samples.append(
-            [
-                "\n\n".join(rows[p].samples[s] for p in people)
-                for s in range(sample_set * SAMPLES, (sample_set + 1) * SAMPLES)
-            ]
-        )
+        faithful.append(join(rows[p].response for p in people))
+        corrupted.append(join(rows[p].response for p in people[:KEPT] + others))
+        chosen = range(sample_set * SAMPLES, (sample_set + 1) * SAMPLES)
+        samples.append([join(rows[p].samples[s] for p in people) for s in chosen])
     return faithful, corrupted, samples
 
 
@@ -72,12 +60,9 @@ def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
     conf = scorer.score(faithful + corrupted, samples + samples)
     good, bad = conf[: len(faithful)], conf[len(faithful) :]
     labels = np.r_[np.ones(len(good)), np.zeros(len(bad))]
-    return {
-        "auroc": auroc(np.r_[good, bad], labels),
-        "faithful": float(good.mean()),
-        "corrupted": float(bad.mean()),
-        "drop": float((good - bad).mean()),
-    }
+    auc = auroc(np.r_[good, bad], labels)
+    return {"auroc": auc, "faithful": float(good.mean()), "corrupted": float(bad.mean()),
+            "drop": float((good - bad).mean())}  # fmt: skip
 
 
 def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
@@ -92,13 +77,9 @@ def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
             for s in range(sets if name == "bert_score" else 1):
                 per_set.append(separation(scorer, *long_answers(rows, s)))
             row = {k: float(np.mean([p[k] for p in per_set])) for k in per_set[0]}
-            row |= {
-                "scorer": name,
-                "long_texts": mode,
-                "sets": len(per_set),
-                "auroc_per_set": [round(p["auroc"], 3) for p in per_set],
-                "seconds": time.perf_counter() - started,
-            }
+            row |= {"scorer": name, "long_texts": mode, "sets": len(per_set),
+                    "auroc_per_set": [round(p["auroc"], 3) for p in per_set],
+                    "seconds": time.perf_counter() - started}  # fmt: skip
             out.append(row)
             print(row, flush=True)
     return out

@@ -1,21 +1,15 @@
 """How well the confidences separate right from wrong answers of a real LLM.
 
-    python -m benchmarks.eval_real_llm                     # generate, then score
-    python -m benchmarks.eval_real_llm generate --limit 50
-    python -m benchmarks.eval_real_llm score               # the saved answers again
-    python -m benchmarks.eval_real_llm all --questions other.jsonl --answers out/other.jsonl
+    python -m benchmarks.eval_real_llm [generate|score|all] [--questions FILE] [--answers FILE]
 
-The local LLM (llama.cpp's server with the embedded SmolLM2-135M-Instruct, started by
-:class:`uqlm_bert.local_llm.LocalLLM`) answers the shipped questions (216 from BIG-bench's
-``qa_wikidata``) at temperature 0 and gives ``-m`` samples per question at 1.0; an answer is
-right when it names a gold answer (:func:`uqlm_bert.examples.is_correct`). Per black-box scorer,
-``bert_score`` as F1 with the idf weights alone (the earlier default), ``bert_score`` on the
-accurate preset (where a copy is on the machine), and two anchors (the answer's mean token
-log-probability, a grey-box confidence, and ``exact_match``): AUROC and PRR of the confidence
-against correctness, each with a 95% bootstrap interval over questions. ``generate`` saves the
-answers, samples and log-probabilities (``real_llm_answers.jsonl`` or ``--answers``) and
-``score`` reads them, so scorers are compared on the same answers; the table goes to
-``real_llm_scores.md`` beside the answers.
+The local LLM (llama.cpp's server with the embedded SmolLM2-135M-Instruct, :class:`LocalLLM`)
+answers the shipped questions (216 of BIG-bench's ``qa_wikidata``) at temperature 0 and gives
+``--samples`` samples at 1.0; an answer is right when it names a gold answer. Per black-box
+scorer, F1 with the idf weights alone (the earlier default), the accurate preset (where a copy is
+at hand) and two anchors (mean token log-probability, a grey-box confidence; ``exact_match``):
+AUROC and PRR against correctness with 95% bootstrap intervals over questions. ``generate`` saves
+the answers (``real_llm_answers.jsonl``), ``score`` reads them, so scorers meet the same answers;
+the table goes to ``real_llm_scores.md`` beside them.
 """
 
 from __future__ import annotations

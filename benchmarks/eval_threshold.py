@@ -76,32 +76,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     unrelated = confidence([passages[(i + shift) % len(passages)].samples[:5]
                             for i in range(len(passages))])  # fmt: skip
 
-    lines = [
-        "# The default threshold on WikiBio GPT-3 (30 passages)",
-        "",
-        f"Likely hallucinations (mean sentence label >= 0.5): {int(positive.sum())} of "
-        f"{len(passages)} passages.",
-        f"Youden's J over the 4 sets of 5 samples pooled: threshold {t:.4f} (J {j:.3f}), "
-        f"rounded {chosen:.2f}; DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}.",
-        "",
-        f"| at {DEFAULT_THRESHOLD} | flagged | precision | recall | false-positive rate |",
-        "|---|---|---|---|---|",
-    ]
+    table = []
     for name, conf in rows:
-        labels = np.tile(positive, len(conf) // len(positive))
-        r = rates(conf, labels, DEFAULT_THRESHOLD)
-        lines.append(
-            f"| {name} | {r['flagged']} of {r['of']} | {r['precision']:.2f} | "
-            f"{r['recall']:.2f} | {r['false_positive_rate']:.2f} |"
-        )
-    lines += [
+        r = rates(conf, np.tile(positive, len(conf) // len(positive)), DEFAULT_THRESHOLD)
+        table.append([name, f"{r['flagged']} of {r['of']}", f"{r['precision']:.2f}",
+                      f"{r['recall']:.2f}", f"{r['false_positive_rate']:.2f}"])  # fmt: skip
+    scale = [[name, f"{c.min():.3f}", f"{np.median(c):.3f}", f"{c.max():.3f}"]
+             for name, c in (("own samples", fives[0]), ("another passage's (unrelated)", unrelated))]  # fmt: skip
+    lines = [
+        f"# The default threshold on WikiBio GPT-3 ({len(passages)} passages)",
         "",
-        "| confidences (5 samples, set 0) | min | median | max |",
-        "|---|---|---|---|",
-        f"| own samples | {fives[0].min():.3f} | {np.median(fives[0]):.3f} | "
-        f"{fives[0].max():.3f} |",
-        f"| another passage's samples (unrelated) | {unrelated.min():.3f} | "
-        f"{np.median(unrelated):.3f} | {unrelated.max():.3f} |",
+        f"Likely hallucinations (mean sentence label >= 0.5): {int(positive.sum())}. Youden's J "
+        f"over the 4 sets of 5 samples pooled: threshold {t:.4f} (J {j:.3f}), rounded "
+        f"{chosen:.2f}; DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}.",
+        "",
+        *harness.md_table(
+            [f"at {DEFAULT_THRESHOLD}", "flagged", "precision", "recall", "false-positive rate"],
+            table,
+        ),  # fmt: skip
+        "",
+        *harness.md_table(["confidences (5 samples, set 0)", "min", "median", "max"], scale),
     ]
     report = "\n".join(lines) + "\n"
     harness.write_report(args.out, "threshold.md", report)

@@ -1,23 +1,16 @@
 """Which BERTScore settings detect hallucinations best? A sweep on the WikiBio GPT-3 passages.
 
-    python -m benchmarks.eval_wikibio [--layers 1 2 3 4 5 6] [--no-other-scorers] [--device cpu]
+    python -m benchmarks.eval_wikibio [--layers 1 2 3 4 5 6] [--no-other-scorers]
 
-SelfCheckGPT's task (Manakul et al., 2023): people labelled each sentence of a GPT-3 passage
-accurate (0), minor (0.5) or major inaccurate (1); 20 more samples were drawn for its prompt. A
-detector is judged at passage level by the Pearson and Spearman correlation (x100) of its negated
-confidence with the passage's mean label, and at sentence level by "NonFact" AUC-PR (minor and
-major positive, by the negated confidence) and "Factual" AUC-PR (accurate positive). The sweep
-crosses, for the embedded all-MiniLM-L6-v2: layer 1-6; idf off, over each passage's samples
-(``passage``) or over all (``all``); P, R or F1; the method (``sentence``: each answer sentence
-against each sample's sentences, best match per sample; ``sent-vs-sample``: each sentence
-against each whole sample; ``passage``: the whole answer against each whole sample, the
-``bert_score`` scorer; sentence methods' passage scores are their sentences' mean); 5, 10 and 20
-samples, the smaller counts over disjoint subsets of the 20 (so each cell has a spread); and the
-other scorers as baselines. Embeddings are computed once per layer and the greedy matches reduced
-once per pair; each setting then only reweighs them, after a parity check against
-``BERTScorer.score`` (the run stops beyond 1e-5). Where layers 2-6 are swept, combinations are
-judged the same way: F1 averaged over layers, rank ensembles with BLEU, other poolings of the
-samples. Writes ``wikibio_sweep.csv`` (every cell) and ``wikibio_sweep.md``.
+SelfCheckGPT's task: people labelled each sentence of a GPT-3 passage accurate (0), minor (0.5)
+or major inaccurate (1). Judged (x100): passage Pearson and Spearman of the negated confidence
+against the mean label; sentence "NonFact" and "Factual" AUC-PR. Swept on the embedded model:
+layer; idf off, over each passage's samples or over all; P, R or F1; the method (each answer
+sentence against each sample's sentences, against each whole sample, or the whole answer against
+each sample); 5, 10 and 20 samples over disjoint subsets; the other scorers as baselines; with
+layers 2-6, combinations (layer averages, rank ensembles with BLEU, other poolings). Embeddings
+and greedy matches are computed once per layer and reweighed per setting, after a parity check
+against ``BERTScorer.score`` (1e-5). Writes ``wikibio_sweep.csv`` and ``wikibio_sweep.md``.
 """
 
 from __future__ import annotations
@@ -67,6 +60,16 @@ def subsets() -> list[tuple[int, int, list[int]]]:
         for k in SAMPLE_COUNTS
         for s in range(N_SAMPLES // k)
     ]
+
+
+def all_texts(passages: Sequence[Passage]) -> list[str]:
+    """Every distinct text of the passages (stripped): answers, their sentences, samples and
+    the samples' sentences."""
+    texts = (
+        [p.response, *p.sentences, *p.samples, *(s for ss in p.sample_sentences for s in ss)]
+        for p in passages
+    )
+    return list(dict.fromkeys(t.strip() for group in texts for t in group))
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -134,14 +137,7 @@ class LayerSweep:
             for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
             if i is not None
         }
-        texts = list(
-            dict.fromkeys(
-                t.strip()
-                for p in passages
-                for t in [p.response, *p.sentences, *p.samples]
-                + [s for ss in p.sample_sentences for s in ss]
-            )
-        )
+        texts = all_texts(passages)
         ids = dict(zip(texts, enc.tokenize(texts), strict=True))
         batch = scorer.batch_size or 64  # texts per forward pass (the engine's own: a budget)
         emb = _embed_all(enc, texts, ids, batch, show, f"layer {enc.num_layers}")
@@ -431,21 +427,12 @@ def sweep_other_scorers(
     confidences: dict[tuple, np.ndarray] = {}
     responses = [p.response for p in passages]
     cos = CosineSimScorer(device=device)
-    texts = list(
-        dict.fromkeys(
-            t.strip()
-            for p in passages
-            for t in [p.response, *p.sentences, *p.samples]
-            + [s for ss in p.sample_sentences for s in ss]
-        )
-    )
+    texts = all_texts(passages)
     vecs = dict(zip(texts, cos.embed(texts, show_progress_bars=show), strict=True))
-    check = cos.score(responses[:2], [p.samples for p in passages[:2]])
-    direct = [
-        (1 + np.mean([vecs[p.response.strip()] @ vecs[s.strip()] for s in p.samples])) / 2
-        for p in passages[:2]
-    ]
-    if not np.allclose(check, direct, atol=1e-6):
+    cosine = lambda a, b: (1 + float(vecs[a.strip()] @ vecs[b.strip()])) / 2  # noqa: E731
+    pairs = np.array([[cosine(p.response, t) for t in p.samples] for p in passages])
+    direct = cos.score(responses[:2], [p.samples for p in passages[:2]])
+    if not np.allclose(direct, pairs[:2].mean(axis=1), atol=1e-6):
         raise SystemExit("cosine_sim parity check failed: cached embeddings disagree with .score")
 
     def sentence_matrix(pair_fn) -> np.ndarray:
@@ -458,39 +445,21 @@ def sweep_other_scorers(
             ]
         )
 
-    sentence_level = {
-        "rouge_l": sentence_matrix(rouge_l),
-        "bleu": sentence_matrix(sentence_bleu),
-        "cosine_sim": sentence_matrix(
-            lambda a, b: (1 + float(vecs[a.strip()] @ vecs[b.strip()])) / 2
-        ),
-    }
-    scorers = {
-        "exact_match": ExactMatchScorer(),
-        "rouge_l": RougeLScorer(),
-        "bleu": BleuScorer(),
-    }
+    sentence_level = {"rouge_l": rouge_l, "bleu": sentence_bleu, "cosine_sim": cosine}
+    sentence_level = {name: sentence_matrix(fn) for name, fn in sentence_level.items()}
+    scorers = {"exact_match": ExactMatchScorer(), "rouge_l": RougeLScorer(), "bleu": BleuScorer()}
     for k, s, idx in subsets():
         sampled = [[p.samples[j] for j in idx] for p in passages]
-        for name, scorer in scorers.items():
-            pas = scorer.score(responses, sampled)
+        for name in [*scorers, "cosine_sim"]:
+            if name == "cosine_sim":
+                pas = pairs[:, idx].mean(axis=1)
+            else:
+                pas = scorers[name].score(responses, sampled)
             sent = sentence_level[name][:, idx].mean(axis=1) if name in sentence_level else None
             if k == N_SAMPLES:
                 confidences[(name, "-", "-", "-", "passage")] = pas
             rows.append({"scorer": name, "method": "passage", "k": k, "subset": s,
                          **evaluate(passages, sent, pas)})  # fmt: skip
-        pas = np.array(
-            [
-                (1 + np.mean([vecs[p.response.strip()] @ vecs[p.samples[j].strip()] for j in idx]))
-                / 2
-                for p in passages
-            ]
-        )
-        sent = sentence_level["cosine_sim"][:, idx].mean(axis=1)
-        if k == N_SAMPLES:
-            confidences[("cosine_sim", "-", "-", "-", "passage")] = pas
-        rows.append({"scorer": "cosine_sim", "method": "passage", "k": k, "subset": s,
-                     **evaluate(passages, sent, pas)})  # fmt: skip
     return rows, confidences
 
 

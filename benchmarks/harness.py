@@ -14,8 +14,8 @@ A benchmark is a module ``benchmarks/NAME.py`` with ``main(argv=None) -> int``, 
         harness.write_report(args.out, "mine.md", "\n".join([harness.machine_summary(), *table]))
         return 0
 
-Benchmarks through a client and a server serve :func:`load_passages` under :func:`make_prompts`
-from a :class:`PassageServer` and walk async runs with :func:`rounds`.
+Benchmarks through a client and a server serve :func:`make_prompts` from a :class:`PassageServer`
+and walk their runs with :func:`rounds`.
 """
 
 from __future__ import annotations
