@@ -5,7 +5,7 @@
 
 The reference batched and in a uqlm-style per-prompt loop, and ``uqlm_bert.BERTScorer`` in each
 of ``--dtypes`` (float32: the reference's numbers; ``auto``: the scorers' default), on the same
-pairs. ``--distinct`` makes every text distinct (sentences rotated, then shuffled);
+pairs. ``--distinct`` gives every prompt its own texts (sentences rotated beyond the passages);
 ``--model bert-large-shape``: a random BERT of BERT-large's shape (layer 17). Reported: medians,
 speed-ups over the faster reference, tokens/s, the encoder's TFLOP/s and share of the measured
 matmul peak, F1 differences, and reduced dtypes' ranking agreement. Writes ``bertscore.md``.
@@ -13,8 +13,6 @@ matmul peak, F1 differences, and reduced dtypes' ranking agreement. Writes ``ber
 
 from __future__ import annotations
 
-import random
-import re
 import tempfile
 import time
 import warnings
@@ -61,41 +59,17 @@ def matmul_peak_tflops(dtype: torch.dtype, device: str, dim: int, ffn: int) -> f
     return best
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def _variant(text: str, j: int) -> str:
-    """The text with its sentences rotated by ``j`` (shuffled, seeded by ``j``, once the
-    rotations are used up): the same words and length, a different text."""
-    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s]
-    n = len(sentences)
-    if n < 2 or j == 0:
-        return text if j == 0 else f"{text} ({j})"
-    if j < n:
-        order = list(range(j, n)) + list(range(j))
-    else:
-        order = list(range(n))
-        random.Random(j).shuffle(order)
-    return " ".join(sentences[i] for i in order)
-
-
 def distinct_prompts(n_prompts: int, n_samples: int) -> tuple[list[str], list[list[str]], str]:
-    """``n_prompts`` answers with ``n_samples`` samples each, from the WikiBio passages, every
-    text of the run distinct (see :func:`_variant`)."""
+    """``n_prompts`` answers with ``n_samples`` samples each, every prompt its own texts: the
+    server benchmarks' prompts (:func:`harness.make_prompts`, sentences rotated beyond the
+    passages)."""
     if not harness.WIKIBIO.is_file():
         raise SystemExit("--distinct needs the WikiBio passages in the shared data folder")
-    recs = harness.load_passages()
-    responses, samples = [], []
-    for p in range(n_prompts):
-        rec, j = recs[p % len(recs)], p // len(recs)
-        responses.append(_variant(rec.response, j))
-        pool = rec.samples
-        samples.append(
-            [_variant(pool[(j * n_samples + k) % len(pool)], j) for k in range(n_samples)]
-        )
+    picked = harness.make_prompts(harness.load_passages(), n_prompts).values()
+    responses, samples = [p.response for p in picked], [list(p.samples[:n_samples]) for p in picked]
     texts = responses + [s for ss in samples for s in ss]
     distinct = f"{len({t.strip() for t in texts}):,} distinct texts of {len(texts):,}"
-    return responses, samples, f"WikiBio passages, sentences rotated or shuffled ({distinct})"
+    return responses, samples, f"WikiBio passages, sentences rotated per round ({distinct})"
 
 
 def bert_large_shape(tokenizer_dir: str, out_dir: Path) -> str:

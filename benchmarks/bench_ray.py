@@ -38,27 +38,21 @@ def passage(rng: random.Random, n_words: int) -> str:
 def make_rows(n: int, n_samples: int, seed: int) -> list[dict]:
     """``n`` rows; each text has 52-165 words, about 60-190 tokens."""
     rng = random.Random(seed)
+    text = lambda: passage(rng, rng.randint(52, 165))  # noqa: E731
     return [
-        {
-            "id": i,
-            "response": passage(rng, rng.randint(52, 165)),
-            "sampled_responses": [passage(rng, rng.randint(52, 165)) for _ in range(n_samples)],
-        }
+        {"id": i, "response": text(), "sampled_responses": [text() for _ in range(n_samples)]}
         for i in range(n)
     ]
 
 
-def write_jsonl(rows: list[dict], path: Path) -> None:
+def write_jsonl(rows: list[dict], path: Path) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
-def timed_score_file(
-    src: Path, dst: Path, workers: int, batch_size: int
-) -> tuple[float, np.ndarray]:
+def timed_score_file(src: Path, dst: Path, workers: int, batch: int) -> tuple[float, np.ndarray]:
     t0 = time.perf_counter()
-    frame = score_file(
-        src, dst, num_workers=workers, batch_size=batch_size, show_progress_bars=False
-    )
+    frame = score_file(src, dst, num_workers=workers, batch_size=batch, show_progress_bars=False)
     return time.perf_counter() - t0, frame["bert_score"].to_numpy()
 
 

@@ -134,7 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = harness.parser(__doc__, "device", "out")
     ap.add_argument("--model", default="fast", help="a preset, hub name or directory")
     ap.add_argument("--layers", type=int, nargs="+", help="default: every layer")
-    ap.add_argument("--data", type=Path, nargs="+", default=[harness.WIKIBIO])
+    files = "files, each reported on its own (default: the shared passages)"
+    ap.add_argument("--data", type=Path, nargs="+", default=[harness.WIKIBIO], help=files)
     ap.add_argument("--exclude", type=Path, help="drop the passages of this file")
     ap.add_argument("--no-check", action="store_true", help="skip the BlackBoxUQ check")
     args = ap.parse_args(argv)

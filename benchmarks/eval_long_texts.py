@@ -99,7 +99,7 @@ def fidelity_texts(enc, rows: Sequence[Passage]) -> tuple[list[np.ndarray], list
         for sample in group[:FIDELITY_SAMPLES]:
             pairs.append((a, len(texts)))
             texts.append(sample)
-    ids = [np.asarray(i, dtype=np.int64) for i in enc.tokenize(texts)]
+    ids = [np.asarray(i, dtype=np.int64) for i in enc.tokenize(texts, enc.max_length)]
     return ids, pairs
 
 

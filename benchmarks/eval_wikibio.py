@@ -426,7 +426,7 @@ def sweep_other_scorers(
     rows = []
     confidences: dict[tuple, np.ndarray] = {}
     responses = [p.response for p in passages]
-    cos = CosineSimScorer(device=device)
+    cos = CosineSimScorer(device=device, dtype="float32")  # as the sweep: machine-independent
     texts = all_texts(passages)
     vecs = dict(zip(texts, cos.embed(texts, show_progress_bars=show), strict=True))
     cosine = lambda a, b: (1 + float(vecs[a.strip()] @ vecs[b.strip()])) / 2  # noqa: E731
