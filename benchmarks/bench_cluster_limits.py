@@ -15,8 +15,8 @@ uses without ``cluster_limits``).
 
 Usage::
 
-    python benchmarks/bench_cluster_limits.py                 # 500 grants, 50 waiting at once
-    python benchmarks/bench_cluster_limits.py --grants 2000 --waiting 200
+    python -m benchmarks.bench_cluster_limits                 # 500 grants, 50 waiting at once
+    python -m benchmarks.bench_cluster_limits --grants 2000 --waiting 200
 """
 
 from __future__ import annotations
@@ -24,14 +24,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from common import machine_summary  # noqa: E402
-
+from benchmarks.harness import machine_summary  # noqa: E402
 from uqlm_bert.distributed import start_local_ray  # noqa: E402
 from uqlm_bert.generation.cluster import ClusterLimits  # noqa: E402
 from uqlm_bert.generation.limits import AdaptiveConcurrency, RateLimiter  # noqa: E402
@@ -126,11 +121,11 @@ async def measure(grants: int, waiting: int) -> list[tuple[str, str, str]]:
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grants", type=int, default=500, help="grants one at a time (500)")
     parser.add_argument("--waiting", type=int, default=50, help="calls waiting at once (50)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ray = start_local_ray(num_cpus=2, namespace="bench")
     try:
         rows = asyncio.run(measure(args.grants, args.waiting))
@@ -142,7 +137,8 @@ def main() -> None:
     print("|---|---:|---:|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,162 +1,264 @@
-"""End to end: does scoring hide behind generation?
+"""End to end through a client and a server: does scoring hide behind generation and keep up
+with it, and does an async app's burst of one-prompt calls cost what one call costs?
 
-    python benchmarks/bench_end_to_end.py [--prompts 24] [--samples 5] [--latency 1.0]
-                                          [--concurrency 24] [--rounds 3]
+    python -m benchmarks.bench_end_to_end [--prompts 30] [--samples 5] [--rounds 5]
+        [--latencies 0 1000] [--rate 5] [--duration 20] [--device cpu|cuda]
 
-Starts an OpenAI-compatible server on 127.0.0.1 that answers every call after a fixed latency with
-realistic LLM passages (the shared WikiBio answers and samples when present, generated passages
-otherwise), and drives it through ``langchain_openai.ChatOpenAI`` and ``BlackBoxUQ``. Measures
-
-- generation only: ``generate_and_score`` with a scorer that does no work,
-- scoring only: ``BlackBoxUQ.score`` on the same answers with ``bert_score``,
-- both: ``generate_and_score`` with ``bert_score``,
-
-and reports ``both / max(generation only, scoring only)``: 1.0 means scoring is completely
-hidden behind generation (or the other way round), 2.0 means they ran one after the other.
-The server binds the loopback interface only and stops when the benchmark ends.
+``BlackBoxUQ`` objects at their defaults call the loopback server through ``ChatOpenAI``. Each
+round, in turning order, each run starting with nothing learned about the server: generation
+only (a scorer that does no work), scoring only (``score`` on the prompts and the texts the server
+hands out), one ``generate_and_score`` call of all the prompts, and a burst of the same prompts as
+one-prompt calls on another object (an app's requests); then a stream of one-prompt calls at
+``--rate`` per second for ``--duration`` seconds. Reported per latency, medians: the overlap, one
+call / max(generation only, scoring only); keeping up, the scoring time inside the one call
+(``metadata["timings"]["scoring_s"]``) / scoring alone's; the burst / the one call and its request
+latency; the stream's latency from each request's scheduled start and throughput. The exit status
+says whether every request received its texts and the confidences agree within the reduced
+dtype's rounding; the goals are reported. Writes ``end_to_end.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import sys
-import threading
+import contextlib
+import gc
+import os
 import time
 import warnings
-from collections import defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-import numpy as np
+from benchmarks import harness
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import load_prompts, median  # noqa: E402
-
-
-class PassageServer:
-    """Answers prompt i with passage i at temperature 0 and with its samples in turn otherwise."""
-
-    def __init__(self, responses: list[str], samples: list[list[str]], latency: float) -> None:
-        self.responses, self.samples, self.latency = responses, samples, latency
-        self.counter: dict[int, int] = defaultdict(int)
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                prompt = body["messages"][-1]["content"]
-                i = int(prompt.split("#")[1])
-                time.sleep(server.latency)
-                if not body.get("temperature"):
-                    text = server.responses[i]
-                else:
-                    with server.lock:
-                        j = server.counter[i] % len(server.samples[i])
-                        server.counter[i] += 1
-                    text = server.samples[i][j]
-                payload = json.dumps(
-                    {
-                        "id": "x",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": "m",
-                        "choices": [
-                            {
-                                "index": 0,
-                                "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": text},
-                            }
-                        ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> PassageServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+GEN, SCORE, ONE, BURST = "generation only", "scoring only", "one call", "burst"
+GOALS = {"overlap": 1.15, "keeping up": 1.1, "burst / one call": 1.15, "stream p95 s": 1.5}
+pct = harness.percentile
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--prompts", type=int, default=24)
-    ap.add_argument("--samples", type=int, default=5)
-    ap.add_argument("--latency", type=float, default=1.0)
-    ap.add_argument("--concurrency", type=int, default=24)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
-    warnings.simplefilter("ignore")
+@contextlib.contextmanager
+def batch_sizes() -> Iterator[list[int]]:
+    """The size of each batch the scoring pipeline scores meanwhile, for the calls it serves."""
+    from uqlm_bert.blackbox._pipeline import ScoringPipeline
 
-    from langchain_openai import ChatOpenAI
+    sizes: list[int] = []
+    scored = ScoringPipeline.scored
 
+    def recording(self: Any, rows: Any, result: Any, seconds: float, batch_size: int) -> None:
+        sizes.append(batch_size)
+        scored(self, rows, result, seconds, batch_size)
+
+    ScoringPipeline.scored = recording  # type: ignore[method-assign]
+    try:
+        yield sizes
+    finally:
+        ScoringPipeline.scored = scored  # type: ignore[method-assign]
+
+
+async def requests(uq: Any, prompts: list[str], m: int, starts: Sequence[float]) -> list[tuple]:
+    """One-prompt calls, the i-th started ``starts[i]`` seconds from now: per request
+    ``(seconds from its start to its result, response, samples, confidence, end)``."""
+    t0 = time.monotonic()
+
+    async def request(prompt: str, start: float) -> tuple:
+        await asyncio.sleep(max(0.0, start - (time.monotonic() - t0)))
+        d = (await uq.generate_and_score([prompt], num_responses=m)).data
+        end = time.monotonic() - t0
+        return end - start, d["responses"][0], d["sampled_responses"][0], d["bert_score"][0], end
+
+    return await asyncio.gather(*(request(p, s) for p, s in zip(prompts, starts, strict=True)))
+
+
+async def timed_run(name: str, uqs: dict, prompts: list[str], texts: tuple, m: int) -> dict:
+    """One run: its wall time, per-request seconds, timings, batches, texts and confidences."""
+    t0 = time.perf_counter()
+    run: dict[str, Any] = {"run": name, "scoring_s": None, "generation_s": None, "tail_s": None}
+    with batch_sizes() as run["batches"]:
+        if name == BURST:
+            got = await requests(uqs[BURST], prompts, m, [0.0] * len(prompts))
+            run["request_s"], responses, samples, scores, _ = map(list, zip(*got, strict=True))
+        else:
+            if name == SCORE:
+                result = uqs[ONE].score(*texts, prompts=prompts)
+            else:
+                result = await uqs[name].generate_and_score(prompts, num_responses=m)
+            d, t = result.data, result.metadata["timings"]
+            responses, samples = d.get("responses", texts[0]), d.get("sampled_responses", texts[1])
+            scores = list(d.get("bert_score", []))
+            run |= {"scoring_s": t["scoring_s"], "generation_s": t.get("generation_s"),
+                    "tail_s": t.get("scoring_after_generation_s")}  # fmt: skip
+    run["wall_s"] = time.perf_counter() - t0
+    run.setdefault("request_s", [run["wall_s"]])
+    return run | {"responses": responses, "samples": samples, "scores": scores}
+
+
+async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list, list]:
+    """Every timed run and every stream, as dicts (``args``: :func:`options`)."""
     from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.scorers import Scorer
+    from uqlm_bert.generation import forget_learned_limits
 
-    class NoWork(Scorer):
-        name = "no_work"
+    m, n_stream = args.samples, round(args.rate * args.duration)
+    prompt_map = harness.make_prompts(passages, max(args.prompts, n_stream))
+    every = list(prompt_map)
+    prompts = every[: args.prompts]
+    with harness.PassageServer(prompt_map, where=args.server) as server:
 
-        def score(self, responses, sampled_responses, show_progress_bars=False):
-            return np.zeros(len(responses))
+        def make(*scorer: Any, **device: Any) -> Any:
+            llm = harness.make_llm(server.base_url)
+            common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
+            return BlackBoxUQ(llm, list(scorer), **common, **device)
 
-    responses, samples, source = load_prompts(args.prompts, args.samples)
-    prompts = [f"Passage #{i}# please." for i in range(len(responses))]
-    times: dict[str, list[float]] = defaultdict(list)
-    with PassageServer(responses, samples, args.latency) as server:
-        llm = ChatOpenAI(model="m", base_url=server.base_url, api_key="local", temperature=0.0)
-        common = dict(max_concurrency=args.concurrency, show_progress_bars=False)
-        gen = BlackBoxUQ(llm=llm, scorers=[NoWork()], **common)
-        both = BlackBoxUQ(llm=llm, scorers=["bert_score"], **common)
-        both.score(responses[:2], [s[:2] for s in samples[:2]])  # load the model once
-        for _ in range(args.rounds):
-            t0 = time.perf_counter()
-            res = asyncio.run(gen.generate_and_score(prompts, num_responses=args.samples))
-            times["generation only"].append(time.perf_counter() - t0)
-            df = res.to_df()
-            t0 = time.perf_counter()
-            both.score(list(df["response"]), list(df["sampled_responses"]))
-            times["scoring only"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            out = asyncio.run(both.generate_and_score(prompts, num_responses=args.samples))
-            times["generation and scoring"].append(time.perf_counter() - t0)
-            assert out.to_df()["bert_score"].notna().all()
-    med = {k: median(v) for k, v in times.items()}
-    bound = max(med["generation only"], med["scoring only"])
-    print("## End to end: generate_and_score against a loopback server\n")
-    print(
-        f"- {len(prompts)} prompts x {args.samples} samples ({source}); fixed latency "
-        f"{args.latency:.2f} s per call; max_concurrency {args.concurrency}; "
-        f"{args.rounds} rounds, medians\n"
+        uqs = {GEN: make(harness.no_work_scorer())}
+        uqs |= {name: make("bert_score", device=args.device) for name in (ONE, BURST)}
+        await requests(uqs[BURST], prompts[:4], m, [0.0] * len(prompts[:4]))  # not timed
+        for uq in (uqs[GEN], uqs[ONE]):
+            server.reset()
+            warm = (await uq.generate_and_score(prompts, num_responses=m)).data
+        texts = warm["responses"], warm["sampled_responses"]  # what every run receives
+        uqs[ONE].score(*texts, prompts=prompts)
+        runs, streams = [], []
+        for latency in args.latencies:
+            server.set_latency(latency / 1000.0)
+            for r, name in harness.rounds([GEN, SCORE, ONE, BURST], args.rounds):
+                server.reset()
+                forget_learned_limits()
+                gc.collect()
+                run = await timed_run(name, uqs, prompts, texts, m)
+                got = run.pop("responses"), run.pop("samples")
+                bad = 0 if name == SCORE else server.answers.mismatches(prompts, *got)
+                calls = len(server.log().arrivals)
+                runs.append(run | {"latency_ms": latency, "round": r, "calls": calls,
+                                   "text_mismatches": bad})  # fmt: skip
+                log(f"{latency:6.0f} ms  round {r}  {name:16s} {run['wall_s']:6.2f} s, {bad} off")
+            if n_stream:
+                server.reset()
+                forget_learned_limits()
+                stream = every[:n_stream]
+                got = await requests(
+                    uqs[BURST], stream, m, [i / args.rate for i in range(n_stream)]
+                )
+                lat, responses, samples, _, ends = map(list, zip(*got, strict=True))
+                bad = server.answers.mismatches(stream, responses, samples)
+                streams.append({"latency_ms": latency, "requests": n_stream, "request_s": lat,
+                                "span_s": max(ends), "calls": len(server.log().arrivals),
+                                "text_mismatches": bad})  # fmt: skip
+                log(f"{latency:6.0f} ms  stream: p95 {pct(lat, 95):.2f} s, {bad} off")
+        for uq in uqs.values():
+            uq.close()
+    return runs, streams
+
+
+def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per latency: medians over rounds, the ratios, and the agreement checks."""
+    rows = []
+    for latency in sorted({r["latency_ms"] for r in runs}):
+        mine = [r for r in runs if r["latency_ms"] == latency]
+        of = {n: [r for r in mine if r["run"] == n] for n in (GEN, SCORE, ONE, BURST)}
+
+        def med(name: str, key: Any, of: dict = of) -> float:
+            return harness.median(key(r) if callable(key) else r[key] for r in of[name])
+
+        def diff(name: str, base: str, of: dict = of) -> float:
+            by_round = {r["round"]: r["scores"] for r in of[base]}
+            return max(harness.max_abs_diff(r["scores"], by_round[r["round"]]) for r in of[name])
+
+        wall = {name: med(name, "wall_s") for name in of}
+        rows.append(
+            {"latency_ms": latency, **{f"{n} s": w for n, w in wall.items()},
+             "overlap": wall[ONE] / max(wall[GEN], wall[SCORE]),
+             "keeping up": med(ONE, "scoring_s") / med(SCORE, "scoring_s"),
+             "scoring inside s": med(ONE, "scoring_s"), "scoring alone s": med(SCORE, "scoring_s"),
+             "burst / one call": wall[BURST] / wall[ONE],
+             "request p50 s": med(BURST, lambda r: pct(r["request_s"], 50)),
+             "request p95 s": med(BURST, lambda r: pct(r["request_s"], 95)),
+             "batches per run": med(ONE, lambda r: len(r["batches"])),
+             "generation s": med(ONE, "generation_s"), "tail after generation s": med(ONE, "tail_s"),
+             "calls": sorted({r["calls"] for r in of[ONE] + of[BURST]}),
+             "max abs diff, one call vs scoring alone": diff(ONE, SCORE),
+             "max abs diff, burst vs one call": diff(BURST, ONE),
+             "text_mismatches": sum(r["text_mismatches"] for r in mine)}
+        )  # fmt: skip
+    return rows
+
+
+def checks(rows: Sequence[dict[str, Any]], streams: Sequence[dict[str, Any]]) -> dict[str, bool]:
+    tolerance = harness.REDUCED_TOLERANCE
+    diffs = [r[k] for r in rows for k in r if k.startswith("max abs diff")]
+    texts = all(r["text_mismatches"] == 0 for r in [*rows, *streams])
+    agree = all(d <= tolerance for d in diffs)
+    return {
+        "every request received its own texts": texts,
+        f"confidences agree within {tolerance:g}": agree,
+    }
+
+
+def markdown(rows: Sequence[dict], streams: Sequence[dict], verdicts: dict, meta: dict) -> str:
+    def goal(name: str, value: float) -> str:
+        return f"**{value:.3f}** ({'met' if value <= GOALS[name] else 'NOT met'}: <= {GOALS[name]})"
+
+    head = ["latency", f"{GEN} s", f"{SCORE} s", f"{ONE} s", f"{BURST} s", "overlap",
+            "keeping up", "burst / one call", "burst request p50 / p95 s", "batches per run",
+            "generation s", "tail after generation s", "calls"]  # fmt: skip
+    table = [
+        [f"{r['latency_ms']:.0f} ms", *(f"{r[f'{n} s']:.2f}" for n in (GEN, SCORE, ONE, BURST)),
+         goal("overlap", r["overlap"]), goal("keeping up", r["keeping up"]),
+         goal("burst / one call", r["burst / one call"]),
+         f"{r['request p50 s']:.2f} / {r['request p95 s']:.2f}", f"{r['batches per run']:g}",
+         f"{r['generation s']:.2f}", f"{r['tail after generation s']:.2f}",
+         "/".join(map(str, r["calls"]))]
+        for r in rows
+    ]  # fmt: skip
+    stream_rows = [
+        [f"{s['latency_ms']:.0f} ms", s["requests"], f"{pct(s['request_s'], 50):.2f}",
+         goal("stream p95 s", pct(s["request_s"], 95)), f"{max(s['request_s']):.2f}",
+         f"{s['requests'] / s['span_s']:.2f}"]
+        for s in streams
+    ]  # fmt: skip
+    stream_head = ["latency", "requests", "request p50 s", "p95 s", "max s", "throughput /s"]
+    lines = [
+        "## End to end: scoring beside generation, and an app's calls (`bench_end_to_end`)",
+        "",
+        f"- {meta['prompts']} prompts x {meta['samples']} samples, WikiBio passages through "
+        f"`ChatOpenAI` (the server in {harness.describe_server(meta['server'])}); "
+        f"{meta['rounds']} rounds, the order turning, medians; device: "
+        f"{meta['device'] or 'its own choice'}; stream: {meta['rate']:g} requests per "
+        f"second for {meta['duration']:g} s",
+        f"- {meta['machine']}",
+        f"- {meta['load']}",
+        "",
+        *harness.md_table(head, table),
+        *(["", *harness.md_table(stream_head, stream_rows)] if streams else []),
+        "",
+        *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),
+    ]
+    return "\n".join(lines)
+
+
+def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    shared = ("prompts", "samples", "rounds", "latencies", "server", "device", "data", "out")
+    ap = harness.parser(__doc__, *shared)
+    ap.add_argument("--rate", type=float, default=5.0, help="stream requests per second (5)")
+    ap.add_argument("--duration", type=float, default=20.0, help="stream seconds (20; 0: none)")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = options(argv)
+    warnings.simplefilter("ignore")
+    if not harness.have_data(args.data):
+        return 0
+    before = os.getloadavg()[0]
+    runs, streams = asyncio.run(run_benchmark(harness.load_passages(args.data), args))
+    rows = summarize(runs)
+    verdicts = checks(rows, streams)
+    meta = {**vars(args), "machine": harness.machine_summary(args.device),
+            "load": harness.load_line(before)}  # fmt: skip
+    payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": runs, "streams": streams}
+    harness.write_report(
+        args.out, "end_to_end.md", markdown(rows, streams, verdicts, meta), payload
     )
-    print("| run | median s |")
-    print("|---|---|")
-    for k, v in med.items():
-        print(f"| {k} | {v:.2f} |")
-    print(
-        f"\nboth / max(generation only, scoring only) = {med['generation and scoring'] / bound:.3f}"
-    )
+    return 0 if all(verdicts.values()) else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

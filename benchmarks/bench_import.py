@@ -5,14 +5,13 @@ reported, with the interpreter's own start-up (``python -c pass``) for reference
 (torch, transformers, LangChain, pandas) may be imported by either: the script also lists the
 modules of those that got loaded.
 
-    python benchmarks/bench_import.py [--runs 5]
+    python -m benchmarks.bench_import [--runs 5]
 
-Writes ``benchmarks/out/import.md`` and prints it.
+Writes ``import.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -21,11 +20,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_report  # noqa: E402
+from benchmarks import harness
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "out"
+ROOT = harness.REPO
 HEAVY = ("torch", "transformers", "langchain_core", "pandas", "numpy")
 
 
@@ -49,36 +46,29 @@ def heavy_modules(code: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    args = parser.parse_args(argv)
+    ap = harness.parser(__doc__, "out")
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args(argv)
     script = shutil.which("uqlm-bert", path=str(Path(sys.executable).parent) + os.pathsep)
     help_cmd = [script, "--help"] if script else [sys.executable, "-m", "uqlm_bert", "--help"]
-    rows = [
+    help_probe = (
+        "import contextlib, io\nfrom uqlm_bert.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])"
+    )
+    commands = [
         ("python -c pass (start-up alone)", [sys.executable, "-c", "pass"], None),
-        (
-            "python -c 'import uqlm_bert'",
-            [sys.executable, "-c", "import uqlm_bert"],
-            "import uqlm_bert",
-        ),  # fmt: skip
-        (
-            "uqlm-bert --help",
-            help_cmd,
-            "import contextlib, io\nfrom uqlm_bert.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])",
-        ),  # fmt: skip
-    ]
-    lines = [
-        f"| command | min of {args.runs} (s) | median (s) | heavy modules loaded |",
-        "|---|---|---|---|",
-    ]
-    for name, cmd, probe in rows:
+        ("python -c 'import uqlm_bert'", [sys.executable, "-c", "import uqlm_bert"], "import uqlm_bert"),
+        ("uqlm-bert --help", help_cmd, help_probe),
+    ]  # fmt: skip
+    rows = []
+    for name, cmd, probe in commands:
         times = sorted(wall_times(cmd, args.runs))
         heavy = ", ".join(heavy_modules(probe)) or "none" if probe else ""
-        lines.append(f"| `{name}` | {times[0]:.3f} | {times[len(times) // 2]:.3f} | {heavy} |")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    report = "\n".join(lines) + f"\n\n1-minute load average at the end: {load:.2f}\n"
-    write_report(OUT, "import.md", report)
+        rows.append([f"`{name}`", f"{times[0]:.3f}", f"{times[len(times) // 2]:.3f}", heavy])
+    head = ["command", f"min of {args.runs} (s)", "median (s)", "heavy modules loaded"]
+    lines = [harness.machine_summary(), "", *harness.md_table(head, rows), ""]
+    report = "\n".join(lines) + f"\n1-minute load average at the end: {os.getloadavg()[0]:.2f}"
+    harness.write_report(args.out, "import.md", report)
     return 0
 
 

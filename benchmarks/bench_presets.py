@@ -1,93 +1,71 @@
 """The presets side by side: time per 1,000 answers, and the accurate preset's time ratio.
 
-``BlackBoxUQ.score`` at its defaults but for ``model_type`` (``"fast"``, the default, and
-``"accurate"``) scores the same work, the WikiBio GPT-3 development passages (a response and m
-samples each; synthetic passages of their lengths when the data is absent), in one process:
-rounds alternate between the presets (their order swapped every round, so drift hits both
-alike), each scorer built and warmed once before the rounds. Reported per preset: the median
-wall time and the median CPU time of this process (user + system, all threads: on a machine
-loaded by other work the CPU time moves less than the wall time), each per 1,000 answers, and
-their ratios to ``fast``.
+    python -m benchmarks.bench_presets [--samples 5] [--rounds 5] [--device cuda] [--padded]
+        [--random-weights]
 
-    python benchmarks/bench_presets.py                          # m=5, 5 rounds
-    python benchmarks/bench_presets.py --samples 20 --rounds 3
-    python benchmarks/bench_presets.py --padded   # and accurate on the transformers forward
-    python benchmarks/bench_presets.py --random-weights --device cuda
-
-``--padded`` adds a contestant: the accurate preset with its packed pass switched off for
-its rounds (the same loaded model run by the padded transformers forward), which measures what
-the packed pass gives MPNet. ``--random-weights`` adds one more: the accurate model's
-architecture and tokenizer with random weights (``random_weights_copy.py``), for a machine
-where the weights cannot be had (only the config and tokenizer files are needed then; the real
-model's row is left out when its weights are absent). Its time should equal the real model's:
-run both on one machine to see.
-
-The accurate preset's model is not shipped: set ``UQLM_BERT_ACCURATE_MODEL_DIR`` to a local
-copy's directory, or have it in the Hugging Face cache (see docs/bertscore.md). Writes
-``benchmarks/out/presets.md`` and prints it.
+``BlackBoxUQ.score`` with ``model_type="fast"`` (the default) and ``"accurate"`` on the same
+work (the WikiBio passages, m samples each), rounds in turning order: median wall and CPU time
+per preset, per 1,000 answers, and their ratios to ``fast``. ``--padded`` adds the accurate
+preset with its packed pass off (the padded transformers forward); ``--random-weights`` adds the
+accurate model's architecture and tokenizer with random weights (:func:`random_weights_copy`),
+for a machine without the weights (time depends on shapes and tokens, not on weights). The
+accurate model: ``$UQLM_BERT_ACCURATE_MODEL_DIR`` or the Hugging Face cache. Writes
+``presets.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import gc
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
-    ACCURATE_MODEL_ENV,
-    accurate_model,
-    load_prompts,
-    machine_summary,
-    write_report,
-)
-from random_weights_copy import random_weights_copy  # noqa: E402
+from benchmarks import harness
+from uqlm_bert import BlackBoxUQ
+from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME
 
-from uqlm_bert import BlackBoxUQ  # noqa: E402
-from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 #: The name of the contestant with random weights (``--random-weights``).
 RANDOM = "accurate, random weights"
 
 
-def run(
-    presets: dict[str, str], prompts: int, samples: int, rounds: int, device, padded: bool
-) -> dict:
+def random_weights_copy(source: Path, target: Path, seed: int = 0) -> Path:
+    """Write to ``target`` the model of ``source``'s config with random weights (safetensors)
+    and ``source``'s tokenizer, each saved by transformers; ``source`` needs only the config and
+    tokenizer files. Name ``target`` as the model's folder (``.../all-mpnet-base-v2``) where the
+    model is to be recognised by its path. Quality figures taken on such a copy mean nothing."""
+    import torch
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    if not (source / "config.json").is_file():
+        raise FileNotFoundError(f"{source} has no config.json: give a model's directory")
+    AutoTokenizer.from_pretrained(source).save_pretrained(target)
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.from_pretrained(source))
+    model.save_pretrained(target, safe_serialization=True)
+    return target
+
+
+def run(presets: dict[str, str], args) -> dict:
     """Per contestant: wall and CPU seconds of each round's ``BlackBoxUQ.score`` call."""
-    responses, sampled, source = load_prompts(prompts, samples)
+    responses, sampled, source = harness.load_prompts(args.prompts, args.samples)
     uqs = {
         name: BlackBoxUQ(
-            scorers=["bert_score"], model_type=model, device=device, show_progress_bars=False
-        )  # fmt: skip
+            scorers=["bert_score"], model_type=model, device=args.device, show_progress_bars=False
+        )
         for name, model in presets.items()
     }
     for uq in uqs.values():  # load, build idf, warm up
         uq.score(responses[:2], sampled[:2])
     calls = {name: (lambda uq=uq: uq.score(responses, sampled)) for name, uq in uqs.items()}
     engines = {n: uq.scorers[0].engine for n, uq in uqs.items()}
-    if padded:
+    if args.padded:
         accurate = "accurate" if "accurate" in uqs else RANDOM
         engines[f"{accurate}, padded"] = engines[accurate]
         calls[f"{accurate}, padded"] = lambda: _unpacked(uqs[accurate], responses, sampled)
-    times: dict[str, dict[str, list[float]]] = {n: {"wall": [], "cpu": []} for n in calls}
-    order = list(calls)
-    for r in range(rounds):
-        for name in order if r % 2 == 0 else order[::-1]:
-            gc.collect()
-            wall, cpu = time.perf_counter(), time.process_time()
-            calls[name]()
-            times[name]["cpu"].append(time.process_time() - cpu)
-            times[name]["wall"].append(time.perf_counter() - wall)
-        print(f"round {r + 1}: " + ", ".join(
-            f"{n} {t['wall'][-1]:.1f} s" for n, t in times.items()), file=sys.stderr, flush=True)  # fmt: skip
-    return {"times": times, "source": source, "engines": engines}
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    return {"times": harness.time_rounds(calls, args.rounds, log), "source": source,
+            "engines": engines}  # fmt: skip
 
 
 def _unpacked(uq: BlackBoxUQ, responses, sampled) -> None:
@@ -102,45 +80,37 @@ def _unpacked(uq: BlackBoxUQ, responses, sampled) -> None:
 
 def report(result: dict, prompts: int, samples: int, rounds: int) -> str:
     times, engines = result["times"], result["engines"]
-    base = {k: statistics.median(times["fast"][k]) for k in ("wall", "cpu")}
+    base = {k: times.median("fast", k) for k in ("wall", "cpu")}
+    rows = []
+    for name in times.wall:
+        wall, cpu, e = times.median(name), times.median(name, "cpu"), engines[name]
+        rows.append(
+            [name, e.model_type, e.num_layers, str(e.dtype).removeprefix("torch."),
+             f"{wall:.2f}", f"{1000 * wall / prompts:.0f}", f"{wall / base['wall']:.2f}",
+             f"{cpu:.2f}", f"{cpu / base['cpu']:.2f}"]
+        )  # fmt: skip
+    head = ["preset", "model", "layer", "dtype", "wall s", "s per 1,000 answers",
+            "x fast (wall)", "CPU s", "x fast (CPU)"]  # fmt: skip
     lines = [
         "# Presets side by side",
         "",
-        f"Machine: {machine_summary(engines['fast'].device)}.",
+        f"{harness.machine_summary(engines['fast'].device)}.",
         "",
         f"Work: `BlackBoxUQ.score` on {prompts} {result['source']}, {samples} samples each; "
-        f"{rounds} alternating rounds, medians.",
+        f"{rounds} rounds in turning order, medians.",
         "",
-        "| preset | model | layer | dtype | wall s | s per 1,000 answers | x fast (wall) | "
-        "CPU s | x fast (CPU) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *harness.md_table(head, rows),
     ]
-    for name, t in times.items():
-        wall, cpu = statistics.median(t["wall"]), statistics.median(t["cpu"])
-        e = engines[name]
-        lines.append(
-            f"| {name} | {e.model_type} | {e.num_layers} | {str(e.dtype).removeprefix('torch.')} "
-            f"| {wall:.2f} | {1000 * wall / prompts:.0f} | {wall / base['wall']:.2f} | "
-            f"{cpu:.2f} | {cpu / base['cpu']:.2f} |"
-        )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=int, default=30)
-    parser.add_argument("--samples", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--padded", action="store_true", help="add accurate, packed pass off")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out")
-    parser.add_argument(
-        "--random-weights",
-        action="store_true",
-        help="add the accurate model with random weights (config and tokenizer suffice)",
-    )
-    args = parser.parse_args(argv)
-    presets = {"fast": "fast", "accurate": accurate_model()}
+    ap = harness.parser(__doc__, "prompts", "samples", "rounds", "device", "out")
+    ap.add_argument("--padded", action="store_true", help="add accurate, packed pass off")
+    ap.add_argument("--random-weights", action="store_true", help="add the accurate model with "
+                    "random weights (config and tokenizer suffice)")  # fmt: skip
+    args = ap.parse_args(argv)
+    presets = {"fast": "fast", "accurate": harness.accurate_model()}
     with tempfile.TemporaryDirectory() as tmp:
         if args.random_weights:
             source = _accurate_source()
@@ -148,8 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             presets[RANDOM] = str(random_weights_copy(source, copy))
             if not (source / "model.safetensors").is_file():
                 del presets["accurate"]
-        result = run(presets, args.prompts, args.samples, args.rounds, args.device, args.padded)
-    write_report(args.out, "presets.md", report(result, args.prompts, args.samples, args.rounds))
+        result = run(presets, args)
+    text = report(result, args.prompts, args.samples, args.rounds)
+    harness.write_report(args.out, "presets.md", text)
     return 0
 
 
@@ -158,11 +129,13 @@ def _accurate_source() -> Path:
     or the Hugging Face cache's copy."""
     from uqlm_bert.bertscore.presets import cached_copy
 
-    given = os.environ.get(ACCURATE_MODEL_ENV) or cached_copy(ACCURATE_MODEL_NAME)
+    given = os.environ.get(harness.ACCURATE_MODEL_ENV) or cached_copy(ACCURATE_MODEL_NAME)
     if not given:
-        raise SystemExit(f"--random-weights needs the model's config: set {ACCURATE_MODEL_ENV}")
+        raise SystemExit(
+            f"--random-weights needs the model's config: set {harness.ACCURATE_MODEL_ENV}"
+        )
     return Path(given)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,45 +1,18 @@
 """How well does a calibrated confidence read as a probability? WikiBio GPT-3 passages.
 
-The confidence is not a probability: a sentence with confidence 0.8 is not correct 80% of the
-time. This script measures how far it is from one, and how much a
-:class:`uqlm_bert.calibration.ScoreCalibrator` fitted on labelled data closes the gap, with
-cross-validation so that no prediction is judged on the answers it was fitted on.
+    python -m benchmarks.eval_calibration [--folds 5] [--repeats 20]
 
-Two levels, both on the same 30 passages (GPT-3 text about a person, 20 samples each, human
-sentence labels accurate / minor inaccurate / major inaccurate; see ``eval_wikibio.py``):
-
-- sentence level (the meaningful one, about 250 labelled sentences): the confidence is
-  :func:`uqlm_bert.scorers.sentences.score_sentences` with ``metric="precision"`` and the
-  ``bert_score`` scorer's engine at its defaults (the embedded model, fixed idf), as
-  ``BlackBoxUQ.score_sentences`` runs it, on the released sentence split; label 1 = the sentence
-  is "accurate";
-- passage level (30 items: a rough check only): the confidence is the ``bert_score`` scorer (mean
-  BERTScore F1 of the passage against each sample); label 1 = the passage's mean hallucination
-  degree (accurate 0, minor 0.5, major 1) is below 0.5, i.e. most of the passage is accurate.
-
-Compared, each on the same out-of-fold predictions:
-
-- the raw confidence read as a probability (clipped to [0, 1]; nothing is fitted);
-- the training folds' base rate for every item (the reference a calibrator must beat on Brier);
-- isotonic and Platt calibration fitted on the training folds.
-
-Folds are grouped by passage: a passage's sentences are all in the training part or all in the
-test part, never split, since sentences of one passage share its samples and its topic. The
-k-fold split is repeated with different shuffles; the table gives the mean (std) over repeats
-of ECE (uniform and quantile bins), Brier score and AUROC of the pooled out-of-fold predictions.
-
-Usage::
-
-    python benchmarks/eval_calibration.py [--data PATH] [--folds 5] [--repeats 20]
-
-Writes ``benchmarks/out/calibration.md`` and ``calibration_sentences.png`` (reliability diagrams
-of one repeat) and prints the Markdown. About 4 minutes on 2 CPU cores, nearly all BERTScore.
-Skips (exit 0) when the data file is absent.
+Sentences (``score_sentences(metric="precision")`` with the ``bert_score`` scorer's engine at its
+defaults, on the released split; label 1 = accurate) and, as a rough check, passages (the
+``bert_score`` scorer; label 1 = mean degree below 0.5). Compared on the same out-of-fold
+predictions: the raw confidence clipped to [0, 1], the training folds' base rate, isotonic and
+Platt :class:`~uqlm_bert.calibration.ScoreCalibrator`. Folds are grouped by passage and the split
+repeated with other shuffles: mean (std) of ECE (uniform and quantile bins), Brier and AUROC of
+the pooled out-of-fold predictions. Writes ``calibration.md`` and ``calibration_sentences.png``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import warnings
 from collections.abc import Sequence
@@ -48,19 +21,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, Passage, load_passages  # noqa: E402
-
-from uqlm_bert import BERTScorer  # noqa: E402
-from uqlm_bert.calibration import ScoreCalibrator  # noqa: E402
-from uqlm_bert.evaluation import (  # noqa: E402
-    auroc,
-    brier_score,
-    expected_calibration_error,
-)
-from uqlm_bert.scorers import build_scorer  # noqa: E402
-from uqlm_bert.scorers.bert import SCORER_DEFAULTS  # noqa: E402
-from uqlm_bert.scorers.sentences import score_sentences  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import Passage
+from uqlm_bert import BERTScorer
+from uqlm_bert.calibration import ScoreCalibrator
+from uqlm_bert.evaluation import auroc, brier_score, expected_calibration_error
+from uqlm_bert.scorers import build_scorer
+from uqlm_bert.scorers.bert import SCORER_DEFAULTS
+from uqlm_bert.scorers.sentences import score_sentences
 
 METHODS = ("raw score", "base rate", "isotonic", "platt")
 MEASURES = ("mean_probability", "ece_uniform", "ece_quantile", "brier", "auroc")
@@ -73,9 +41,9 @@ def sentence_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray,
     """``(confidence, label, passage index)`` per sentence; label 1 = accurate."""
     df = score_sentences(
         [p.response for p in passages],
-        [p.samples for p in passages],
+        [list(p.samples) for p in passages],
         BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False),
-        sentences=[p.sentences for p in passages],
+        sentences=[list(p.sentences) for p in passages],
         metric="precision",
     )
     labels = np.concatenate([(p.degree == 0).astype(np.float64) for p in passages])
@@ -175,28 +143,20 @@ def evaluate(
 # --------------------------------------------------------------------------- report
 
 
-def table(summary: pd.DataFrame, repeats: int, folds: int) -> str:
-    """Markdown: one row per method, mean (std over repeats) of each measure."""
-    lines = [
-        "| probability | mean | ECE, uniform bins | ECE, quantile bins | Brier | AUROC |",
-        "|---|---|---|---|---|---|",
-    ]
+def table(summary: pd.DataFrame, repeats: int, folds: int) -> list[str]:
+    """One row per method: mean (std over repeats) of each measure; the raw score, fitted to
+    nothing, the same every repeat."""
+    rows = []
     for _, row in summary.iterrows():
         method = row["method"]
         name = method if method == "raw score" else f"{method} (CV)"
-        cells = []
-        for m in MEASURES:
-            mean, std = row[f"{m}_mean"], row[f"{m}_std"]
-            if np.isnan(mean):
-                cells.append("n/a")
-            elif method == "raw score":  # nothing fitted: the same every repeat
-                cells.append(f"{mean:.3f}")
-            else:
-                cells.append(f"{mean:.3f} ({std:.3f})")
         if row["warned_fits"]:
             name += f" [{int(row['warned_fits'])} of {repeats * folds} fits warned]"
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells = [(row[f"{m}_mean"], row[f"{m}_std"]) for m in MEASURES]
+        rows.append([name, *("n/a" if np.isnan(mean) else f"{mean:.3f}" if method == "raw score"
+                             else f"{mean:.3f} ({std:.3f})" for mean, std in cells)])  # fmt: skip
+    head = ["probability", "mean", "ECE, uniform bins", "ECE, quantile bins", "Brier", "AUROC"]
+    return harness.md_table(head, rows)
 
 
 def markdown(levels: dict[str, tuple], folds: int, repeats: int) -> str:
@@ -204,27 +164,15 @@ def markdown(levels: dict[str, tuple], folds: int, repeats: int) -> str:
     out = [
         "# Calibration of the confidence on WikiBio GPT-3 (30 passages)",
         "",
-        f"{folds}-fold cross-validation grouped by passage, repeated {repeats} times with "
-        "different shuffles: mean (std over repeats) over the pooled out-of-fold predictions. "
-        "`mean` is the mean probability (compare it with the fraction labelled 1); lower ECE "
-        "and Brier are better. The raw score is clipped to [0, 1] and read as a probability, "
-        "with nothing fitted. The base rate row predicts the training folds' fraction labelled "
-        "1 for everything: a calibrator that does not beat its Brier score adds nothing. "
-        "AUROC of pooled out-of-fold predictions falls below the raw score's: each fold has "
-        "its own map, and a fold whose training part is more often correct than average has a "
-        "test part less often correct, so its map is shifted the wrong way (this shift alone "
-        "is all the base rate row has, hence no AUROC for it).",
+        f"{folds}-fold cross-validation grouped by passage, repeated {repeats} times: mean (std "
+        "over repeats) over the pooled out-of-fold predictions; `mean`: the mean probability "
+        "(against the fraction labelled 1). The base rate row predicts the training folds' "
+        "fraction for everything: a calibrator must beat its Brier score.",
         "",
     ]
     for title, (summary, n, base, n_bins, rule) in levels.items():
-        out += [
-            f"## {title}",
-            "",
-            f"{n} items, {base:.1%} labelled 1 ({rule}); ECE over {n_bins} bins.",
-            "",
-            table(summary, repeats, folds),
-            "",
-        ]
+        out += [f"## {title}", "", f"{n} items, {base:.1%} labelled 1 ({rule}); ECE over "
+                f"{n_bins} bins.", "", *table(summary, repeats, folds), ""]  # fmt: skip
     return "\n".join(out)
 
 
@@ -254,16 +202,13 @@ def save_diagrams(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=20)
-    args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"skipped: {args.data} not found (the WikiBio GPT-3 evaluation file)")
+    ap = harness.parser(__doc__, "data", "out")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=20)
+    args = ap.parse_args(argv)
+    if not harness.have_data(args.data):
         return 0
-    passages = load_passages(args.data)
+    passages = harness.load_passages(args.data)
     s_conf, s_label, s_group = sentence_level(passages)
     p_conf, p_label, p_group = passage_level(passages)
     levels = {}
@@ -281,12 +226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         passage_summary, p_label.size, float(p_label.mean()), 5,
         "mean hallucination degree < 0.5",
     )  # fmt: skip
-    text = markdown(levels, args.folds, args.repeats)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "calibration.md").write_text(text + "\n", encoding="utf-8")
+    harness.write_report(args.out, "calibration.md", markdown(levels, args.folds, args.repeats))
     keep = ~np.isnan(s_conf)
     save_diagrams(args.out / "calibration_sentences.png", first, s_label[keep], 10)
-    print(text)
     return 0
 
 

@@ -1,69 +1,35 @@
 """Fixed idf weights against no idf and idf over the call, on the WikiBio GPT-3 passages.
 
-The detector is the ``bert_score`` scorer with the embedded all-MiniLM-L6-v2 at its default
-layer 5: the mean F1 of the whole response (candidate) against each whole sample (reference).
-Three token weightings are compared:
+    python -m benchmarks.eval_idf [--random-subsets N] [--seed 0]
 
-- ``none``: uniform weights, [CLS]/[SEP] at 0 (the engine's default);
-- ``call``: idf over the samples of every passage scored in one call, each sample one document
-  (``BERTScorer(idf=True)`` on one call holding all passages); it depends on the batch;
-- ``fixed``: the shipped table of :mod:`uqlm_bert.bertscore.fixed_idf`, the same for any batch.
-
-Each is judged on all 20 samples and on 4 disjoint sets of 5 (mean and spread), by passage
-Pearson and Spearman (x100) of the negated confidence against the passage's mean label, and at
-sentence level by NonFact and Factual AUC-PR of SelfCheckGPT's sentence method (each response
-sentence against each sample's sentences, best match per sample, mean F1 over the samples).
-The task, the data and the measures are those of ``eval_wikibio.py``, whose machinery
-(passages, sample subsets, cached matches and their reweighting, parity check) this reuses.
-
-With ``--random-subsets N`` the three settings are also judged on N random sets of 5 samples
-(each passage draws its own 5 of its 20 without replacement, independently of the other passages,
-from ``numpy.random.default_rng(--seed)``; ``call`` takes its idf over the drawn samples of every
-passage, as it does for a disjoint set). Only the weighting is redone per set, on the cached
-matches: ``none`` and ``fixed`` reuse each sample's scores, ``call`` reweighs the drawn samples
-with its new idf. The report gives each measure's mean over the sets with its standard error, and
-the paired difference per set of ``fixed`` minus ``call`` (and minus ``none``), the quantity the 4
-disjoint sets measure too noisily.
-
-A robustness check then halves and doubles the table's L (words per document) and M (documents)
-one at a time and reports how far the passage figures move. It is a check of sensitivity only:
-the shipped constants follow the rule stated in ``fixed_idf``, not this check.
-
-    python benchmarks/eval_idf.py [--data PATH] [--device cpu]   # 3-4 CPU-minutes
-    python benchmarks/eval_idf.py --random-subsets 2000 --seed 0  # and 2000 random sets: +5 min
-
-Writes ``benchmarks/out/idf_eval.md`` and ``idf_eval.csv`` (every cell; the random sets'
-rows have ``part`` ``random``) and prints the Markdown. Skips (exit 0) when the data file is
-absent.
+Whole-answer F1 at layer 5 with three weightings: ``none``, ``call`` (idf over the samples of
+every passage scored in one call) and ``fixed`` (the shipped table). Judged as in
+``eval_wikibio`` (whose machinery this reuses) on 20 samples and the 4 disjoint sets of 5, and on
+N random sets of 5 (each passage draws its own; ``call`` over the drawn samples), with paired
+per-set differences. A robustness check halves and doubles the table's L and M (a check only:
+the constants follow ``fixed_idf``'s rule). Writes ``idf_eval.md`` and ``idf_eval.csv``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from eval_wikibio import (  # noqa: E402
-    DEFAULT_DATA,
-    DEFAULT_OUT,
+from benchmarks import harness
+from benchmarks.eval_wikibio import (
     N_SAMPLES,
     LayerSweep,
     Passage,
     _table,
     evaluate,
     idf_tables,
-    load_passages,
     subsets,
 )
-
-from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids  # noqa: E402
-from uqlm_bert.bertscore.fixed_idf import (  # noqa: E402
+from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
+from uqlm_bert.bertscore.fixed_idf import (
     DOC_WORDS,
     NUM_DOCS,
     build_idf,
@@ -107,32 +73,6 @@ def measure(
     return evaluate(passages, sent, pas)
 
 
-def check_fixed_parity(sweep: LayerSweep, fixed: IdfWeights) -> float:
-    """Largest |difference| between the sweep's scores with the fixed table and the engine's.
-
-    The engine gets the table as ``BERTScorer(idf=<mapping>)``, as a user would pass it.
-    """
-    p = sweep.passages[0]
-    got = sweep.scores({i: fixed for i in range(len(sweep.passages))}, [0, 1])
-    engine = BERTScorer(
-        num_layers=LAYER,
-        idf=idf_mapping(fixed),
-        device=sweep.scorer.device,
-        show_progress_bars=False,
-    )
-    n_k = len(p.sentences)
-    diffs = []
-    for j in (0, 1):
-        checks = [
-            ("sentence", list(p.sentences), [p.sample_sentences[j]] * n_k),
-            ("passage", [p.response], [p.samples[j]]),
-        ]
-        for method, cands, refs in checks:
-            want = torch.stack(engine.score(cands, refs)).double().numpy()
-            diffs.append(np.abs(want - got[method][:, : len(cands), j]).max())
-    return float(max(diffs))
-
-
 def summary(rows: pd.DataFrame, key: str, columns: Sequence[str]) -> pd.DataFrame:
     """One row per ``key`` value: each measure at k=20, and its mean (std) over the k=5 sets."""
     out = []
@@ -147,11 +87,8 @@ def summary(rows: pd.DataFrame, key: str, columns: Sequence[str]) -> pd.DataFram
 
 
 def random_draws(n: int, n_passages: int, seed: int) -> list[np.ndarray]:
-    """``n`` random sets: ``[passages, RANDOM_K]`` sample indices, each row sorted.
-
-    Each passage draws ``RANDOM_K`` of its ``N_SAMPLES`` samples without replacement,
-    independently of the other passages and of the other sets, from ``default_rng(seed)``.
-    """
+    """``n`` random sets, ``[passages, RANDOM_K]`` sorted sample indices: each passage draws its
+    own without replacement, from ``default_rng(seed)``."""
     rng = np.random.default_rng(seed)
     return [
         np.sort(
@@ -163,14 +100,9 @@ def random_draws(n: int, n_passages: int, seed: int) -> list[np.ndarray]:
 
 
 class RandomSubsets:
-    """The three settings on sets of samples drawn per passage, without new model forwards.
-
-    A set's confidence is the mean of its drawn samples' columns of :meth:`f1`. ``none`` and
-    ``fixed`` weigh a sample's tokens the same whatever else is drawn, so their columns are
-    computed once; ``call`` takes its idf over the drawn samples of every passage (the corpus
-    :func:`idf_tables` builds for a set shared by all passages), so each set reweighs the cached
-    matches with its own table.
-    """
+    """The three settings on sets of samples drawn per passage, without new model forwards: a
+    set's confidence is the mean of its samples' columns of :meth:`f1`, computed once for
+    ``none`` and ``fixed``, per set for ``call`` (its idf over the set's samples)."""
 
     def __init__(self, sweep: LayerSweep, passages: list[Passage], fixed: IdfWeights) -> None:
         self.sweep = sweep
@@ -184,9 +116,8 @@ class RandomSubsets:
         }
 
     def f1(self, idf: IdfWeights | None) -> dict[str, np.ndarray]:
-        """Per method, ``[items, N_SAMPLES]`` F1 of each item against every sample, with one idf
-        table (or none) for every passage. A sample's score depends on the table only, not on
-        which other samples are scored, so a set's scores are columns of these."""
+        """Per method, ``[items, N_SAMPLES]`` F1 of each item against every sample, one idf table
+        (or none) for every passage."""
         per = self.sweep.scores({i: idf for i in range(len(self.passages))}, list(range(N_SAMPLES)))
         return {m: per[m][F1] for m in METHODS}
 
@@ -224,10 +155,8 @@ class RandomSubsets:
 
 
 def check_random_subsets(sets: RandomSubsets, rows: pd.DataFrame) -> float:
-    """Largest |difference| between :class:`RandomSubsets` and the main loop on disjoint set 0.
-
-    Every passage "draws" samples 0..4, which is the main loop's first set of 5.
-    """
+    """Largest |difference| between :class:`RandomSubsets` and the main loop on disjoint set 0
+    (every passage "drawing" samples 0..4)."""
     draw = np.tile(np.arange(RANDOM_K), (len(sets.passages), 1))
     want = rows[(rows.k == RANDOM_K) & (rows.subset == 0)].set_index("idf")
     return max(
@@ -238,13 +167,9 @@ def check_random_subsets(sets: RandomSubsets, rows: pd.DataFrame) -> float:
 
 
 def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Mean and standard error over the random sets, per setting and of paired differences.
-
-    The first table has one row per setting and a ``mean ± SEM`` cell per measure. The second
-    has one row per measure and comparison (``fixed`` minus ``call``, ``fixed`` minus ``none``):
-    the mean over the sets of the per-set difference, its standard error (std with ddof=1 over
-    sqrt(n)) and how many sets have ``fixed`` at least as high.
-    """
+    """Per setting, ``mean ± SEM`` over the random sets of each measure; per measure and
+    comparison (``fixed`` minus ``call`` or ``none``), the per-set difference's mean, its SEM and
+    the sets with ``fixed`` at least as high."""
     n = rows["subset"].nunique()
 
     def mean_sem(values: pd.Series) -> tuple[float, float]:
@@ -265,15 +190,8 @@ def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             wide = rows.pivot(index="subset", columns="idf", values=m)
             diff = wide["fixed"] - wide[other]
             mean, sem = mean_sem(diff)
-            paired.append(
-                {
-                    "difference": f"fixed - {other}",
-                    "measure": m,
-                    "mean": mean,
-                    "SEM": sem,
-                    "sets with fixed >= other": f"{int((diff >= 0).sum())} / {n}",
-                }
-            )
+            paired.append({"difference": f"fixed - {other}", "measure": m, "mean": mean, "SEM": sem,
+                           "sets with fixed >= other": f"{int((diff >= 0).sum())} / {n}"})  # fmt: skip
     return pd.DataFrame(per_setting), pd.DataFrame(paired)
 
 
@@ -308,10 +226,8 @@ def markdown(
     lines = [
         f"# Fixed idf on WikiBio GPT-3 (embedded model, layer {LAYER}, F1, x100)",
         "",
-        "Passage: correlation of the negated whole-answer confidence with the passage's mean "
-        "label. Sentence: AUC-PR of the sentence method. `k=20`: all samples; `k=5`: mean "
-        "(std) over 4 disjoint sets of 5 samples. `call` is idf over every passage's "
-        "samples in one call; `fixed` is the shipped table.",
+        "`k=5`: mean (std) over 4 disjoint sets of 5 samples; `call`: idf over every passage's "
+        "samples in one call; `fixed`: the shipped table.",
         "",
         _table(summary(main, "idf", MEASURES)),
         "",
@@ -328,14 +244,11 @@ def markdown(
             "",
             f"## Random sets of {RANDOM_K} samples ({random_rows['subset'].nunique()} sets, seed {seed})",
             "",
-            f"Each set draws, independently per passage, {RANDOM_K} of its {N_SAMPLES} samples "
-            "without replacement; `call` takes its idf over the drawn samples of every passage. "
-            "Mean ± standard error of the mean over the sets:",
+            "Each passage draws its own; mean ± standard error over the sets:",
             "",
             _table(per_setting),
             "",
-            "Paired per set (x100 points): mean of the per-set difference, its standard error, and "
-            "the sets where `fixed` is at least as high:",
+            "Paired per set (x100 points):",
             "",
             _table(paired),
         ]
@@ -343,24 +256,12 @@ def markdown(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--device", default=None, help="cpu, cuda, mps (default: best found)")
-    ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument(
-        "--random-subsets",
-        type=int,
-        default=0,
-        metavar="N",
-        help=f"also judge the settings on N random sets of {RANDOM_K} samples (default 0: off)",
-    )
-    ap.add_argument("--seed", type=int, default=0, help="seed of the random sets (default 0)")
+    ap = harness.parser(__doc__, "device", "data", "out", "seed", "no-progress")
+    ap.add_argument("--random-subsets", type=int, default=0, metavar="N", help="default 0: off")
     args = ap.parse_args(argv)
-    if not args.data.is_file():
-        print(f"skipped: {args.data} not found (the WikiBio GPT-3 evaluation file)")
+    if not harness.have_data(args.data):
         return 0
-    passages = load_passages(args.data)
+    passages = harness.load_passages(args.data)
     if any(len(p.samples) < N_SAMPLES for p in passages):
         raise SystemExit(f"every passage needs {N_SAMPLES} samples")
     scorer = BERTScorer(num_layers=LAYER, device=args.device, show_progress_bars=False)
@@ -369,9 +270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     fixed = idf_for_tokenizer(tokenizer)
 
     full = idf_settings(sweep, passages, list(range(N_SAMPLES)), fixed)
-    docs = {"none": None, "call": [x for p in passages for x in p.samples]}
-    parity = max(sweep.check_parity(full[m], docs[m]) for m in ("none", "call"))
-    parity = max(parity, check_fixed_parity(sweep, fixed))
+    every = [x for p in passages for x in p.samples]
+    parity = max(
+        sweep.check_parity(full["none"], idf=False),
+        sweep.check_parity(full["call"], idf=True, idf_sents=every),
+        sweep.check_parity(full["fixed"], idf=idf_mapping(fixed)),
+    )
     if not parity < 1e-5:
         raise SystemExit(f"parity check failed: the sweep differs from the engine by {parity:.2e}")
 
@@ -396,10 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parts.append(random_rows.assign(part="random"))
 
     text = markdown(main_rows, robust_rows, parity, random_rows, args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
+    harness.write_report(args.out, "idf_eval.md", text)
     pd.concat(parts).to_csv(args.out / "idf_eval.csv", index=False)
-    (args.out / "idf_eval.md").write_text(text + "\n", encoding="utf-8")
-    print(text)
     return 0
 
 

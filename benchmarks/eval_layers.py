@@ -1,46 +1,19 @@
 """Which layer of a model detects hallucinations best? Every layer, on WikiBio GPT-3 passages.
 
-For a model (a preset such as ``accurate``, a hub name or a local directory) and each of its
-layers, the ``bert_score`` scorer at its defaults (fixed idf for the model's tokenizer,
-``dtype="auto"``, long texts in windows, punctuation weighing 0, the F-measure with beta
-:data:`~uqlm_bert.scorers.bert.F_BETA`) scores every passage's response against each of its 20
-samples. A passage's confidence is the mean of those pair scores; it is judged by the
-passage-level Spearman correlation (x100) of the negated confidence with the passage's mean
-sentence label (accurate 0, minor 0.5, major 1), as in ``eval_wikibio.py``:
+    python -m benchmarks.eval_layers --model accurate                # every layer, dev passages
+    python -m benchmarks.eval_layers --model DIR --data held_out.jsonl --exclude DEV.jsonl
 
-- ``m=20``: the mean over all 20 samples;
-- ``m=5``: the mean (and spread) over the 4 disjoint sets of 5 samples (5 is the default
-  ``num_responses``);
-- ``time``: the seconds of the one scoring call over all passages and samples at that layer (its
-  texts embedded once), and the same per 1,000 answers of 20 samples.
-
-The score of a pair does not depend on the other pairs of a call (fixed idf), so one call at m=20
-gives the sets of 5 too; where the model's default layer is among ``--layers``, the script checks
-that by scoring the first set of 5 of the first ``--data`` file through ``BlackBoxUQ.score``
-itself (the difference is printed; in bfloat16 the batches differ, so it is within bfloat16's
-rounding rather than exactly 0).
-
-Each ``--data`` file is reported on its own: the 30 development passages shipped beside the
-repository by default; more passages (the rest of the 238 of the published set, say) in the same
-JSON Lines format, or in the published set's own (``gpt3_text``, ``gpt3_sentences``,
-``annotation``, ``gpt3_text_samples``). ``--exclude FILE`` drops the passages of FILE (by
-``wiki_bio_test_idx``), so the full set minus the development passages is held out.
-
-    python benchmarks/eval_layers.py --model accurate                # every layer, dev passages
-    python benchmarks/eval_layers.py --model fast --layers 4 5 6
-    python benchmarks/eval_layers.py --model $UQLM_BERT_ACCURATE_MODEL_DIR \\
-        --data held_out.jsonl --exclude ../shared/data/wikibio_gpt3_dev.jsonl --layers 10 11 12
-
-The accurate preset's model is not shipped: give ``--model`` a local copy's directory (or set
-``UQLM_BERT_ACCURATE_MODEL_DIR``, which ``--model accurate`` then uses), or have it in the
-Hugging Face cache. Writes ``benchmarks/out/layers_<model>.md`` and prints it. Skips (exit 0)
-when the data is absent. Under load, read the times as ratios between layers.
+For a model (a preset, a hub name or a directory) and each layer, the ``bert_score`` scorer at
+its defaults otherwise scores each answer against its 20 samples; a passage's confidence, the
+mean, is judged by passage Spearman (x100) against the mean sentence label at m=20 and over the
+4 disjoint sets of 5, with the seconds of the call. Pair scores do not depend on the call's other
+pairs (fixed idf); at the default layer the script checks that against ``BlackBoxUQ.score``.
+Each ``--data`` file (shared or published format) is reported on its own; ``--exclude FILE``
+drops FILE's passages. Writes ``layers_<model>.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -49,49 +22,27 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import accurate_model, machine_summary, write_report  # noqa: E402
-from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, LABEL_DEGREE, N_SAMPLES  # noqa: E402
-
-from uqlm_bert import BlackBoxUQ  # noqa: E402
-from uqlm_bert.bertscore import clear_model_cache  # noqa: E402
-from uqlm_bert.bertscore.layer_stack import config_layers  # noqa: E402
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS  # noqa: E402
-from uqlm_bert.evaluation import spearman  # noqa: E402
-from uqlm_bert.scorers.base import Pairs  # noqa: E402
-from uqlm_bert.scorers.bert import BERTScoreConsistency  # noqa: E402
+from benchmarks import harness
+from benchmarks.eval_wikibio import N_SAMPLES
+from uqlm_bert import BlackBoxUQ
+from uqlm_bert.bertscore import clear_model_cache
+from uqlm_bert.bertscore.layer_stack import config_layers
+from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+from uqlm_bert.evaluation import spearman
+from uqlm_bert.scorers.base import Pairs
+from uqlm_bert.scorers.bert import BERTScoreConsistency
 
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(N_SAMPLES // 5)]
 
 
 def load_rows(path: Path, exclude: set[int]) -> list[dict]:
-    """Passages as ``{idx, response, samples, degree}``, from JSON Lines or a JSON array, in the
-    shared data's format or the published set's; those whose ``wiki_bio_test_idx`` is in
-    ``exclude`` dropped; only passages with all 20 samples kept."""
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    records = (
-        json.loads(text)
-        if stripped.startswith("[")
-        else [json.loads(line) for line in text.splitlines() if line.strip()]
-    )
-    rows = []
-    for r in records:
-        if r.get("wiki_bio_test_idx") in exclude:
-            continue
-        samples = r.get("sampled_responses", r.get("gpt3_text_samples"))
-        labels = r.get("sentence_labels", r.get("annotation"))
-        if samples is None or labels is None or len(samples) < N_SAMPLES:
-            continue
-        rows.append(
-            {
-                "idx": r.get("wiki_bio_test_idx"),
-                "response": r.get("response", r.get("gpt3_text")),
-                "samples": list(samples[:N_SAMPLES]),
-                "degree": float(np.mean([LABEL_DEGREE[x] for x in labels])),
-            }
-        )
-    return rows
+    """The labelled passages with all 20 samples as ``{idx, response, samples, degree}``."""
+    return [
+        {"idx": p.idx, "response": p.response, "samples": list(p.samples[:N_SAMPLES]),
+         "degree": float(p.degree.mean())}
+        for p in harness.load_passages(path, exclude)
+        if p.labels and len(p.samples) >= N_SAMPLES
+    ]  # fmt: skip
 
 
 def passage_spearman(scores: np.ndarray, degree: np.ndarray, samples: Sequence[int]) -> float:
@@ -162,55 +113,37 @@ def report(model: str, rows: list[dict], sizes: dict[str, int], check: float | N
     lines = [
         f"# Every layer of {model}: WikiBio GPT-3 passage Spearman (x100)",
         "",
-        f"Machine: {machine_summary()}.",
-        "",
-        "The `bert_score` scorer at its defaults otherwise (fixed idf, dtype auto). m=20: all "
-        "samples; m=5: mean (std) over the 4 disjoint sets of 5. Seconds: one call scoring every "
-        "passage against its 20 samples.",
-        "",
+        f"{harness.machine_summary()}. The `bert_score` scorer at its defaults otherwise; m=5: "
+        "mean (std) over the 4 disjoint sets of 5; seconds: the one call at m=20.",
     ]
     if check is not None:
-        lines += [
-            f"Check against `BlackBoxUQ.score` (first set of 5, default layer): max |diff| "
-            f"{check:.2e}.",
-            "",
-        ]
+        lines.append(f"Against `BlackBoxUQ.score` (first set of 5, default layer): {check:.2e}.")
+    head = ["layer", "m=20", "m=5 mean (std)", "seconds", "s per 1,000 answers (m=20)"]
     for name, n in sizes.items():
-        lines += [
-            f"## {name} ({n} passages)",
-            "",
-            "| layer | m=20 | m=5 mean (std) | seconds | s per 1,000 answers (m=20) |",
-            "|---|---|---|---|---|",
-        ]
-        for r in rows:
-            if r["data"] == name:
-                lines.append(
-                    f"| {r['layer']} | {r['m=20']:.2f} | {r['m=5 mean']:.2f} ({r['m=5 std']:.2f})"
-                    f" | {r['seconds']:.1f} | {r['s per 1,000 answers (m=20)']:.0f} |"
-                )
-        lines.append("")
+        table = [
+            [r["layer"], f"{r['m=20']:.2f}", f"{r['m=5 mean']:.2f} ({r['m=5 std']:.2f})",
+             f"{r['seconds']:.1f}", f"{r['s per 1,000 answers (m=20)']:.0f}"]
+            for r in rows
+            if r["data"] == name
+        ]  # fmt: skip
+        lines += ["", f"## {name} ({n} passages)", "", *harness.md_table(head, table)]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="fast", help="a preset, hub name or directory")
-    parser.add_argument("--layers", type=int, nargs="+", help="default: every layer")
-    parser.add_argument("--data", type=Path, nargs="+", default=[DEFAULT_DATA])
-    parser.add_argument("--exclude", type=Path, help="drop the passages of this file")
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--no-check", action="store_true", help="skip the BlackBoxUQ check")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
-    missing = [p for p in args.data if not p.is_file()]
-    if missing:
-        print(f"data not found: {', '.join(map(str, missing))}; skipping", file=sys.stderr)
+    ap = harness.parser(__doc__, "device", "out")
+    ap.add_argument("--model", default="fast", help="a preset, hub name or directory")
+    ap.add_argument("--layers", type=int, nargs="+", help="default: every layer")
+    files = "files, each reported on its own (default: the shared passages)"
+    ap.add_argument("--data", type=Path, nargs="+", default=[harness.WIKIBIO], help=files)
+    ap.add_argument("--exclude", type=Path, help="drop the passages of this file")
+    ap.add_argument("--no-check", action="store_true", help="skip the BlackBoxUQ check")
+    args = ap.parse_args(argv)
+    if not all(harness.have_data(p) for p in args.data):
         return 0
-    exclude: set[int] = set()
-    if args.exclude is not None:
-        exclude = {r["wiki_bio_test_idx"] for r in map(json.loads, args.exclude.open())}
+    exclude = {p.idx for p in harness.load_passages(args.exclude)} if args.exclude else set()
     datasets = {p.name: load_rows(p, exclude) for p in args.data}
-    model = accurate_model() if args.model == "accurate" else args.model  # the copy given
+    model = harness.accurate_model() if args.model == "accurate" else args.model  # the copy given
     layers = args.layers
     if layers is None:
         from transformers import AutoConfig
@@ -227,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check = check_against_black_box(model, datasets[first], scores_at, args.device)
     name = Path(args.model).name if os.sep in args.model else args.model.replace("/", "_")
     text = report(args.model, rows, {k: len(v) for k, v in datasets.items()}, check)
-    write_report(args.out, f"layers_{name}.md", text + "\n")
+    harness.write_report(args.out, f"layers_{name}.md", text)
     return 0
 
 

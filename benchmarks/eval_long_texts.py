@@ -1,49 +1,29 @@
-"""Long answers scored whole: does the second half of an answer count?
+"""Long answers scored whole: does the second half of an answer count? And the window choice.
 
-**The task.** From the 30 WikiBio GPT-3 development passages (the shared data), long answers are
-built from six people's passages in a row (about 1,100 tokens): answer ``i`` is the original
-passages of people ``i, i+1, ..., i+5`` (modulo 30), and its samples are their sampled passages in
-the same order (sample ``j`` joins sample ``j`` of each of the six). A corrupted copy keeps the
-first three passages and replaces the last three by the passages of people ``i+6, i+7, i+8``:
-its second half is supported by no sample. The scorers rank each faithful answer and its
-corrupted copy against the same samples; the report gives, per scorer and ``long_texts``
-setting, the AUROC of the confidence telling faithful (positive) from corrupted answers, the
-mean confidence of each and their mean paired drop, on the first set of 5 samples and, for
-``bert_score`` with ``--sets 4``, averaged over the 4 disjoint sets of 5.
+    python -m benchmarks.eval_long_texts [--sets 4] [--skip-task] [--skip-fidelity]
 
-**The window choice.** Which overlap between windows, and which window should give a token its
-embedding, is measured where the answer is known: texts of 510 tokens, which the model reads
-whole, are also read in windows of 128 or 256 tokens, and the windowed embeddings are compared
-with the whole-text ones (each token's cosine to its whole-text embedding, and the F1 of each
-(answer, sample) pair, fixed idf weights) for each overlap (at most a quarter of the window, as
-the engine allows) and each rule: the window where the token has the most context on both
-sides, the first window that holds it, and the mean over the windows that hold it (the engine's
-rule, chosen on this table; the script checks that the engine's stitching gives the same). The
-cost column is the tokens the model reads per token of text.
+**The task.** Answer ``i`` joins the passages of people ``i .. i+5`` (about 1,100 tokens), its
+samples their sampled passages; a corrupted copy replaces the last three by people ``i+6 ..
+i+8``'s. Per scorer and ``long_texts`` setting: AUROC of faithful against corrupted, the mean
+confidences and their mean paired drop, over ``--sets`` disjoint sets of 5 samples.
 
-    python benchmarks/eval_long_texts.py [--data PATH] [--sets 4]   # 15-20 CPU-minutes
-
-Writes ``benchmarks/out/long_texts.md`` and prints it. Skips (exit 0) when the data is absent.
+**The window choice.** Texts of 510 tokens, read whole by the model, are also read in windows of
+128 or 256 tokens, per overlap and rule (the window with the most context on both sides, the
+first window, the mean over the windows: the engine's, checked against its stitching): each
+token's cosine to its whole-text embedding, the F1 change of each pair (fixed idf), and the
+tokens read per token. Writes ``long_texts.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_report  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "wikibio_gpt3_dev.jsonl"
-DEFAULT_OUT = ROOT / "benchmarks" / "out"
+from benchmarks import harness
+from benchmarks.harness import Passage
 
 PEOPLE = 6  # passages per long answer
 KEPT = 3  # passages a corrupted copy keeps
@@ -54,31 +34,19 @@ RULES = ("most context", "first window", "mean of windows")
 FIDELITY_SAMPLES = 2  # samples per answer in the window-choice measurement
 
 
-def load_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
 def long_answers(
-    rows: Sequence[dict], sample_set: int
+    rows: Sequence[Passage], sample_set: int
 ) -> tuple[list[str], list[str], list[list[str]]]:
     """``(faithful, corrupted, samples)``: one of each per starting person (see the module doc)."""
-    n = len(rows)
+    n, join = len(rows), "\n\n".join
     faithful, corrupted, samples = [], [], []
     for i in range(n):
         people = [(i + j) % n for j in range(PEOPLE)]
         others = [(i + PEOPLE + j) % n for j in range(PEOPLE - KEPT)]
-        faithful.append("\n\n".join(rows[p]["response"] for p in people))
-        corrupted.append(
-            "\n\n".join(
-                [rows[p]["response"] for p in people[:KEPT]] + [rows[q]["response"] for q in others]
-            )
-        )
-        samples.append(
-            [
-                "\n\n".join(rows[p]["sampled_responses"][s] for p in people)
-                for s in range(sample_set * SAMPLES, (sample_set + 1) * SAMPLES)
-            ]
-        )
+        faithful.append(join(rows[p].response for p in people))
+        corrupted.append(join(rows[p].response for p in people[:KEPT] + others))
+        chosen = range(sample_set * SAMPLES, (sample_set + 1) * SAMPLES)
+        samples.append([join(rows[p].samples[s] for p in people) for s in chosen])
     return faithful, corrupted, samples
 
 
@@ -92,15 +60,12 @@ def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
     conf = scorer.score(faithful + corrupted, samples + samples)
     good, bad = conf[: len(faithful)], conf[len(faithful) :]
     labels = np.r_[np.ones(len(good)), np.zeros(len(bad))]
-    return {
-        "auroc": auroc(np.r_[good, bad], labels),
-        "faithful": float(good.mean()),
-        "corrupted": float(bad.mean()),
-        "drop": float((good - bad).mean()),
-    }
+    auc = auroc(np.r_[good, bad], labels)
+    return {"auroc": auc, "faithful": float(good.mean()), "corrupted": float(bad.mean()),
+            "drop": float((good - bad).mean())}  # fmt: skip
 
 
-def task_table(rows: Sequence[dict], sets: int, device: str) -> list[dict]:
+def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
     from uqlm_bert.scorers import build_scorer
 
     out = []
@@ -112,13 +77,9 @@ def task_table(rows: Sequence[dict], sets: int, device: str) -> list[dict]:
             for s in range(sets if name == "bert_score" else 1):
                 per_set.append(separation(scorer, *long_answers(rows, s)))
             row = {k: float(np.mean([p[k] for p in per_set])) for k in per_set[0]}
-            row |= {
-                "scorer": name,
-                "long_texts": mode,
-                "sets": len(per_set),
-                "auroc_per_set": [round(p["auroc"], 3) for p in per_set],
-                "seconds": time.perf_counter() - started,
-            }
+            row |= {"scorer": name, "long_texts": mode, "sets": len(per_set),
+                    "auroc_per_set": [round(p["auroc"], 3) for p in per_set],
+                    "seconds": time.perf_counter() - started}  # fmt: skip
             out.append(row)
             print(row, flush=True)
     return out
@@ -127,7 +88,7 @@ def task_table(rows: Sequence[dict], sets: int, device: str) -> list[dict]:
 # -- the window choice ---------------------------------------------------------------------------
 
 
-def fidelity_texts(enc, rows: Sequence[dict]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+def fidelity_texts(enc, rows: Sequence[Passage]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
     """Token ids of the first 510 tokens of each long answer and of its first samples (texts
     the model reads whole), and the (answer, sample) pairs among them."""
     faithful, _, samples = long_answers(rows, 0)
@@ -138,7 +99,7 @@ def fidelity_texts(enc, rows: Sequence[dict]) -> tuple[list[np.ndarray], list[tu
         for sample in group[:FIDELITY_SAMPLES]:
             pairs.append((a, len(texts)))
             texts.append(sample)
-    ids = [np.asarray(i, dtype=np.int64) for i in enc.tokenize(texts)]
+    ids = [np.asarray(i, dtype=np.int64) for i in enc.tokenize(texts, enc.max_length)]
     return ids, pairs
 
 
@@ -217,7 +178,7 @@ def f1(emb_a: torch.Tensor, w_a: torch.Tensor, emb_b: torch.Tensor, w_b: torch.T
     return float(greedy_match(emb_a @ emb_b.T, w_a, w_b)[2])
 
 
-def fidelity_table(device: str, rows: Sequence[dict]) -> list[dict]:
+def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
     from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
     from uqlm_bert.bertscore.models import load_encoder
     from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
@@ -261,54 +222,40 @@ def fidelity_table(device: str, rows: Sequence[dict]) -> list[dict]:
 
 
 def markdown(task: list[dict], fidelity: list[dict]) -> str:
-    lines = [
-        "### Long answers: faithful against second half replaced (sets of 5 samples)",
-        "",
-        "| scorer | long_texts | sets | AUROC | mean confidence, faithful | corrupted | mean drop |"
-        " AUROC per set |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in task:
-        lines.append(
-            f"| {r['scorer']} | {r['long_texts']} | {r['sets']} | {r['auroc']:.3f} | "
-            f"{r['faithful']:.4f} | "
-            f"{r['corrupted']:.4f} | {r['drop']:.4f} | {r['auroc_per_set']} |"
-        )
-    lines += [
-        "",
-        "### Window choice: windowed against whole-text embeddings (510-token texts)",
-        "",
-        "| window | overlap | rule | tokens read per token | token cosine, mean | 1st pct |"
-        " abs F1 change, mean | max |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in fidelity:
-        lines.append(
-            f"| {r['window']} | {r['overlap']} | {r['rule']} | {r['cost']:.3f} | "
-            f"{r['cos_mean']:.4f} | {r['cos_p1']:.4f} | {r['df1_mean']:.5f} | "
-            f"{r['df1_max']:.5f} |"
-        )
-    return "\n".join(lines) + "\n"
+    task_rows = [
+        [r["scorer"], r["long_texts"], r["sets"], f"{r['auroc']:.3f}", f"{r['faithful']:.4f}",
+         f"{r['corrupted']:.4f}", f"{r['drop']:.4f}", r["auroc_per_set"]]
+        for r in task
+    ]  # fmt: skip
+    window_rows = [
+        [r["window"], r["overlap"], r["rule"], f"{r['cost']:.3f}", f"{r['cos_mean']:.4f}",
+         f"{r['cos_p1']:.4f}", f"{r['df1_mean']:.5f}", f"{r['df1_max']:.5f}"]
+        for r in fidelity
+    ]  # fmt: skip
+    return "\n".join([
+        "### Long answers: faithful against second half replaced (sets of 5 samples)", "",
+        *harness.md_table(["scorer", "long_texts", "sets", "AUROC", "mean confidence, faithful",
+                           "corrupted", "mean drop", "AUROC per set"], task_rows), "",
+        "### Window choice: windowed against whole-text embeddings (510-token texts)", "",
+        *harness.md_table(["window", "overlap", "rule", "tokens read per token",
+                           "token cosine, mean", "1st pct", "abs F1 change, mean", "max"],
+                          window_rows),
+    ])  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--sets", type=int, default=1, choices=(1, 2, 3, 4))
-    parser.add_argument("--skip-fidelity", action="store_true", help="only the task")
-    parser.add_argument("--skip-task", action="store_true", help="only the window choice")
-    args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"skipped: {args.data} not found (the shared WikiBio passages)")
+    ap = harness.parser(__doc__, "device", "data", "out")
+    ap.add_argument("--sets", type=int, default=1, choices=(1, 2, 3, 4))
+    ap.add_argument("--skip-fidelity", action="store_true", help="only the task")
+    ap.add_argument("--skip-task", action="store_true", help="only the window choice")
+    args = ap.parse_args(argv)
+    if not harness.have_data(args.data):
         return 0
     torch.manual_seed(0)
-    rows = load_rows(args.data)
+    rows = harness.load_passages(args.data)
     task = [] if args.skip_task else task_table(rows, args.sets, args.device)
     fidelity = [] if args.skip_fidelity else fidelity_table(args.device, rows)
-    report = markdown(task, fidelity)
-    write_report(args.out, "long_texts.md", report)
+    harness.write_report(args.out, "long_texts.md", markdown(task, fidelity))
     return 0
 
 

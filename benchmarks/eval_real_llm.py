@@ -1,33 +1,15 @@
 """How well the confidences separate right from wrong answers of a real LLM.
 
-The local LLM (llama.cpp's server with the embedded SmolLM2-135M-Instruct, started by
-:class:`uqlm_bert.local_llm.LocalLLM`) answers the shipped questions (216 from BIG-bench's
-``qa_wikidata``, see ``uqlm_bert/examples/QUESTIONS.md``) at temperature 0, and gives
-``-m`` samples per question at ``BlackBoxUQ``'s sampling temperature (1.0). An answer is right
-when it names a gold answer (:func:`uqlm_bert.examples.is_correct`). For every black-box scorer,
-and for two anchors on the same answers, the figures are
+    python -m benchmarks.eval_real_llm [generate|score|all] [--questions FILE] [--answers FILE]
 
-- AUROC of the confidence against correctness, and PRR (prediction-rejection ratio), each with a
-  95% bootstrap interval over questions (percentiles of ``--bootstrap`` resamples);
-- ``bert_score`` as BERTScore's F1 with the idf weights alone (the earlier default), beside
-  the default (F1, the prompt's tokens and punctuation weighing 0);
-- ``bert_score`` on the accurate preset's model (all-mpnet-base-v2 at its measured layer), where a
-  copy is on the machine (``$UQLM_BERT_ACCURATE_MODEL_DIR`` or the Hugging Face cache);
-- the anchors: the answer's mean token log-probability as the server reports it (a grey-box
-  confidence: it needs the model's probabilities) and exact-match consistency (the share of
-  samples identical to the answer, after normalisation: the ``exact_match`` scorer).
-
-Generation and scoring are separate steps: ``generate`` saves the answers, samples and
-log-probabilities (JSON Lines), and ``score`` reads them, so scorer variants are compared on the
-same answers without generating again::
-
-    python benchmarks/eval_real_llm.py                     # generate, then score
-    python benchmarks/eval_real_llm.py generate --limit 50
-    python benchmarks/eval_real_llm.py score               # the saved answers again
-    python benchmarks/eval_real_llm.py all --questions other.jsonl --answers out/other.jsonl
-
-Writes ``benchmarks/out/real_llm_answers.jsonl`` (or ``--answers``) and
-``real_llm_scores.md`` beside it, and prints the table.
+The local LLM (llama.cpp's server with the embedded SmolLM2-135M-Instruct, :class:`LocalLLM`)
+answers the shipped questions (216 of BIG-bench's ``qa_wikidata``) at temperature 0 and gives
+``--samples`` samples at 1.0; an answer is right when it names a gold answer. Per black-box
+scorer, F1 with the idf weights alone (the earlier default), the accurate preset (where a copy is
+at hand) and two anchors (mean token log-probability, a grey-box confidence; ``exact_match``):
+AUROC and PRR against correctness with 95% bootstrap intervals over questions. ``generate`` saves
+the answers (``real_llm_answers.jsonl``), ``score`` reads them, so scorers meet the same answers;
+the table goes to ``real_llm_scores.md`` beside them.
 """
 
 from __future__ import annotations
@@ -36,13 +18,13 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks import harness
 from uqlm_bert import BlackBoxUQ
 from uqlm_bert.evaluation import auroc, prr
 from uqlm_bert.examples import is_correct, load_questions
@@ -50,21 +32,11 @@ from uqlm_bert.exceptions import ModelUnavailableError
 from uqlm_bert.local_llm import LocalLLM
 from uqlm_bert.scorers.bert import BERTScoreConsistency
 
-OUT = Path(__file__).resolve().parent / "out"
-#: A local copy of the accurate preset's model (all-mpnet-base-v2), where the cache has none.
-ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 #: The system message of every call: a short answer, as a screening pipeline would ask for.
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 #: Every black-box scorer, the default first.
-SCORERS = [
-    "bert_score",
-    "bert_score_precision",
-    "bert_score_recall",
-    "cosine_sim",
-    "rouge_l",
-    "bleu",
-    "exact_match",
-]
+SCORERS = "bert_score bert_score_precision bert_score_recall cosine_sim rouge_l bleu exact_match"
+SCORERS = SCORERS.split()
 
 
 def _questions(path: Path | None, limit: int | None) -> list[dict]:
@@ -85,39 +57,31 @@ async def generate(args: argparse.Namespace) -> None:
     rows = _questions(args.questions, args.limit)
     questions = [r["question"] for r in rows]
     started = time.perf_counter()
-    local = LocalLLM(
-        num_responses=args.m, slots=args.slots, threads=args.threads, max_tokens=args.max_tokens
-    )
+    settings = {"slots": args.slots, "threads": args.threads, "max_tokens": args.max_tokens}
+    local = LocalLLM(num_responses=args.samples, **settings)
     async with local as llm:
         loaded = time.perf_counter() - started
         answering = local.chat_model(logprobs=True)
         messages = [[("system", SYSTEM_PROMPT), ("user", q)] for q in questions]
         replies = await answering.abatch(messages, config={"max_concurrency": local.slots})
         answered = time.perf_counter() - started
-        uq = BlackBoxUQ(
-            llm=llm,
-            system_prompt=SYSTEM_PROMPT,
-            request_timeout=args.request_timeout,
-            show_progress_bars=not args.quiet,
-        )
-        samples = await uq.generate_candidate_responses(questions, num_responses=args.m)
+        settings = {
+            "request_timeout": args.request_timeout,
+            "show_progress_bars": not args.no_progress,
+        }
+        uq = BlackBoxUQ(llm=llm, system_prompt=SYSTEM_PROMPT, **settings)
+        samples = await uq.generate_candidate_responses(questions, num_responses=args.samples)
         calls = uq.last_generation.stats.as_dict()
     elapsed = time.perf_counter() - started
     args.answers.parent.mkdir(parents=True, exist_ok=True)
     with open(args.answers, "w", encoding="utf-8") as f:
         for row, reply, group in zip(rows, replies, samples, strict=True):
-            record = {
-                "question": row["question"],
-                "answers": row["answers"],
-                "relation": row.get("relation"),
-                "response": reply.content,
-                "response_logprob": _mean_logprob(reply),
-                "sampled_responses": group,
-                "correct": is_correct(reply.content, row["answers"]),
-            }
+            record = {**{k: row.get(k) for k in ("question", "answers", "relation")},
+                      "response": reply.content, "response_logprob": _mean_logprob(reply),
+                      "sampled_responses": group, "correct": is_correct(reply.content, row["answers"])}  # fmt: skip
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
     print(
-        f"{len(rows)} questions x (1 + {args.m}) in {elapsed:.0f} s (model loaded in "
+        f"{len(rows)} questions x (1 + {args.samples}) in {elapsed:.0f} s (model loaded in "
         f"{loaded:.1f} s, answers by {answered:.0f} s); sample calls: {calls['attempts']} "
         f"attempts, {calls['retries']} retries, {calls['failed']} failed; saved to {args.answers}",
         file=sys.stderr,
@@ -142,8 +106,8 @@ def _accurate_preset(quiet: bool) -> BlackBoxUQ | None:
     """The default scorer on the accurate preset's model: from ``$UQLM_BERT_ACCURATE_MODEL_DIR``
     (a copy of all-mpnet-base-v2) or the Hugging Face cache; None, with a note, where neither
     has it."""
-    model = os.environ.get(ACCURATE_MODEL_ENV) or "accurate"
     try:
+        model = harness.accurate_model()
         return BlackBoxUQ(scorers=["bert_score"], model_type=model, show_progress_bars=not quiet)
     except ModelUnavailableError as exc:
         print(f"the accurate preset is left out: {exc}", file=sys.stderr)
@@ -155,83 +119,62 @@ def score(args: argparse.Namespace) -> str:
     records = [json.loads(line) for line in args.answers.read_text(encoding="utf-8").splitlines()]
     responses = [r["response"] for r in records]
     samples = [r["sampled_responses"] for r in records]
+    prompts = [r["question"] for r in records]
     correct = np.array([is_correct(r["response"], r["answers"]) for r in records], dtype=float)
-    uq = BlackBoxUQ(scorers=SCORERS, show_progress_bars=not args.quiet)
+    uq = BlackBoxUQ(scorers=SCORERS, show_progress_bars=not args.no_progress)
     started = time.perf_counter()
-    data = uq.score(responses, samples, prompts=[r["question"] for r in records]).data
+    data = uq.score(responses, samples, prompts=prompts).data
     scoring_s = time.perf_counter() - started
     confidences = {name: np.asarray(data[name], dtype=float) for name in SCORERS}
     # the earlier default: BERTScore's F1 with the idf weights alone
-    plain = BlackBoxUQ(
-        scorers=[BERTScoreConsistency(beta=1.0, zero_weight=None)], show_progress_bars=False
-    )
-    confidences["bert_score as F1, idf weights alone"] = np.asarray(
-        plain.score(responses, samples).data["bert_score"], dtype=float
-    )
-    accurate = _accurate_preset(args.quiet)
+    plain = [BERTScoreConsistency(beta=1.0, zero_weight=None)]
+    got = BlackBoxUQ(scorers=plain, show_progress_bars=False).score(responses, samples)
+    confidences["bert_score as F1, idf weights alone"] = np.asarray(got.data["bert_score"], float)
+    accurate = _accurate_preset(args.no_progress)
     if accurate is not None:
-        confidences["bert_score, accurate preset"] = np.asarray(
-            accurate.score(responses, samples, prompts=[r["question"] for r in records]).data[
-                "bert_score"
-            ],
-            dtype=float,
-        )
-    confidences["mean token log-prob (grey box)"] = np.array(
-        [r["response_logprob"] for r in records], dtype=float
-    )
+        got = accurate.score(responses, samples, prompts=prompts).data["bert_score"]
+        confidences["bert_score, accurate preset"] = np.asarray(got, dtype=float)
+    logprobs = [r["response_logprob"] for r in records]
+    confidences["mean token log-prob (grey box)"] = np.array(logprobs, dtype=float)
     n = len(records)
     acc = correct.mean()
     rng = np.random.default_rng(args.seed)
     acc_lo, acc_hi = np.percentile(
         [correct[rng.integers(0, n, n)].mean() for _ in range(args.bootstrap)], [2.5, 97.5]
     )
-    lines = [
-        f"{n} questions ({args.answers.name}), {len(samples[0])} samples each; answers right "
-        f"{acc:.1%} (95% interval {acc_lo:.1%}-{acc_hi:.1%}); scored in {scoring_s:.1f} s",
-        "",
-        "| confidence | AUROC | 95% interval | PRR | 95% interval |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+    rows = []
     for name, values in confidences.items():
         keep = ~np.isnan(values)
         v, y = values[keep], correct[keep]
         a_lo, a_hi = _interval(v, y, auroc, args.bootstrap, args.seed)
         p_lo, p_hi = _interval(v, y, prr, args.bootstrap, args.seed)
-        lines.append(
-            f"| {name} | {auroc(v, y):.3f} | {a_lo:.3f}-{a_hi:.3f} | {prr(v, y):.3f} | "
-            f"{p_lo:.3f}-{p_hi:.3f} |"
-        )
-    table = "\n".join(lines)
-    (args.answers.parent / (args.answers.stem.replace("answers", "scores") + ".md")).write_text(
-        table + "\n", encoding="utf-8"
-    )
-    return table
+        rows.append([name, f"{auroc(v, y):.3f}", f"{a_lo:.3f}-{a_hi:.3f}", f"{prr(v, y):.3f}",
+                     f"{p_lo:.3f}-{p_hi:.3f}"])  # fmt: skip
+    head = ["confidence", "AUROC", "95% interval", "PRR", "95% interval"]
+    return "\n".join([
+        f"{n} questions ({args.answers.name}), {len(samples[0])} samples each; answers right "
+        f"{acc:.1%} (95% interval {acc_lo:.1%}-{acc_hi:.1%}); scored in {scoring_s:.1f} s",
+        "", *harness.md_table(head, rows),
+    ])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", nargs="?", choices=["all", "generate", "score"], default="all")
-    parser.add_argument(
-        "--questions",
-        type=Path,
-        default=None,
-        help="a JSON Lines file of question/answers records (default: shipped)",
-    )
-    parser.add_argument("--answers", type=Path, default=OUT / "real_llm_answers.jsonl")
-    parser.add_argument("--limit", type=int, default=None, help="the first N questions only")
-    parser.add_argument("-m", type=int, default=5, help="samples per question")
-    parser.add_argument("--slots", type=int, default=12, help="the server's slots")
-    parser.add_argument("--threads", type=int, default=None, help="the server's threads")
-    parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--request-timeout", type=float, default=600.0)
-    parser.add_argument("--bootstrap", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
+    ap = harness.parser(__doc__, "samples", "seed", "no-progress")
+    ap.add_argument("step", nargs="?", choices=["all", "generate", "score"], default="all")
+    ap.add_argument("--questions", type=Path, help="question/answers JSON Lines (default: shipped)")
+    ap.add_argument("--answers", type=Path, default=harness.OUT / "real_llm_answers.jsonl")
+    ap.add_argument("--limit", type=int, default=None, help="the first N questions only")
+    ap.add_argument("--slots", type=int, default=12, help="the server's slots")
+    ap.add_argument("--threads", type=int, default=None, help="the server's threads")
+    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--request-timeout", type=float, default=600.0)
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    args = ap.parse_args(argv)
     if args.step in ("all", "generate"):
         asyncio.run(generate(args))
     if args.step in ("all", "score"):
-        print(score(args))
+        name = args.answers.stem.replace("answers", "scores") + ".md"
+        harness.write_report(args.answers.parent, name, score(args))
     return 0
 
 

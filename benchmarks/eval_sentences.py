@@ -29,7 +29,7 @@ against the sentences labelled minor or major inaccurate, rounded to two decimal
 checks that both rules give the constants, and reports the same J for words (a word counts as
 inaccurate when its sentence is).
 
-    python benchmarks/eval_sentences.py [--data PATH] [--bootstrap 1000]   # ~15 min, 2 cores
+    python -m benchmarks.eval_sentences [--data PATH] [--bootstrap 1000]   # ~15 min, 2 cores
 
 Prints the Markdown tables. Skips (exit 0) when the data file is absent.
 """
@@ -48,9 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import WIKIBIO  # noqa: E402
-
+from benchmarks.harness import WIKIBIO  # noqa: E402
 from uqlm_bert import BERTScorer  # noqa: E402
 from uqlm_bert.bertscore.support import SENTENCE_AGGREGATION, WEAK_SUPPORT  # noqa: E402
 from uqlm_bert.evaluation import auc_pr  # noqa: E402

@@ -1,36 +1,27 @@
 """The default threshold of the default scorer: the rule that chose it, and what it flags.
 
-On the 30 WikiBio GPT-3 development passages (the shared data), with ``BlackBoxUQ().score`` at
-its defaults (the embedded all-MiniLM-L6-v2, layer 5, fixed idf), a passage is a likely
+    python -m benchmarks.eval_threshold
+
+On the WikiBio GPT-3 passages, ``BlackBoxUQ().score`` at its defaults; a passage is a likely
 hallucination when the mean of its sentence labels (accurate 0, minor 0.5, major 1) is at least
-0.5. The rule: the threshold maximises Youden's J (true-positive rate minus false-positive rate)
-of ``confidence < threshold`` over the four disjoint sets of 5 samples pooled (5 is the default
-``num_responses``), rounded to two decimals. The script checks that the rule gives
-``DEFAULT_THRESHOLD``, and reports at that threshold, for each set of 5 samples and for all 20:
-the passages flagged, precision, recall (true-positive rate) and false-positive rate; and the
-confidences of unrelated samples (each passage against another passage's samples) and of
-paraphrase-like agreement (each passage's own samples), for scale.
-
-    python benchmarks/eval_threshold.py [--data PATH]   # about a minute on 2 CPU cores
-
-Writes ``benchmarks/out/threshold.md`` and prints it. Skips (exit 0) when the data is absent.
+0.5. The rule: the threshold maximises Youden's J (true-positive minus false-positive rate) of
+``confidence < threshold`` over the four disjoint sets of 5 samples pooled (5: the default
+``num_responses``), rounded to two decimals; the exit status says whether it gives
+``DEFAULT_THRESHOLD``. Reported at that threshold, per set of 5 and for all 20: the passages
+flagged, precision, recall, false-positive rate; and for scale the confidences against each
+passage's own samples and against another passage's. Writes ``threshold.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_report  # noqa: E402
-from eval_wikibio import DEFAULT_DATA, DEFAULT_OUT, load_passages  # noqa: E402
-
-from uqlm_bert import BlackBoxUQ  # noqa: E402
-from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD  # noqa: E402
+from benchmarks import harness
+from uqlm_bert import BlackBoxUQ
+from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD
 
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(4)]
 
@@ -63,14 +54,10 @@ def rates(confidence: np.ndarray, positive: np.ndarray, threshold: float) -> dic
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
-    if not args.data.is_file():
-        print(f"no data at {args.data}: nothing to measure")
+    args = harness.parser(__doc__, "data", "out").parse_args(argv)
+    if not harness.have_data(args.data):
         return 0
-    passages = load_passages(args.data)
+    passages = harness.load_passages(args.data)
     positive = np.array([p.degree.mean() >= 0.5 for p in passages])
     responses = [p.response for p in passages]
     uq = BlackBoxUQ(show_progress_bars=False)
@@ -89,35 +76,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     unrelated = confidence([passages[(i + shift) % len(passages)].samples[:5]
                             for i in range(len(passages))])  # fmt: skip
 
-    lines = [
-        "# The default threshold on WikiBio GPT-3 (30 passages)",
-        "",
-        f"Likely hallucinations (mean sentence label >= 0.5): {int(positive.sum())} of "
-        f"{len(passages)} passages.",
-        f"Youden's J over the 4 sets of 5 samples pooled: threshold {t:.4f} (J {j:.3f}), "
-        f"rounded {chosen:.2f}; DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}.",
-        "",
-        f"| at {DEFAULT_THRESHOLD} | flagged | precision | recall | false-positive rate |",
-        "|---|---|---|---|---|",
-    ]
+    table = []
     for name, conf in rows:
-        labels = np.tile(positive, len(conf) // len(positive))
-        r = rates(conf, labels, DEFAULT_THRESHOLD)
-        lines.append(
-            f"| {name} | {r['flagged']} of {r['of']} | {r['precision']:.2f} | "
-            f"{r['recall']:.2f} | {r['false_positive_rate']:.2f} |"
-        )
-    lines += [
+        r = rates(conf, np.tile(positive, len(conf) // len(positive)), DEFAULT_THRESHOLD)
+        table.append([name, f"{r['flagged']} of {r['of']}", f"{r['precision']:.2f}",
+                      f"{r['recall']:.2f}", f"{r['false_positive_rate']:.2f}"])  # fmt: skip
+    scale = [[name, f"{c.min():.3f}", f"{np.median(c):.3f}", f"{c.max():.3f}"]
+             for name, c in (("own samples", fives[0]), ("another passage's (unrelated)", unrelated))]  # fmt: skip
+    lines = [
+        f"# The default threshold on WikiBio GPT-3 ({len(passages)} passages)",
         "",
-        "| confidences (5 samples, set 0) | min | median | max |",
-        "|---|---|---|---|",
-        f"| own samples | {fives[0].min():.3f} | {np.median(fives[0]):.3f} | "
-        f"{fives[0].max():.3f} |",
-        f"| another passage's samples (unrelated) | {unrelated.min():.3f} | "
-        f"{np.median(unrelated):.3f} | {unrelated.max():.3f} |",
+        f"Likely hallucinations (mean sentence label >= 0.5): {int(positive.sum())}. Youden's J "
+        f"over the 4 sets of 5 samples pooled: threshold {t:.4f} (J {j:.3f}), rounded "
+        f"{chosen:.2f}; DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}.",
+        "",
+        *harness.md_table(
+            [f"at {DEFAULT_THRESHOLD}", "flagged", "precision", "recall", "false-positive rate"],
+            table,
+        ),  # fmt: skip
+        "",
+        *harness.md_table(["confidences (5 samples, set 0)", "min", "median", "max"], scale),
     ]
     report = "\n".join(lines) + "\n"
-    write_report(args.out, "threshold.md", report)
+    harness.write_report(args.out, "threshold.md", report)
     if chosen != DEFAULT_THRESHOLD:
         print(f"the rule gives {chosen:.2f}, not DEFAULT_THRESHOLD = {DEFAULT_THRESHOLD}")
         return 1

@@ -1,64 +1,37 @@
-"""Which BERTScore settings detect hallucinations best? A sweep on WikiBio GPT-3 passages.
+"""Which BERTScore settings detect hallucinations best? A sweep on the WikiBio GPT-3 passages.
 
-The task is SelfCheckGPT's (Manakul et al., 2023): GPT-3 wrote a Wikipedia-style passage about a
-person, then 20 more samples for the same prompt; people labelled each sentence of the passage
-accurate (0), minor inaccurate (0.5) or major inaccurate (1). A detector is judged on
+    python -m benchmarks.eval_wikibio [--layers 1 2 3 4 5 6] [--no-other-scorers]
 
-- passage level: Pearson and Spearman correlation between its hallucination score (here the
-  negated confidence) and the passage's mean label;
-- sentence level: "NonFact" AUC-PR (minor and major are positives, scored by the negated
-  confidence) and "Factual" AUC-PR (accurate sentences are positives, scored by the confidence).
-
-All figures are x100, as published. The sweep covers, for the embedded all-MiniLM-L6-v2:
-
-- layer 1..6;
-- idf off, idf over the samples of each passage (``passage``), idf over all samples (``all``);
-- which BERTScore component is the confidence: P, R or F1;
-- the method: ``sentence``: each response sentence against each sample's sentences, best match
-  per sample, mean over samples (SelfCheckGPT's BERTScore detector); ``sent-vs-sample``: each
-  sentence against each whole sample; ``passage``: the whole response against each whole
-  sample (the ``bert_score`` scorer). Passage scores of the sentence methods are the mean of
-  their sentence scores;
-- 5, 10 and 20 samples, the smaller counts over disjoint subsets of the 20 (4 of 5, 2 of 10),
-  so each cell has a spread;
-- the other scorers (``cosine_sim``, ``rouge_l``, ``bleu``, ``exact_match``) as baselines.
-
-Response sentences are the released split (the labels belong to them); samples are split with
-:func:`uqlm_bert.scorers.sentences.split_sentences`.
-
-Embeddings are computed once per layer with a :class:`uqlm_bert.BERTScorer`'s encoder and the
-greedy matches are reduced once per pair; every idf setting and sample subset then only reweighs
-those matches. A parity check against ``BERTScorer.score`` on real pairs runs for every layer
-and idf mode first, and the run stops if the two disagree by more than 1e-5.
-
-Usage::
-
-    python benchmarks/eval_wikibio.py          # full sweep: 4-5 minutes on 2 idle CPU cores
-    python benchmarks/eval_wikibio.py --layers 5 6 --no-other-scorers
-
-Writes ``benchmarks/out/wikibio_sweep.csv`` (every cell) and ``wikibio_sweep.md`` (the tables),
-and prints the Markdown.
+SelfCheckGPT's task: people labelled each sentence of a GPT-3 passage accurate (0), minor (0.5)
+or major inaccurate (1). Judged (x100): passage Pearson and Spearman of the negated confidence
+against the mean label; sentence "NonFact" and "Factual" AUC-PR. Swept on the embedded model:
+layer; idf off, over each passage's samples or over all; P, R or F1; the method (each answer
+sentence against each sample's sentences, against each whole sample, or the whole answer against
+each sample); 5, 10 and 20 samples over disjoint subsets; the other scorers as baselines; with
+layers 2-6, combinations (layer averages, rank ensembles with BLEU, other poolings). Embeddings
+and greedy matches are computed once per layer and reweighed per setting, after a parity check
+against ``BERTScorer.score`` (1e-5). Writes ``wikibio_sweep.csv`` and ``wikibio_sweep.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import rankdata
 from tqdm.auto import tqdm
 
+from benchmarks import harness
+from benchmarks.harness import Passage
 from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
 from uqlm_bert.evaluation import auc_pr, pearson, spearman
 from uqlm_bert.scorers.cosine import CosineSimScorer
-from uqlm_bert.scorers.sentences import split_sentences
 from uqlm_bert.scorers.text import (
     BleuScorer,
     ExactMatchScorer,
@@ -67,10 +40,6 @@ from uqlm_bert.scorers.text import (
     sentence_bleu,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "wikibio_gpt3_dev.jsonl"
-DEFAULT_OUT = ROOT / "benchmarks" / "out"
-LABEL_DEGREE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 1.0}
 N_SAMPLES = 20
 SAMPLE_COUNTS = (5, 10, 20)
 METRICS = ("P", "R", "F1")
@@ -84,38 +53,6 @@ PUBLISHED = {
 MEASURES = ("passage_pearson", "passage_spearman", "nonfact_aucpr", "factual_aucpr")
 
 
-# --------------------------------------------------------------------------- data
-
-
-@dataclass
-class Passage:
-    """One GPT-3 passage with its human-split sentences, labels and samples."""
-
-    response: str
-    sentences: list[str]
-    degree: np.ndarray
-    samples: list[str]
-    sample_sentences: list[list[str]] = field(default_factory=list)
-
-
-def load_passages(path: Path) -> list[Passage]:
-    """Read the JSONL file; the samples are split with :func:`split_sentences`."""
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        samples = row["sampled_responses"][:N_SAMPLES]
-        out.append(
-            Passage(
-                response=row["response"],
-                sentences=list(row["sentences"]),
-                degree=np.array([LABEL_DEGREE[x] for x in row["sentence_labels"]]),
-                samples=samples,
-                sample_sentences=[split_sentences(s) or [s] for s in samples],
-            )
-        )
-    return out
-
-
 def subsets() -> list[tuple[int, int, list[int]]]:
     """``(k, subset_index, sample_indices)``: disjoint subsets of k samples for each k."""
     return [
@@ -123,6 +60,16 @@ def subsets() -> list[tuple[int, int, list[int]]]:
         for k in SAMPLE_COUNTS
         for s in range(N_SAMPLES // k)
     ]
+
+
+def all_texts(passages: Sequence[Passage]) -> list[str]:
+    """Every distinct text of the passages (stripped): answers, their sentences, samples and
+    the samples' sentences."""
+    texts = (
+        [p.response, *p.sentences, *p.samples, *(s for ss in p.sample_sentences for s in ss)]
+        for p in passages
+    )
+    return list(dict.fromkeys(t.strip() for group in texts for t in group))
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -190,16 +137,10 @@ class LayerSweep:
             for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
             if i is not None
         }
-        texts = list(
-            dict.fromkeys(
-                t.strip()
-                for p in passages
-                for t in [p.response, *p.sentences, *p.samples]
-                + [s for ss in p.sample_sentences for s in ss]
-            )
-        )
+        texts = all_texts(passages)
         ids = dict(zip(texts, enc.tokenize(texts), strict=True))
-        emb = _embed_all(enc, texts, ids, scorer.batch_size, show, f"layer {enc.num_layers}")
+        batch = scorer.batch_size or 64  # texts per forward pass (the engine's own: a budget)
+        emb = _embed_all(enc, texts, ids, batch, show, f"layer {enc.num_layers}")
         self.ids = ids
         self.matches = [
             self._match(p, ids, emb)
@@ -301,22 +242,13 @@ class LayerSweep:
                 out[:, pi, jj] = torch.stack([P, R, _f1(P, R)]).double().numpy()
         return out
 
-    def check_parity(
-        self, idf_for: dict[int, IdfWeights | None], idf_sents: list[str] | None
-    ) -> float:
-        """Largest |difference| between :meth:`scores` and ``BERTScorer.score`` on real pairs.
-
-        ``idf_sents`` are the documents the engine computes passage 0's idf from (None: no idf).
-        """
+    def check_parity(self, idf_for: dict[int, IdfWeights | None], **engine_idf: Any) -> float:
+        """Largest |difference| between :meth:`scores` and ``BERTScorer.score`` on real pairs of
+        passage 0; ``engine_idf`` gives the engine the same weights (``idf``, ``idf_sents``)."""
         p = self.passages[0]
         got = self.scores(idf_for, [0, 1])
-        engine = BERTScorer(
-            num_layers=self.scorer.encoder.num_layers,
-            idf=idf_sents is not None,
-            idf_sents=idf_sents,
-            device=self.scorer.device,
-            show_progress_bars=False,
-        )
+        layer, device = self.scorer.encoder.num_layers, self.scorer.device
+        engine = BERTScorer(num_layers=layer, device=device, show_progress_bars=False, **engine_idf)
         n_k = len(p.sentences)
         diffs = []
         for j in (0, 1):
@@ -388,15 +320,14 @@ def idf_tables(
 
 def sweep_bertscore(
     passages: list[Passage], layers: Sequence[int], device: str | None, show: bool
-) -> tuple[list[dict], dict[tuple, np.ndarray], list[dict]]:
-    """Every BERTScore setting on every sample subset.
-
-    Returns the rows, the k=20 passage confidences per setting (for the bootstrap), and the
-    idf-corpus rows (see :func:`idf_corpus_size`).
-    """
+) -> tuple[list[dict], dict[tuple, np.ndarray], list[dict], dict]:
+    """Every BERTScore setting on every sample subset: the rows, the k=20 passage confidences per
+    setting (for the bootstrap), the idf-corpus rows (:func:`idf_corpus_size`), and each pair's
+    whole-answer F1 at k=20, ``[passages, samples]`` per (layer, idf over all samples)."""
     rows: list[dict] = []
     confidences: dict[tuple, np.ndarray] = {}
     corpus_rows: list[dict] = []
+    pair_f1: dict[tuple[int, bool], np.ndarray] = {}
     for layer in layers:
         t0 = time.time()
         scorer = BERTScorer(num_layers=layer, device=device, show_progress_bars=False)
@@ -408,7 +339,7 @@ def sweep_bertscore(
             "all": [x for p in passages for x in p.samples],
         }
         for mode in IDF_MODES:
-            diff = sweep.check_parity(full[mode], docs[mode])
+            diff = sweep.check_parity(full[mode], idf=docs[mode] is not None, idf_sents=docs[mode])
             if not diff < 1e-5:
                 raise SystemExit(
                     f"parity check failed at layer {layer}, idf={mode}: the sweep's numbers "
@@ -435,10 +366,13 @@ def sweep_bertscore(
                                 **evaluate(passages, sent, pas),
                             }
                         )  # fmt: skip
+        for idf in (False, True):  # each pair's F1 at k=20, for the combinations
+            per = sweep.scores(full["all" if idf else "none"], list(range(N_SAMPLES)), True)
+            pair_f1[(layer, idf)] = per["passage"][2]
         corpus_rows += idf_corpus_size(sweep, passages, layer)
         del sweep
         print(f"layer {layer}: {time.time() - t0:.0f}s", file=sys.stderr)
-    return rows, confidences, corpus_rows
+    return rows, confidences, corpus_rows, pair_f1
 
 
 def idf_corpus_size(
@@ -492,22 +426,13 @@ def sweep_other_scorers(
     rows = []
     confidences: dict[tuple, np.ndarray] = {}
     responses = [p.response for p in passages]
-    cos = CosineSimScorer(device=device)
-    texts = list(
-        dict.fromkeys(
-            t.strip()
-            for p in passages
-            for t in [p.response, *p.sentences, *p.samples]
-            + [s for ss in p.sample_sentences for s in ss]
-        )
-    )
+    cos = CosineSimScorer(device=device, dtype="float32")  # as the sweep: machine-independent
+    texts = all_texts(passages)
     vecs = dict(zip(texts, cos.embed(texts, show_progress_bars=show), strict=True))
-    check = cos.score(responses[:2], [p.samples for p in passages[:2]])
-    direct = [
-        (1 + np.mean([vecs[p.response.strip()] @ vecs[s.strip()] for s in p.samples])) / 2
-        for p in passages[:2]
-    ]
-    if not np.allclose(check, direct, atol=1e-6):
+    cosine = lambda a, b: (1 + float(vecs[a.strip()] @ vecs[b.strip()])) / 2  # noqa: E731
+    pairs = np.array([[cosine(p.response, t) for t in p.samples] for p in passages])
+    direct = cos.score(responses[:2], [p.samples for p in passages[:2]])
+    if not np.allclose(direct, pairs[:2].mean(axis=1), atol=1e-6):
         raise SystemExit("cosine_sim parity check failed: cached embeddings disagree with .score")
 
     def sentence_matrix(pair_fn) -> np.ndarray:
@@ -520,40 +445,91 @@ def sweep_other_scorers(
             ]
         )
 
-    sentence_level = {
-        "rouge_l": sentence_matrix(rouge_l),
-        "bleu": sentence_matrix(sentence_bleu),
-        "cosine_sim": sentence_matrix(
-            lambda a, b: (1 + float(vecs[a.strip()] @ vecs[b.strip()])) / 2
-        ),
-    }
-    scorers = {
-        "exact_match": ExactMatchScorer(),
-        "rouge_l": RougeLScorer(),
-        "bleu": BleuScorer(),
-    }
+    sentence_level = {"rouge_l": rouge_l, "bleu": sentence_bleu, "cosine_sim": cosine}
+    sentence_level = {name: sentence_matrix(fn) for name, fn in sentence_level.items()}
+    scorers = {"exact_match": ExactMatchScorer(), "rouge_l": RougeLScorer(), "bleu": BleuScorer()}
     for k, s, idx in subsets():
         sampled = [[p.samples[j] for j in idx] for p in passages]
-        for name, scorer in scorers.items():
-            pas = scorer.score(responses, sampled)
+        for name in [*scorers, "cosine_sim"]:
+            if name == "cosine_sim":
+                pas = pairs[:, idx].mean(axis=1)
+            else:
+                pas = scorers[name].score(responses, sampled)
             sent = sentence_level[name][:, idx].mean(axis=1) if name in sentence_level else None
             if k == N_SAMPLES:
                 confidences[(name, "-", "-", "-", "passage")] = pas
             rows.append({"scorer": name, "method": "passage", "k": k, "subset": s,
                          **evaluate(passages, sent, pas)})  # fmt: skip
-        pas = np.array(
-            [
-                (1 + np.mean([vecs[p.response.strip()] @ vecs[p.samples[j].strip()] for j in idx]))
-                / 2
-                for p in passages
-            ]
-        )
-        sent = sentence_level["cosine_sim"][:, idx].mean(axis=1)
-        if k == N_SAMPLES:
-            confidences[("cosine_sim", "-", "-", "-", "passage")] = pas
-        rows.append({"scorer": "cosine_sim", "method": "passage", "k": k, "subset": s,
-                     **evaluate(passages, sent, pas)})  # fmt: skip
     return rows, confidences
+
+
+# --------------------------------------------------------------------------- combinations
+
+#: The layers the combinations average over.
+LAYERS = (2, 3, 4, 5, 6)
+Pool = Callable[[list[int]], np.ndarray]  # sample indices -> one confidence per passage
+
+
+def bleu_matrix(passages: list[Passage]) -> np.ndarray:
+    """BLEU consistency of each (answer, sample) pair, ``[passages, samples]``."""
+    bleu = BleuScorer()
+    pair = lambda a, b: bleu._pair(bleu._prepare(a), bleu._prepare(b))  # noqa: E731
+    return np.array([[pair(p.response, s) for s in p.samples] for p in passages])
+
+
+def judge(pool: Pool, degree: np.ndarray) -> dict[str, float]:
+    """Spearman x100 of ``-confidence`` against ``degree`` for each sample subset, summarised."""
+    cells: dict[int, list[float]] = {}
+    for k, _, idx in subsets():
+        cells.setdefault(k, []).append(100 * spearman(-pool(idx), degree))
+    every = [v for vs in cells.values() for v in vs]
+    means = {f"k={k}": float(np.mean(cells[k])) for k in (20, 10, 5)}
+    return {**means, "all cells": float(np.mean(every)), "worst": float(np.min(every))}
+
+
+def candidates(f1: dict[tuple[int, bool], np.ndarray], bleu: np.ndarray) -> dict[str, Pool]:
+    """Combinations of passage-level detectors beyond the single settings, each as a pooling of
+    per-sample scores: F1 averaged over layers, rank ensembles with BLEU, other poolings."""
+
+    def mean_of(m: np.ndarray) -> Pool:
+        return lambda idx: m[:, idx].mean(1)
+
+    best, plain = f1[(5, True)], f1[(5, False)]
+    out: dict[str, Pool] = {
+        "layer 5, idf, F1, mean over samples (best single setting)": mean_of(best),
+        "layer 5, no idf, F1 (the default)": mean_of(plain),
+    }
+    for idf in (False, True):
+        for layers in ((4, 5), (4, 5, 6), (3, 4, 5), (3, 4, 5, 6), (2, 3, 4, 5, 6)):
+            name = f"F1 averaged over layers {','.join(map(str, layers))}, {'idf' if idf else 'no idf'}"
+            out[name] = mean_of(np.mean([f1[(layer, idf)] for layer in layers], axis=0))
+    for w in (0.25, 0.5):
+        out[f"rank ensemble: {1 - w:g} x BERTScore (layer 5, idf) + {w:g} x BLEU"] = (
+            lambda idx, w=w: (
+                (1 - w) * rankdata(best[:, idx].mean(1)) + w * rankdata(bleu[:, idx].mean(1))
+            )
+        )
+    out["rank ensemble: layer 5 with idf + layer 5 without"] = lambda idx: (
+        rankdata(best[:, idx].mean(1)) + rankdata(plain[:, idx].mean(1))
+    )
+    out["layer 5, idf, F1, minimum over samples"] = lambda idx: best[:, idx].min(1)
+    out["layer 5, idf, F1, mean without the best sample"] = lambda idx: np.sort(best[:, idx], 1)[
+        :, :-1
+    ].mean(1)
+    out["BLEU alone"] = mean_of(bleu)
+    return out
+
+
+def combinations(passages: list[Passage], f1: dict[tuple[int, bool], np.ndarray]) -> list[str]:
+    """The combinations' report section: passage Spearman x100 of each, as a setting's."""
+    degree = np.array([p.degree.mean() for p in passages])
+    cols = ("k=20", "k=10", "k=5", "all cells", "worst")
+    rows = []
+    for name, pool in candidates(f1, bleu_matrix(passages)).items():
+        r = judge(pool, degree)
+        rows.append([name, *(f"{r[c]:.2f}" for c in cols)])
+    title = "## Combinations (idf over all samples; passage Spearman x100)"
+    return [title, "", *harness.md_table(["detector", *cols], rows), ""]
 
 
 # --------------------------------------------------------------------------- report
@@ -592,15 +568,14 @@ def markdown(
 ) -> str:
     """The report: best settings, baselines, spread per factor, idf corpus size, every setting."""
     bs = summary[summary.scorer == "bert_score"].sort_values("spearman_all_cells", ascending=False)
+    published = [[n, *v] for n, v in PUBLISHED.items()]
     lines = [
         f"# WikiBio GPT-3 hallucination detection ({df['k'].max()} samples, x100)",
         "",
-        "Passage: correlation of the hallucination score (negated confidence) with the mean "
-        "sentence label. Sentence: AUC-PR (n/a for whole-passage methods). The k=20 columns "
-        "use all samples; `spearman_k10` and `spearman_k5` give the mean (std) of passage "
-        "Spearman over 2 and 4 disjoint sample subsets; `spearman_all_cells` is the mean over "
-        "all 7 subsets and `spearman_worst_cell` the lowest. Settings are ranked by "
-        "`spearman_all_cells`, not by the single k=20 figure.",
+        "k=20 columns: all samples; `spearman_k10`, `spearman_k5`: mean (std) of passage Spearman "
+        "over 2 and 4 disjoint sample subsets; `spearman_all_cells`: the mean over all 7 subsets "
+        "(the ranking), `spearman_worst_cell` the lowest. Sentence AUC-PR n/a for whole-passage "
+        "methods.",
         "",
         f"## Best {top} BERTScore settings",
         "",
@@ -610,26 +585,19 @@ def markdown(
         "",
         _table(summary[summary.scorer != "bert_score"]),
         "",
-        "| published (238 passages) | Pearson | Spearman | NonFact | Factual |",
-        "|---|---|---|---|---|",
-        *[f"| {n} | {a} | {b} | {c} | {d} |" for n, (a, b, c, d) in PUBLISHED.items()],
+        *harness.md_table(["published (238 passages)", *MEASURES], published),
         "",
     ]
     if bootstrap is not None:
         best, base, (mean, lo, hi) = bootstrap
         lines += [
-            "## Is the best setting really better than the plain one?",
-            "",
-            f"Passage Spearman of `{' / '.join(map(str, best))}` minus that of "
+            f"Best minus plain: passage Spearman of `{' / '.join(map(str, best))}` minus "
             f"`{' / '.join(map(str, base))}`, passages resampled 2000 times: mean {mean:.2f}, "
             f"90% interval [{lo:.2f}, {hi:.2f}].",
             "",
         ]
     lines += [
-        "## idf and the number of prompts per call (whole-passage F1, k=20)",
-        "",
-        "idf is computed over the samples of the prompts scored together; 1 prompt per call "
-        "is per-prompt idf. Mean (std) over random groupings.",
+        "## idf over the samples of G prompts scored together (whole-passage F1, k=20)",
         "",
         _table(corpus),
         "",
@@ -642,37 +610,20 @@ def markdown(
         g = full.groupby(factor)["passage_spearman"]
         t = pd.DataFrame({"median": g.median(), "min": g.min(), "max": g.max(), "n": g.size()})
         lines += [f"### {factor}", "", _table(t.reset_index()), ""]
-    sent = full[full.method != "passage"]
-    lines += [
-        "### sentence level: median AUC-PR per metric and layer",
-        "",
-        _table(
-            sent.groupby(["metric", "layer"])[["nonfact_aucpr", "factual_aucpr"]]
-            .median()
-            .reset_index()
-        ),
-        "",
-        "## Every BERTScore setting",
-        "",
-        _table(bs),
-        "",
-    ]
-    return "\n".join(lines)
+    sent = full[full.method != "passage"].groupby(["metric", "layer"])
+    aucpr = sent[["nonfact_aucpr", "factual_aucpr"]].median().reset_index()
+    lines += ["### sentence level: median AUC-PR per metric and layer", "", _table(aucpr), ""]
+    return "\n".join([*lines, "## Every BERTScore setting", "", _table(bs), ""])
 
 
 def _table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    body = []
-    for _, r in df.astype(object).iterrows():
-        cells = []
-        for c in cols:
-            v = r[c]
-            if isinstance(v, (float, np.floating)):
-                cells.append("n/a" if np.isnan(v) else f"{v:.2f}")
-            else:
-                cells.append(str(v))
-        body.append("| " + " | ".join(cells) + " |")
-    return "\n".join(["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols), *body])
+    def cell(v: object) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "n/a" if np.isnan(v) else f"{v:.2f}"
+        return str(v)
+
+    rows = ([cell(v) for v in row] for row in df.astype(object).itertuples(index=False))
+    return "\n".join(harness.md_table([str(c) for c in df.columns], rows))
 
 
 def bootstrap_difference(
@@ -692,45 +643,37 @@ def bootstrap_difference(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--layers", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
-    parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: best found)")
-    parser.add_argument("--top", type=int, default=15, help="rows in the best-settings table")
-    parser.add_argument("--no-other-scorers", action="store_true")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    if not args.data.exists():
-        print(f"data not found: {args.data} (see the shared data README)", file=sys.stderr)
-        return 2
+    ap = harness.parser(__doc__, "device", "data", "out", "no-progress")
+    ap.add_argument("--layers", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
+    ap.add_argument("--top", type=int, default=15, help="rows in the best-settings table")
+    ap.add_argument("--no-other-scorers", action="store_true")
+    args = ap.parse_args(argv)
+    if not harness.have_data(args.data):
+        return 0
     show = not args.no_progress
-    passages = load_passages(args.data)
-    rows, confidences, corpus_rows = sweep_bertscore(passages, args.layers, args.device, show)
+    passages = harness.load_passages(args.data)
+    found = sweep_bertscore(passages, args.layers, args.device, show)
+    rows, confidences, corpus_rows, pair_f1 = found
     if not args.no_other_scorers:
         more_rows, more_conf = sweep_other_scorers(passages, args.device, show)
         rows += more_rows
         confidences.update(more_conf)
     df = pd.DataFrame(rows)
     summary = summarise(df)
-    ranked = summary[summary.scorer == "bert_score"].sort_values(
-        "spearman_all_cells", ascending=False
-    )
+    ranked = summary[summary.scorer == "bert_score"]
+    ranked = ranked.sort_values("spearman_all_cells", ascending=False)
     best = tuple(ranked.iloc[0][["scorer", "layer", "idf", "metric", "method"]])
     best_key = (best[0], int(best[1]), *best[2:])
     base_key = ("bert_score", max(args.layers), "none", "F1", "passage")
     bootstrap = None
     if best_key != base_key and base_key in confidences:
-        bootstrap = (
-            best_key,
-            base_key,
-            bootstrap_difference(passages, confidences[best_key], confidences[base_key]),
-        )
+        diff = bootstrap_difference(passages, confidences[best_key], confidences[base_key])
+        bootstrap = (best_key, base_key, diff)
     text = markdown(summary, df, pd.DataFrame(corpus_rows), bootstrap, args.top)
-    args.out.mkdir(parents=True, exist_ok=True)
+    if set(LAYERS) <= set(args.layers):
+        text += "\n" + "\n".join(combinations(passages, pair_f1))
+    harness.write_report(args.out, "wikibio_sweep.md", text)
     df.to_csv(args.out / "wikibio_sweep.csv", index=False)
-    (args.out / "wikibio_sweep.md").write_text(text + "\n", encoding="utf-8")
-    print(text)
     return 0
 
 

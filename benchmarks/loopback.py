@@ -1,23 +1,15 @@
-"""The WikiBio passage server of the end-to-end benchmarks, in a process of its own or a thread.
+"""The loopback server of the end-to-end benchmarks: WikiBio passages served by the scripted
+OpenAI-compatible server (``tests/openai_server.py``) on 127.0.0.1, and the client that calls it.
 
-A real provider answers from another machine: its work costs the client's process nothing. The
-scripted server (``tests/openai_server.py``, the standard library's threaded HTTP server) run as
-a thread of the benchmark's process would take the interpreter's lock for every request it
-parses and answers, beside the client's event loop and scoring thread, which no deployment does.
-:class:`PassageServer` runs it in a child process by default (``where="process"``): it still
-shares this machine's cores, so its CPU time still counts against the run, but not the lock.
-``where="thread"`` keeps it in this process, as the earlier tables in benchmarks/RESULTS.md were
-measured.
-
-Both answer with :class:`PassageAnswers` and expose the same controls: the latency, whether the
-server honours a request's ``n`` (several choices, each the prompt's next sample) or ignores it
-(one choice, as some OpenAI-compatible servers do), a reset of the per-prompt sample counters and
-of the request log, and the log's arrival times and choices asked.
+The server answers a prompt's passage at temperature 0 and its samples in turn otherwise, honours
+a request's ``n`` or ignores it (one choice, as some servers do), waits a set latency and logs
+every request. It runs in a child process by default: a provider's work costs its client's
+process nothing, and a server thread would take the interpreter's lock beside the client's event
+loop and scoring thread, which no deployment does (it still shares the machine's cores).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import select
 import subprocess
@@ -26,34 +18,56 @@ import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-_TESTS = str(Path(__file__).resolve().parents[1] / "tests")
-if _TESTS not in sys.path:  # the scripted server lives with the tests
-    sys.path.insert(0, _TESTS)
-
-from openai_server import FakeOpenAIServer  # noqa: E402
+from tests.openai_server import FakeOpenAIServer
 
 QUEUE = 4096  # listen backlog: bursts of hundreds of new connections
+#: The system prompt of every call: uqlm's default for string prompts.
+SYSTEM_PROMPT = "You are a helpful assistant."
+#: How far a confidence of the default scorer may move with the company it is scored in: it runs
+#: in a reduced dtype where the device has one ("Batch invariance" in docs/bertscore.md).
+REDUCED_TOLERANCE = 1e-3
+PROMPT_TEMPLATES = (
+    "This is a Wikipedia passage about concept {idx}:",
+    "Here is a Wikipedia passage about concept {idx}:",
+    "Write the Wikipedia passage about concept {idx}.",
+    "Give a short Wikipedia biography of concept {idx}.",
+)
+LABEL_DEGREE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 1.0}
 
 
 @dataclass(frozen=True)
 class Passage:
-    """One WikiBio passage: the answer text and the sampled texts the server hands out."""
+    """One WikiBio passage: the answer and its sampled answers and, where labelled, the answer's
+    sentences with their human labels (``accurate``, ``minor_inaccurate``, ``major_inaccurate``)."""
 
     idx: int
     response: str
     samples: tuple[str, ...]
+    sentences: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+
+    @cached_property
+    def degree(self) -> Any:
+        """Each sentence's hallucination degree (accurate 0, minor 0.5, major 1): numpy."""
+        import numpy as np
+
+        return np.array([LABEL_DEGREE[x] for x in self.labels])
+
+    @cached_property
+    def sample_sentences(self) -> list[list[str]]:
+        """Each sample split into sentences (the library's split)."""
+        from uqlm_bert.scorers.sentences import split_sentences
+
+        return [split_sentences(s) or [s] for s in self.samples]
 
     def rotated(self, k: int) -> Passage:
         """The passage with each text's sentences rotated ``k`` places: texts of the same length
-        that no other prompt receives (unless a text has no more than ``k`` sentences; 701 of
-        the 720 texts of 120 prompts x 6 are distinct).
-
-        Both libraries embed each unique text once per call, so prompts that share texts would
-        make one large batch cheaper than several small ones, which real prompts never do.
-        """
+        that no other prompt receives (unless a text has no more than ``k`` sentences), since
+        shared texts, embedded once per call, would make large batches cheaper than real ones."""
         from uqlm_bert.scorers.sentences import split_sentences
 
         def rotate(text: str) -> str:
@@ -61,15 +75,51 @@ class Passage:
             j = k % len(parts) if parts else 0
             return " ".join(parts[j:] + parts[:j])
 
-        return Passage(self.idx, rotate(self.response), tuple(rotate(t) for t in self.samples))
+        return Passage(self.idx, rotate(self.response), tuple(map(rotate, self.samples)))
+
+
+def make_prompts(passages: Sequence[Passage], n_prompts: int) -> dict[str, Passage]:
+    """``n_prompts`` distinct prompt texts mapped to their passages, cycling over the passages:
+    the first round over them as they are, later rounds with their sentences rotated
+    (:meth:`Passage.rotated`), so that no two prompts receive the same texts."""
+    prompts: dict[str, Passage] = {}
+    for i in range(n_prompts):
+        variant = i // len(passages)
+        passage = passages[i % len(passages)]
+        if variant:
+            passage = passage.rotated(variant)
+        text = PROMPT_TEMPLATES[variant % len(PROMPT_TEMPLATES)].format(idx=passage.idx)
+        if variant >= len(PROMPT_TEMPLATES):
+            text += f" (request {variant})"
+        prompts[text] = passage
+    return prompts
+
+
+def make_llm(base_url: str) -> Any:
+    """The client a benchmark calls the server through (one instance per library or object)."""
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model="wikibio-gpt3", base_url=base_url, api_key="local", temperature=0.0, timeout=60
+    )
+
+
+def no_work_scorer() -> Any:
+    """A scorer that does no work: runs with it time the calls alone."""
+    from uqlm_bert.scorers.base import Scorer
+
+    class NoWork(Scorer):
+        name = "no_work"
+
+        def score(self, responses, sampled_responses, show_progress_bars=False):
+            return [0.0] * len(responses)
+
+    return NoWork()
 
 
 class PassageAnswers:
-    """The server's answers: a prompt's passage at temperature 0, its samples in turn otherwise.
-
-    Thread-safe (the server answers from many threads). :meth:`reset` restarts every prompt's
-    samples from the first, so that each run receives the same texts per prompt.
-    """
+    """The server's answers: a prompt's passage at temperature 0, its samples in turn otherwise
+    (thread-safe); :meth:`reset` restarts every prompt's samples from the first."""
 
     UNKNOWN = "No passage is known for this prompt."
 
@@ -108,60 +158,42 @@ class PassageAnswers:
 
 @dataclass(frozen=True)
 class ServerLog:
-    """What the server saw since its last reset: ``(arrival time, temperature)`` per request, on
-    ``time.monotonic()``'s clock (one clock for every process of the machine), and the most
-    requests it served at once."""
+    """The requests since the last reset: ``(arrival, temperature)`` each, on
+    ``time.monotonic()``'s clock (one clock for every process of the machine), the most served at
+    once, and the choices each asked for (its ``n``; 1 without)."""
 
     arrivals: list[tuple[float, float | None]]
     max_in_flight: int
-    #: the choices each request asked for (its ``n``; 1 without)
     asked: list[int] = field(default_factory=list)
-
-
-class _Local:
-    """The server in a thread of this process."""
-
-    def __init__(self, prompts: dict[str, Passage]) -> None:
-        self.answers = PassageAnswers(prompts)
-        self.server = FakeOpenAIServer(answer=self.answers, request_queue_size=QUEUE)
-        self.base_url = ""
-
-    def start(self) -> None:
-        self.server.__enter__()
-        self.base_url = self.server.base_url
-
-    def stop(self) -> None:
-        self.server.__exit__(None, None, None)
-
-    def command(self, name: str, arg: Any = None) -> Any:
-        return _apply(self.server, self.answers, name, arg)
 
 
 def _apply(server: FakeOpenAIServer, answers: PassageAnswers, name: str, arg: Any) -> Any:
     if name == "latency":
         server.default_latency = float(arg)
-        return None
-    if name == "ignore_n":
+    elif name == "ignore_n":
         server.ignore_n = bool(arg)
-        return None
-    if name == "reset":
+    elif name == "reset":
         answers.reset()
         with server.lock:
             server.log.clear()
             server.max_in_flight = 0
-        return None
-    if name == "log":  # plain data, so that the child can send it as JSON
+    elif name == "log":  # plain data, so that the child can send it as JSON
         with server.lock:
             arrivals = [(r.arrived, r.temperature) for r in server.log]
-            asked = [r.n for r in server.log]
-            return {"arrivals": arrivals, "asked": asked, "max_in_flight": server.max_in_flight}
-    raise ValueError(f"unknown server command {name!r}")
+            return {
+                "arrivals": arrivals,
+                "asked": [r.n for r in server.log],
+                "max_in_flight": server.max_in_flight,
+            }
+    else:
+        raise ValueError(f"unknown server command {name!r}")
+    return None
 
 
 def _serve() -> None:
-    """The child process (``python loopback.py``): the prompts come as the first line of stdin
-    (JSON), the base URL goes out as the first line of stdout, then one JSON command per line in
-    and one JSON reply per line out, until ``stop`` or the end of stdin."""
+    """The child process (``python -m benchmarks.loopback``): the prompts come as the first line
+    of stdin (JSON), the base URL goes out as the first line of stdout, then one JSON command per
+    line in and one JSON reply per line out, until ``stop`` or the end of stdin."""
     rows = json.loads(sys.stdin.readline())
     prompts = {p: Passage(idx, response, tuple(samples)) for p, idx, response, samples in rows}
     answers = PassageAnswers(prompts)
@@ -178,41 +210,48 @@ def _serve() -> None:
             print(json.dumps(reply), flush=True)
 
 
-class _Child:
-    """The server in a child process: a fresh interpreter running this file, driven through its
-    stdin and stdout (not ``multiprocessing``, whose ``spawn`` re-imports the parent's main
-    module, and whose ``fork`` would copy the parent's threads and libraries)."""
+def describe_server(where: str | None) -> str:
+    """Where the server ran, for a report."""
+    return "a process of its own" if where == "process" else "this process"
 
-    def __init__(self, prompts: dict[str, Passage], start_timeout: float = 60.0) -> None:
-        self.prompts = prompts
-        self.start_timeout = start_timeout
-        self.base_url = ""
-        self.proc: subprocess.Popen[str] | None = None
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve())],
+class PassageServer:
+    """The passage server on 127.0.0.1, in a child process (``where="process"``, the default:
+    ``python -m benchmarks.loopback`` driven through its stdin and stdout) or a thread of this one
+    (``where="thread"``); a context manager. Before each timed run :meth:`reset`; after it,
+    :meth:`log`; ``answers.mismatches`` judges what the run received."""
+
+    def __init__(self, prompts: dict[str, Passage], where: str = "process") -> None:
+        if where not in ("process", "thread"):
+            raise ValueError(f"where must be 'process' or 'thread', not {where!r}")
+        self.where, self.prompts, self.latency, self.base_url = where, prompts, 0.0, ""
+        self.answers = PassageAnswers(prompts)  # the thread's own; the child's are its copy
+        self._local = None
+        if where == "thread":
+            self._local = FakeOpenAIServer(answer=self.answers, request_queue_size=QUEUE)
+        self._proc: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> PassageServer:
+        if self._local is not None:
+            self._local.__enter__()
+            self.base_url = self._local.base_url
+            return self
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.loopback"],
+            cwd=Path(__file__).resolve().parents[1],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,
         )
         rows = [[p, v.idx, v.response, list(v.samples)] for p, v in self.prompts.items()]
-        self.base_url = self._exchange(rows, self.start_timeout)
+        self.base_url = self._exchange(rows, 60.0)
+        return self
 
-    def _exchange(self, message: Any, timeout: float = 30.0) -> Any:
-        assert self.proc is not None and self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps(message) + "\n")
-        self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            self.stop()
-            raise RuntimeError("the server process did not answer (it ended or hung)")
-        return json.loads(line)
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
+    def __exit__(self, *exc: object) -> None:
+        if self._local is not None:
+            self._local.__exit__(None, None, None)
+        proc, self._proc = self._proc, None
         if proc is None:
             return
         try:
@@ -229,80 +268,41 @@ class _Child:
         if proc.stdout is not None:
             proc.stdout.close()
 
-    def command(self, name: str, arg: Any = None) -> Any:
+    def _exchange(self, message: Any, timeout: float = 30.0) -> Any:
+        assert self._proc and self._proc.stdin and self._proc.stdout
+        self._proc.stdin.write(json.dumps(message) + "\n")
+        self._proc.stdin.flush()
+        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
+        line = self._proc.stdout.readline() if ready else ""
+        if not line:
+            self.__exit__()
+            raise RuntimeError("the server process did not answer (it ended or hung)")
+        return json.loads(line)
+
+    def _command(self, name: str, arg: Any = None) -> Any:
+        if self._local is not None:
+            return _apply(self._local, self.answers, name, arg)
         status, value = self._exchange([name, arg])
         if status != "ok":
             raise RuntimeError(f"server command {name!r} failed: {value}")
         return value
 
-
-WHERE = ("process", "thread")
-
-
-def add_server_option(parser: argparse.ArgumentParser) -> None:
-    """The benchmarks' ``--server process|thread`` option."""
-    parser.add_argument(
-        "--server",
-        choices=WHERE,
-        default="process",
-        help="run the loopback server in a child process (default) or a thread of this one",
-    )
-
-
-def describe(where: str | None) -> str:
-    """Where the server ran, for a report: "a process of its own" or "this process"."""
-    return "a process of its own" if where == "process" else "this process"
-
-
-class PassageServer:
-    """The passage server on 127.0.0.1, in a child process (``where="process"``, the default) or
-    a thread of this one (``where="thread"``); use as a context manager.
-
-    Example::
-
-        with PassageServer(make_prompts(passages, 12)) as server:
-            server.set_latency(1.0)
-            llm = ChatOpenAI(base_url=server.base_url, api_key="local", model="m")
-            ...
-            server.reset()  # before each timed run
-            log = server.log()
-    """
-
-    def __init__(self, prompts: dict[str, Passage], where: str = "process") -> None:
-        if where not in WHERE:
-            raise ValueError(f"where must be 'process' or 'thread', not {where!r}")
-        self.where = where
-        self.answers = PassageAnswers(prompts)  # this side: judging what a run received
-        self._impl: _Local | _Child = _Child(prompts) if where == "process" else _Local(prompts)
-        self.latency = 0.0
-
-    @property
-    def base_url(self) -> str:
-        return self._impl.base_url
-
-    def __enter__(self) -> PassageServer:
-        self._impl.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._impl.stop()
-
     def set_latency(self, seconds: float) -> None:
         """Every answer from now on waits ``seconds`` before it is sent."""
-        self._impl.command("latency", seconds)
+        self._command("latency", seconds)
         self.latency = seconds
 
     def ignore_n(self, ignore: bool) -> None:
         """Answer every request with one choice whatever its ``n`` (``True``), or honour it."""
-        self._impl.command("ignore_n", ignore)
+        self._command("ignore_n", ignore)
 
     def reset(self) -> None:
         """Restart every prompt's samples from the first, and clear the request log."""
-        self._impl.command("reset")
+        self._command("reset")
 
     def log(self) -> ServerLog:
         """The requests since the last :meth:`reset`."""
-        got = self._impl.command("log")
+        got = self._command("log")
         return ServerLog([(a, t) for a, t in got["arrivals"]], got["max_in_flight"], got["asked"])
 
 

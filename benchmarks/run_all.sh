@@ -1,41 +1,43 @@
 #!/usr/bin/env bash
-# Run every benchmark and collect their Markdown reports in benchmarks/out/.
-#   bash benchmarks/run_all.sh            (CPU; add DEVICE=cuda to run the GPU variants)
+# Run every benchmark with the commands benchmarks/RESULTS.md gives; reports in benchmarks/out/.
+#   bash benchmarks/run_all.sh            (CPU; DEVICE=cuda runs the GPU variants)
+# Each benchmark skips (exit 0) what needs the shared WikiBio passages where they are absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-.venv/bin/python}
 device=${DEVICE:-cpu}
-mkdir -p benchmarks/out
-"$py" benchmarks/bench_bertscore.py --device "$device" --rounds 5 | tee benchmarks/out/bertscore.md
-"$py" benchmarks/bench_end_to_end.py --rounds 3 | tee benchmarks/out/end_to_end.md
-"$py" benchmarks/bench_memory.py --sizes 2000 20000 | tee benchmarks/out/memory.md
-"$py" benchmarks/bench_ray.py | tee benchmarks/out/ray.md
-"$py" benchmarks/bench_onnxruntime.py | tee benchmarks/out/onnxruntime.md  # skips without onnxruntime
-"$py" benchmarks/bench_long_texts.py --device "$device"  # writes out/long_texts_speed.md
-"$py" benchmarks/bench_import.py  # writes out/import.md
-"$py" benchmarks/bench_async_app.py --latencies 1000 --rounds 3 --device "$device"  # out/async_app.md
-"$py" benchmarks/bench_pipeline.py  # writes out/pipeline.md
+out=benchmarks/out
+run() { echo "== $*" >&2; "$py" -m "benchmarks.$1" "${@:2}"; }
+
+run bench_bertscore --device "$device" --prompts 24 --rounds 7
+run bench_end_to_end --prompts 119 --latencies 0 1000 --rounds 3 --device "$device"
+run bench_memory --sizes 2000 20000 --reference
+run bench_ray
+run bench_import
+run bench_long_texts --device "$device" --rounds 7
+run bench_long_texts --device "$device" --rounds 5 --dtype float32 --out "$out/float32"
+run bench_vs_uqlm --generation-only --prompts 119 --rounds 5 --latencies 1000 0
 # the presets: the accurate model where a copy is given, else its architecture with random weights
 if [ -n "${UQLM_BERT_ACCURATE_MODEL_DIR:-}" ]; then
     random=$([ -f "$UQLM_BERT_ACCURATE_MODEL_DIR/model.safetensors" ] || echo --random-weights)
-    "$py" benchmarks/bench_presets.py --device "$device" $random  # writes out/presets.md
+    run bench_presets --device "$device" $random
+    [ "$device" = cpu ] || run bench_presets --device "$device" --samples 20 --rounds 3 $random --out "$out/m20"
 fi
 if "$py" -c "import xllamacpp, langchain_openai" 2>/dev/null; then  # the local LLM (extra "local")
-    "$py" benchmarks/eval_real_llm.py --quiet  # writes out/real_llm_scores.md
+    run eval_real_llm --no-progress
 fi
 # against uqlm 0.6.7, in its own environment (bash benchmarks/setup-uqlm-env.sh creates it)
 if [ -x benchmarks/.venv-uqlm/bin/python ]; then
-    benchmarks/.venv-uqlm/bin/python benchmarks/bench_vs_uqlm.py  # writes out/vs_uqlm.{md,json}
+    if [ "$device" = cpu ]; then latencies=(0 1000); else latencies=(1000); fi
+    benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_vs_uqlm --prompts 120 --rounds 3 \
+        --latencies "${latencies[@]}" ${DEVICE:+--device "$DEVICE"}
 fi
-if [ -f ../shared/data/wikibio_gpt3_dev.jsonl ]; then
-    "$py" benchmarks/eval_wikibio.py | tee benchmarks/out/eval_wikibio.md
-    "$py" benchmarks/eval_combinations.py | tee benchmarks/out/eval_combinations.md
-    "$py" benchmarks/eval_idf.py --no-progress  # writes benchmarks/out/idf_eval.md
-    "$py" benchmarks/eval_long_texts.py --device "$device" --sets 4  # writes out/long_texts.md
-    "$py" benchmarks/eval_threshold.py  # writes out/threshold.md
-    "$py" benchmarks/eval_calibration.py  # writes out/calibration.md
-    "$py" benchmarks/eval_layers.py --model fast --device "$device"  # writes out/layers_*.md
-    if [ -f "${UQLM_BERT_ACCURATE_MODEL_DIR:-}/model.safetensors" ]; then
-        "$py" benchmarks/eval_layers.py --model accurate --device "$device"
-    fi
+run eval_wikibio --no-progress
+run eval_idf --random-subsets 2000 --seed 0 --no-progress
+run eval_long_texts --device "$device" --sets 4
+run eval_threshold
+run eval_calibration
+run eval_layers --model fast --device "$device"
+if [ -f "${UQLM_BERT_ACCURATE_MODEL_DIR:-}/model.safetensors" ]; then
+    run eval_layers --model accurate --device "$device"
 fi

@@ -1,9 +1,13 @@
-"""The evaluation scripts in benchmarks/: their scoring helpers and their behaviour without data."""
+"""The benchmarks in benchmarks/: their helpers, the harness's server, and their behaviour without
+data."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,13 +16,39 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
+from benchmarks import bench_end_to_end as end_to_end
+from benchmarks import bench_vs_uqlm as vs
+from benchmarks import eval_idf, eval_threshold, harness, loopback
+from benchmarks import eval_wikibio as combos
+from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
 
-import eval_combinations as combos  # noqa: E402
-import eval_idf  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "__init__")
 
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS  # noqa: E402
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_benchmark_is_a_module_of_the_package(name):
+    module = importlib.import_module(f"benchmarks.{name}")
+    source = (REPO / "benchmarks" / f"{name}.py").read_text(encoding="utf-8")
+    assert "sys.path" not in source
+    if name not in ("harness", "loopback"):
+        assert callable(module.main)
+
+
+def test_a_benchmark_runs_with_python_m_and_skips_without_its_data(tmp_path):
+    absent = tmp_path / "absent.jsonl"
+    got = subprocess.run(
+        [sys.executable, "-m", "benchmarks.eval_threshold", "--data", str(absent)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert "not found" in got.stdout
+
+
+def test_the_shared_options_have_one_default_each():
+    args = harness.parser(None, *harness.OPTIONS).parse_args([])
+    for name, (_, default, _) in harness.OPTIONS.items():
+        assert getattr(args, name.replace("-", "_")) == default
 
 
 def test_judge_matches_scipy_over_sample_subsets():
@@ -74,7 +104,7 @@ def test_idf_summary_gives_k20_and_the_spread_over_the_k5_sets():
         assert got.loc[name, "passage_spearman k=5"] == f"{five.mean():.2f} ({five.std():.2f})"
 
 
-@pytest.mark.parametrize("script", [combos, eval_idf], ids=["eval_combinations", "eval_idf"])
+@pytest.mark.parametrize("script", [combos, eval_idf], ids=["eval_wikibio", "eval_idf"])
 def test_scripts_skip_cleanly_without_the_data(script, tmp_path, capsys):
     missing = tmp_path / "absent.jsonl"
     assert script.main(["--data", str(missing)]) == 0
@@ -83,14 +113,10 @@ def test_scripts_skip_cleanly_without_the_data(script, tmp_path, capsys):
 
 # bench_vs_uqlm.py: the pieces that need no uqlm run everywhere; the uqlm side where it is installed
 
-import asyncio  # noqa: E402
-
-import bench_vs_uqlm as vs  # noqa: E402
-
 
 def _passages() -> list:
     return [
-        vs.Passage(
+        harness.Passage(
             idx,
             f"{name} was a painter born in {town}. {name} studied in Paris. {name} taught there.",
             tuple(
@@ -105,9 +131,16 @@ def _passages() -> list:
     ]
 
 
+def _options(prompts: int, *more: str):
+    """The side-by-side benchmark's options: ``prompts`` prompts x 2 samples, 1 round at 0 ms."""
+    return vs.options(
+        ["--prompts", str(prompts), "--samples", "2", "--rounds", "1", "--latencies", "0", *more]
+    )
+
+
 def test_vs_uqlm_prompts_map_to_passages_and_samples_restart_after_reset():
     passages = _passages()
-    prompts = vs.make_prompts(passages, 5)
+    prompts = harness.make_prompts(passages, 5)
     assert len(prompts) == 5  # distinct texts, cycling over the passages
     # the first round over the passages as they are, later rounds with sentences rotated
     assert list(prompts.values())[:2] == passages
@@ -121,13 +154,13 @@ def test_vs_uqlm_prompts_map_to_passages_and_samples_restart_after_reset():
             assert sorted(got.split()) == sorted(orig.split())  # the same words, reordered
     first = next(iter(prompts))
     assert first == "This is a Wikipedia passage about concept 11:"
-    answers = vs.PassageAnswers(prompts)
+    answers = loopback.PassageAnswers(prompts)
     assert answers(first, 0.0) == answers(first, None) == passages[0].response
     samples = passages[0].samples
     assert [answers(first, 1.0) for _ in range(5)] == [*samples, samples[0]]
     answers.reset()
     assert answers(first, 1.0) == samples[0]
-    assert answers("an unknown prompt", 0.0) == vs.PassageAnswers.UNKNOWN
+    assert answers("an unknown prompt", 0.0) == loopback.PassageAnswers.UNKNOWN
     # a run is judged by the multiset of its samples, in any order
     assert answers.mismatches([first], [passages[0].response], [samples[1::-1]]) == 0
     assert answers.mismatches([first], [passages[0].response], [samples[2:0:-1]]) == 1
@@ -136,17 +169,19 @@ def test_vs_uqlm_prompts_map_to_passages_and_samples_restart_after_reset():
 
 def test_vs_uqlm_rounds_put_every_run_in_every_place():
     names = ["a", "b", "c"]
-    orders = [vs.round_order(names, r) for r in range(3)]
+    orders = [harness.round_order(names, r) for r in range(3)]
     assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
     for place in range(3):  # each name runs once in each place over three rounds
         assert sorted(o[place] for o in orders) == names
-    assert vs.round_order(names, 3) == names and vs.round_order(["x", "y"], 1) == ["y", "x"]
+    assert harness.round_order(names, 3) == names
+    assert harness.round_order(["x", "y"], 1) == ["y", "x"]
+    assert list(harness.rounds(["x", "y"], 2)) == [(0, "x"), (0, "y"), (1, "y"), (1, "x")]
 
 
 @pytest.mark.network
 def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
     runs = asyncio.run(
-        vs.run_benchmark(_passages(), 3, 2, 1, [0.0], only="ours", log=lambda _: None)
+        vs.run_benchmark(_passages(), _options(3, "--only", "ours"), log=lambda _: None)
     )
     assert [r.variant for r in runs] == [vs.OURS, vs.OURS_DEFAULT]
     rows = vs.summarize(runs)
@@ -160,9 +195,9 @@ def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
     # against each sample, from the reference package (what uqlm computes)
     bert_score = pytest.importorskip("bert_score")
     reference = bert_score.BERTScorer(
-        model_type=vs.embedded_model_path(), num_layers=vs.LAYER, idf=False
+        model_type=harness.embedded_model(), num_layers=vs.LAYER, idf=False
     )
-    texts = list(vs.make_prompts(_passages(), 3).values())
+    texts = list(harness.make_prompts(_passages(), 3).values())
     want = [float(reference.score([t.response] * 2, list(t.samples[:2]))[2].mean()) for t in texts]
     assert max(abs(a - b) for a, b in zip(runs[0].scores, want, strict=True)) <= vs.TOLERANCE
     assert all(0.0 < s <= 1.0 for r in runs for s in r.scores)
@@ -183,7 +218,7 @@ def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
 
 @pytest.mark.network
 def test_vs_uqlm_generation_only_runs_the_three_ways_of_asking_for_samples():
-    runs = asyncio.run(vs.run_generation(_passages(), 3, 2, 1, [0.0], log=lambda _: None))
+    runs = asyncio.run(vs.run_generation(_passages(), _options(3), log=lambda _: None))
     calls = {r.variant: (r.calls, r.sample_calls) for r in runs}
     # defaults: per prompt the answer and its samples in one call (n); without n one call per
     # sample; against a server that ignores n, the one call with n and the missing sample again
@@ -222,7 +257,7 @@ def test_vs_uqlm_script_writes_its_report(shared_data_dir, tmp_path, capsys):
 def test_vs_uqlm_uqlm_side_agrees(tmp_path):
     pytest.importorskip("uqlm")
     runs = asyncio.run(
-        vs.run_benchmark(_passages(), 2, 2, 1, [0.0], only="both", log=lambda _: None)
+        vs.run_benchmark(_passages(), _options(2, "--only", "both"), log=lambda _: None)
     )
     rows = vs.summarize(runs)
     verdicts = vs.checks(rows, 2, 2)
@@ -236,10 +271,10 @@ def test_passage_server_answers_resets_and_logs_in_a_process_or_a_thread(where):
     import time
 
     import httpx
-    from loopback import PassageServer
 
+    PassageServer = harness.PassageServer
     passages = _passages()
-    prompts = vs.make_prompts(passages, 2)
+    prompts = harness.make_prompts(passages, 2)
     first = next(iter(prompts))
 
     def ask(client: httpx.Client, prompt: str, temperature: float) -> str:
@@ -281,22 +316,14 @@ def test_vs_uqlm_skips_cleanly_without_the_data(tmp_path, capsys):
 
 
 def test_import_benchmark_measures_and_reports_no_heavy_module(tmp_path, monkeypatch):
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_import
-    finally:
-        sys.path.remove(str(BENCH))
+    from benchmarks import bench_import
+
     assert len(bench_import.wall_times([sys.executable, "-c", "pass"], 2)) == 2
     assert bench_import.heavy_modules("import uqlm_bert") == []
     assert bench_import.heavy_modules("import pandas") == ["numpy", "pandas"]
 
 
 def test_threshold_rule_on_a_hand_case():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import eval_threshold
-    finally:
-        sys.path.remove(str(BENCH))
     confidence = np.array([0.2, 0.4, 0.6, 0.8])
     positive = np.array([True, True, False, False])
     # flagging below 0.5 catches both positives and no negative: J = 1 - 0
@@ -308,47 +335,42 @@ def test_threshold_rule_on_a_hand_case():
 
 
 def test_threshold_script_skips_without_data(tmp_path, capsys):
-    sys.path.insert(0, str(BENCH))
-    try:
-        import eval_threshold
-    finally:
-        sys.path.remove(str(BENCH))
     assert eval_threshold.main(["--data", str(tmp_path / "absent.jsonl")]) == 0
     assert "nothing to measure" in capsys.readouterr().out
 
 
-# bench_async_app.py: a burst of one-prompt calls against one call, and a stream
-
-import bench_async_app as async_app  # noqa: E402
+# bench_end_to_end.py: generation and scoring, one call against a burst of one-prompt calls, a stream
 
 
-def test_async_app_percentile_is_numpys():
+def test_percentile_is_numpys():
     rng = np.random.default_rng(3)
     for n in (1, 2, 7, 20):
         xs = rng.random(n).tolist()
         for q in (0, 50, 95, 100):
-            assert async_app.percentile(xs, q) == pytest.approx(np.percentile(xs, q))
+            assert harness.percentile(xs, q) == pytest.approx(np.percentile(xs, q))
 
 
 @pytest.mark.network
-def test_async_app_script_writes_its_report(shared_data_dir, tmp_path, capsys):
+def test_end_to_end_script_writes_its_report(shared_data_dir, tmp_path, capsys):
     n, m = 3, 2
     args = ["--prompts", str(n), "--samples", str(m), "--rounds", "1", "--latencies", "0",
             "--rate", "8", "--duration", "0.5", "--device", "cpu", "--out", str(tmp_path),
             "--data", str(shared_data_dir / "wikibio_gpt3_dev.jsonl")]  # fmt: skip
-    assert async_app.main(args) == 0
-    out = json.loads((tmp_path / "async_app.json").read_text())
+    assert end_to_end.main(args) == 0
+    out = json.loads((tmp_path / "end_to_end.json").read_text())
     assert all(out["checks"].values())
-    rows = {r["variant"]: r for r in out["rows"]}
-    assert set(rows) == {async_app.BURST, async_app.ONE_CALL}
-    # either way, per prompt the answer and its samples in one call with n (ChatOpenAI)
-    assert all(r["calls"] == [2 * n] and r["text_mismatches"] == 0 for r in rows.values())
-    assert rows[async_app.ONE_CALL]["vs_one_call"] == 1.0
+    (row,) = out["rows"]
+    # one call or a burst, per prompt the answer and its samples in one call with n (ChatOpenAI)
+    assert row["calls"] == [2 * n] and row["text_mismatches"] == 0
+    runs = {r["run"]: r for r in out["runs"]}
+    assert set(runs) == {end_to_end.GEN, end_to_end.SCORE, end_to_end.ONE, end_to_end.BURST}
+    assert len(runs[end_to_end.BURST]["request_s"]) == n and row["burst / one call"] > 0
+    assert runs[end_to_end.ONE]["batches"] and runs[end_to_end.ONE]["scoring_s"] > 0
     (stream,) = out["streams"]
     assert stream["requests"] == 4 and stream["calls"] == 2 * 4  # 8 per second for 0.5 s
-    assert all(lat > 0 for lat in stream["latencies_s"])
+    assert all(lat > 0 for lat in stream["request_s"])
     printed = capsys.readouterr().out
-    assert (tmp_path / "async_app.md").read_text() in printed
+    assert (tmp_path / "end_to_end.md").read_text().strip() in printed
     assert "CPU: " in printed and ("AMX" in printed or "AVX512-BF16" in printed)
 
 
@@ -356,8 +378,7 @@ def test_layer_sweep_scores_each_layer_as_the_scorer_does(shared_data_dir, monke
     """eval_layers.py judges a layer by the confidences ``BlackBoxUQ.score`` gives at its
     defaults: at the default layer its pair scores reproduce them; at another layer they are
     the scorer's with that layer (float32, where batches do not change the numbers)."""
-    import eval_layers
-
+    from benchmarks import eval_layers
     from uqlm_bert import BlackBoxUQ
 
     monkeypatch.setattr(eval_layers, "SCORER_DEFAULTS", SCORER_DEFAULTS.replace(dtype="float32"))
@@ -385,10 +406,10 @@ def test_a_random_weights_copy_has_the_models_shapes_and_tokens_and_new_weights(
     import warnings
 
     import torch
-    from random_weights_copy import random_weights_copy
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoTokenizer
 
+    from benchmarks.bench_presets import random_weights_copy
     from tests.texts import LONG, SHORT
     from tests.tiny_models import build_tiny_mpnet
     from uqlm_bert import BERTScorer

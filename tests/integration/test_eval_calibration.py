@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
-
-import eval_calibration as ec  # noqa: E402
-
-from uqlm_bert.calibration import ScoreCalibrator  # noqa: E402
+from benchmarks import eval_calibration as ec
+from uqlm_bert.calibration import ScoreCalibrator
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -4,22 +4,15 @@ hand cases, its data option, and a small run on a file of the shared data's form
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
 def script():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import eval_sentences
-    finally:
-        sys.path.remove(str(BENCH))
+    from benchmarks import eval_sentences
+
     return eval_sentences
 
 

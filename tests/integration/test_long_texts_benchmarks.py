@@ -3,26 +3,17 @@ behaviour without data."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
-
-import bench_long_texts as speed  # noqa: E402
-import eval_long_texts as quality  # noqa: E402
-
-from uqlm_bert.bertscore.windows import plan_windows  # noqa: E402
+from benchmarks import bench_long_texts as speed
+from benchmarks import eval_long_texts as quality
+from benchmarks.harness import Passage
+from uqlm_bert.bertscore.windows import plan_windows
 
 
-def _rows(n: int) -> list[dict]:
-    return [
-        {"response": f"P{i}", "sampled_responses": [f"S{i}.{j}" for j in range(20)]}
-        for i in range(n)
-    ]
+def _rows(n: int) -> list[Passage]:
+    return [Passage(i, f"P{i}", tuple(f"S{i}.{j}" for j in range(20))) for i in range(n)]
 
 
 def test_long_answers_keep_three_passages_and_replace_three_by_other_peoples():
