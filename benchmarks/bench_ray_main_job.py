@@ -1,165 +1,67 @@
 """The main job with its scoring on Ray: ``generate_and_score`` against generation alone and
 scoring alone on the same pool.
 
-    python -m benchmarks.bench_ray_main_job [--prompts 2000] [--samples 5] [--rounds 3]
-        [--latency 1.0] [--workers 2] [--out FILE]
+    python -m benchmarks.bench_ray_main_job --prompts 2000 --rounds 3 [--latency 1] [--workers 2]
 
-Setup: a private Ray on 127.0.0.1 (``start_local_ray``), a pool of ``--workers`` actors of 1 CPU
-each (``RayScoring(num_workers=...)``), and an OpenAI-compatible server on 127.0.0.1 in a child
-process (``tests/openai_server.py``: it answers after ``--latency`` seconds, each prompt with its
-own LLM-answer sized texts of 30-90 words, the same in every round), reached through
-``langchain_openai.ChatOpenAI``. One ``BlackBoxUQ`` at its defaults (the embedded model,
-``dtype="auto"``), warmed up before timing (Ray started, the actors' models loaded, the client's
-connections open). Each round times, in alternating order:
+A private Ray on 127.0.0.1, a pool of ``--workers`` actors of 1 CPU each (``RayScoring``), the
+loopback server in a child process answering after ``--latency`` seconds, each prompt with texts
+of its own of 30-90 words (the same every round), through ``ChatOpenAI``. One ``BlackBoxUQ`` at
+its defaults, warmed up (Ray, the actors' models, the connections). Each round, in turning order:
+(a) generation alone, the answer and ``--samples`` samples of every prompt through the object's
+generator, nothing scored; (b) scoring alone, the texts of (a) through the object's scoring queue
+to the pool, all queued at once, as ``generate_and_score`` sends them; (c) ``generate_and_score``.
 
-- (a) generation alone: the answer and ``--samples`` samples of every prompt, through the
-  object's generator (its limits and settings), nothing scored;
-- (b) scoring alone: the texts of (a) sent through the object's scoring queue to the pool at
-  once, as ``generate_and_score`` sends them (the same batches, in flight at once);
-- (c) ``generate_and_score`` with the pool.
-
-Reported: the median and every round of each, with the CPU seconds used while it ran by this
-process (the driver: generation and the queue), by the scoring actors, by the loopback server,
-and by the whole machine (every core, other processes included); ``(c) / max((a), (b))`` of the medians (the issue asks
-for at most 1.15), and the same within each round (its runs saw the same load from the rest of
-the machine); the batches of (c); the largest difference between (c)'s confidences and (b)'s;
-the load average and the machine.
+Reported: the median and every round of each, with the CPU seconds used meanwhile by this process
+(the driver: generation and the queue), the scoring actors, the server and the whole machine
+(other processes included); ``(c) / max((a), (b))`` of the medians (target: at most 1.15) and
+within each round (same load from the rest of the machine); (c)'s batches; the largest difference
+between (c)'s confidences and (b)'s. Writes ``ray_main_job.md`` (and .json).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import contextlib
 import os
-import platform
 import random
-import statistics
-import subprocess
-import sys
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from benchmarks import harness
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
 TARGET = 1.15
-
-_WORDS = (
-    "the a of and in to is was he she it born known for his her career team city river "
-    "university award film album played wrote released served member president football "
-    "american british french german novel song year early later life died married children "
-    "professional league season record first second national government science research "
-    "published studied worked became founded led won politician actor singer author england"
-).split()
+NAMES = {"a": "(a) generation alone", "b": "(b) scoring alone (pool)",
+         "c": "(c) generate_and_score"}  # fmt: skip
+HEAD = ["run", "median s", "CPU s: driver", "actors", "server", "machine", "rounds (s)"]
 
 
-def passage(seed: int, n_words: int) -> str:
-    """Biography-like pseudo-text of ``n_words`` words, the same for the same seed."""
+def make_passages(n: int, samples: int, seed: int = 0) -> list[harness.Passage]:
+    """``n`` passages, each text of its own with 30-90 words."""
     rng = random.Random(seed)
-    words: list[str] = []
-    for i in range(n_words):
-        word = rng.choice(_WORDS)
-        if i == 0 or words[-1].endswith("."):
-            word = word.capitalize()
-        if rng.random() < 0.08:
-            word += "."
-        words.append(word)
-    return " ".join(words) + "."
+    text = lambda: harness.synthetic_passage(rng, rng.randint(30, 90), period=0.08)  # noqa: E731
+    return [harness.Passage(i, text(), tuple(text() for _ in range(samples))) for i in range(n)]
 
 
-class Answers:
-    """The server's texts: a prompt's answer at temperature 0, its samples otherwise; each a
-    function of the prompt and the choice's place, so every round receives the same texts."""
-
-    def choices(self, prompt: str, temperature: float | None, n: int) -> list[str]:
-        seed = int(prompt.rsplit(" ", 1)[-1].rstrip("?"))
-        if not temperature:
-            return [passage(1_000_003 * seed, 30 + seed % 61)]
-        return [passage(1_000_003 * seed + 1 + j, 30 + (seed + 7 * j) % 61) for j in range(n)]
-
-    def __call__(self, prompt: str, temperature: float | None) -> str:
-        return self.choices(prompt, temperature, 1)[0]
-
-
-def serve(latency: float) -> None:
-    """The child process: serve until stdin closes; the base URL goes out on stdout."""
-    from tests.openai_server import FakeOpenAIServer
-
-    with FakeOpenAIServer(
-        default_latency=latency, answer=Answers(), request_queue_size=4096
-    ) as server:
-        print(json.dumps(server.base_url), flush=True)
-        sys.stdin.read()
-
-
-def start_server(latency: float) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.bench_ray_main_job",
-            "--serve",
-            "--latency",
-            str(latency),
-        ],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    return proc, json.loads(proc.stdout.readline())
-
-
-def _process_cpu(pid: int | str, tick: float) -> float:
-    """CPU seconds a process has used, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (float(fields[11]) + float(fields[12])) / tick
-
-
-def cpu_seconds(server_pid: int) -> tuple[float, float, float, float]:
+def cpu_seconds(server_pid: int) -> list[float]:
     """CPU seconds used so far by this process (the driver), by the scoring actors, by the
     loopback server, and by the whole machine (every core, other processes included)."""
     tick = os.sysconf("SC_CLK_TCK")
+
+    def used(pid: int | str) -> float:  # all its threads
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (float(fields[11]) + float(fields[12])) / tick
+
     actors = 0.0
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
             if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ray::ScoringWorker"):
-                actors += _process_cpu(pid, tick)
-        except OSError:  # a process that ended meanwhile
-            continue
-    with open("/proc/stat") as f:
-        fields = [float(x) for x in f.readline().split()[1:8]]
-    machine = (sum(fields) - fields[3] - fields[4]) / tick
-    return time.process_time(), actors, _process_cpu(server_pid, tick), machine
-
-
-def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next(
-        (ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")),
-        platform.processor(),
-    )
-    have = set(
-        next(
-            (ln.split(":", 1)[1].split() for ln in cpuinfo.splitlines() if ln.startswith("flags")),
-            [],
-        )
-    )
-    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_vnni") if f in have]
-    return (
-        f"{model}, {os.cpu_count()} cores ({', '.join(flags)}), Python {platform.python_version()}"
-    )
-
-
-async def generation_alone(uq: Any, prompts: list[str], samples: int) -> Any:
-    return await uq._generator().generate(
-        prompts, samples, show_progress_bars=False, settings=uq.generation
-    )
+                actors += used(pid)
+    fields = [float(x) for x in Path("/proc/stat").read_text().split()[1:8]]  # the "cpu" line
+    machine = (sum(fields) - fields[3] - fields[4]) / tick  # all but idle and iowait
+    return [time.process_time(), actors, used(server_pid), machine]
 
 
 async def scoring_alone(uq: Any, prompts: list[str], generation: Any) -> Any:
@@ -176,110 +78,91 @@ async def scoring_alone(uq: Any, prompts: list[str], generation: Any) -> Any:
     return await pipeline.finish(generation)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prompts", type=int, default=2000)
-    parser.add_argument("--samples", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency", type=float, default=1.0, help="seconds per LLM call")
-    parser.add_argument("--workers", type=int, default=2, help="Ray actors that score")
-    parser.add_argument("--out", help="write the figures as JSON here too")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.serve:
-        serve(args.latency)
-        return 0
-
-    import langchain_openai
-    import numpy as np
-
+def measure(args: Any) -> dict[str, Any]:
+    """Every round's seconds and CPU seconds of (a), (b) and (c), (c)'s batches, the diffs."""
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.distributed import RayScoring, start_local_ray
 
-    warnings.simplefilter("ignore")  # the loopback texts trip no warning worth reading here
+    passages = make_passages(args.prompts + 4 * args.workers, args.samples, args.seed)
+    served = harness.make_prompts(passages, len(passages))  # one prompt per passage, as it is
+    prompts, warm = list(served)[: args.prompts], list(served)[args.prompts :]
+    got: dict[str, Any] = {"runs": {k: [] for k in NAMES}, "cpu": {k: [] for k in NAMES}}
+    runs, cpu, got["batches"] = got["runs"], got["cpu"], []
     ray = start_local_ray()
-    server, base_url = start_server(args.latency)
     try:
-        llm = langchain_openai.ChatOpenAI(
-            model="bench", base_url=base_url, api_key="bench", temperature=0.0
-        )
-        uq = BlackBoxUQ(llm, show_progress_bars=False, scoring=RayScoring(num_workers=args.workers))
-        prompts = [f"Who is person {i}?" for i in range(args.prompts)]
-        warm = [f"Who is person {args.prompts + i}?" for i in range(4 * args.workers)]
-        uq.generate_and_score_sync(warm, num_responses=args.samples)
+        with harness.PassageServer(served) as server:
+            server.set_latency(args.latency)
+            pid = server._proc.pid  # the child process that serves
+            uq = BlackBoxUQ(harness.make_llm(server.base_url), show_progress_bars=False,
+                            scoring=RayScoring(num_workers=args.workers))  # fmt: skip
+            uq.generate_and_score_sync(warm, num_responses=args.samples)
+            quiet = {"show_progress_bars": False, "settings": uq.generation}
+            generate = lambda: uq._runner.run(  # noqa: E731
+                lambda: uq._generator().generate(prompts, args.samples, **quiet)
+            )
+            texts = generate()  # what every run receives: (b) scores them
 
-        runs: dict[str, list[float]] = {"a": [], "b": [], "c": []}
-        cpu: dict[str, list[list[float]]] = {"a": [], "b": [], "c": []}
-        batches: list[list[int]] = []
-        diffs: list[float] = []
-        # the texts (b) scores: those every run of the server gives
-        texts = uq._runner.run(lambda: generation_alone(uq, prompts, args.samples))
+            def run(mode: str) -> Any:
+                if mode == "a":
+                    return generate()
+                if mode == "b":
+                    return uq._runner.run(lambda: scoring_alone(uq, prompts, texts)).scores
+                queue = next(iter(uq._queues))
+                before = len(queue.batch_sizes)
+                result = uq.generate_and_score_sync(prompts, num_responses=args.samples)
+                got["batches"].append(queue.batch_sizes[before:])
+                return result.data
 
-        def run(mode: str) -> Any:
-            if mode == "a":
-                return uq._runner.run(lambda: generation_alone(uq, prompts, args.samples))
-            if mode == "b":
-                return uq._runner.run(lambda: scoring_alone(uq, prompts, texts)).scores
-            queue = next(iter(uq._queues))
-            before = len(queue.batch_sizes)
-            result = uq.generate_and_score_sync(prompts, num_responses=args.samples)
-            batches.append(queue.batch_sizes[before:])
-            return result.data
-
-        for r in range(args.rounds):
-            scores = {}
-            for mode in "abc" if r % 2 == 0 else "cba":
-                started, before = time.perf_counter(), cpu_seconds(server.pid)
-                scores[mode] = run(mode)
+            scores: dict[tuple[int, str], Any] = {}
+            for r, mode in harness.rounds(list(NAMES), args.rounds):
+                server.reset()
+                started, before = time.perf_counter(), cpu_seconds(pid)
+                scores[r, mode] = run(mode)
                 runs[mode].append(time.perf_counter() - started)
-                after = cpu_seconds(server.pid)
-                cpu[mode].append([b - a for a, b in zip(before, after, strict=True)])
-                print(f"round {r + 1} ({mode}): {runs[mode][-1]:.2f} s", flush=True)
-            combined = np.asarray(scores["c"]["bert_score"], dtype=float)
-            diffs.append(float(np.nanmax(np.abs(combined - scores["b"]["bert_score"]))))
-        uq.close()
+                cpu[mode].append([b - a for a, b in zip(before, cpu_seconds(pid), strict=True)])
+                print(f"round {r + 1} {NAMES[mode]}: {runs[mode][-1]:.2f} s", flush=True)
+            uq.close()
     finally:
-        server.communicate(input="", timeout=60)
         ray.shutdown()
+    of = lambda r, k: scores[r, k]["bert_score"]  # noqa: E731
+    got["diffs"] = [harness.max_abs_diff(of(r, "c"), of(r, "b")) for r in range(args.rounds)]
+    got["ray"] = ray.__version__
+    return got
 
-    med = {k: statistics.median(v) for k, v in runs.items()}
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = harness.parser(__doc__, "prompts", "samples", "rounds", "seed", "out")
+    ap.add_argument("--latency", type=float, default=1.0, help="seconds per LLM call (1)")
+    ap.add_argument("--workers", type=int, default=2, help="Ray actors that score (2)")
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")  # the loopback texts trip no warning worth reading here
+    load = os.getloadavg()[0]
+    got = measure(args)
+    runs, cpu = got["runs"], got["cpu"]
+    med = {k: harness.median(v) for k, v in runs.items()}
     ratio = med["c"] / max(med["a"], med["b"])
-    sizes = [s for run_batches in batches for s in run_batches]
-    print()
-    print(f"machine: {machine()}")
-    print(f"load average after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(
-        f"{args.prompts} prompts x {args.samples} samples, {args.latency:g} s per call, "
-        f"{args.workers} actors of 1 CPU, medians of {args.rounds} rounds"
-    )
-    print(
-        f"{'':26} {'median s':>9}  {'CPU s: driver':>13} {'actors':>7} {'server':>7} "
-        f"{'machine':>8}  rounds (s)"
-    )
-    names = {
-        "a": "(a) generation alone",
-        "b": "(b) scoring alone (pool)",
-        "c": "(c) generate_and_score",
-    }
-    for k, name in names.items():
-        driver, actors, served, total = (statistics.median(c[i] for c in cpu[k]) for i in range(4))
-        rounds = ", ".join(f"{x:.2f}" for x in runs[k])
-        print(
-            f"{name:26} {med[k]:9.2f}  {driver:13.1f} {actors:7.1f} {served:7.1f} {total:8.1f}  "
-            f"{rounds}"
-        )
     paired = [c / max(a, b) for a, b, c in zip(runs["a"], runs["b"], runs["c"], strict=True)]
-    print(f"(c) / max(a, b) = {ratio:.3f}  (target <= {TARGET})")
-    print(f"the same within each round: {', '.join(f'{x:.3f}' for x in paired)}")
-    print(
-        f"(c): {len(sizes) / max(1, len(batches)):.0f} batches a run, median "
-        f"{statistics.median(sizes) if sizes else 0:.0f} prompts, largest {max(sizes, default=0)}"
-    )
-    print(f"max |(c) - (b)| confidence: {max(diffs):.2e}")
-    if args.out:
-        figures = {"runs": runs, "cpu": cpu, "medians": med, "ratio": ratio, "paired": paired}
-        figures["batches"] = batches
-        Path(args.out).write_text(json.dumps(figures, indent=1))
+    sizes = [s for run in got["batches"] for s in run]
+    rows = [[name, f"{med[k]:.2f}", *(f"{harness.median(c[i] for c in cpu[k]):.1f}"
+             for i in range(4)), ", ".join(f"{x:.2f}" for x in runs[k])]
+            for k, name in NAMES.items()]  # fmt: skip
+    lines = [
+        "## The main job with its scoring on Ray (`bench_ray_main_job`)",
+        "",
+        f"- {args.prompts} prompts x {args.samples} samples, {args.latency:g} s per call, "
+        f"{args.workers} actors of 1 CPU, medians of {args.rounds} rounds; Ray {got['ray']}",
+        f"- {harness.machine_summary()}; {harness.load_line(load)}",
+        "",
+        *harness.md_table(HEAD, rows),
+        "",
+        f"- (c) / max(a, b): **{ratio:.3f}** ({'met' if ratio <= TARGET else 'NOT met'}: <= {TARGET}); within each round: "
+        + ", ".join(f"{x:.3f}" for x in paired),
+        f"- (c): {len(sizes) / max(1, len(got['batches'])):.0f} batches a run, median "
+        f"{harness.median(sizes) if sizes else 0:.0f} prompts, largest {max(sizes, default=0)}",
+        f"- max |(c) - (b)| confidence: {max(got['diffs']):.2e}",
+    ]
+    payload = {**got, "medians": med, "ratio": ratio, "paired": paired, "args": vars(args)}
+    harness.write_report(args.out, "ray_main_job.md", "\n".join(lines), payload)
     return 0
 
 
