@@ -440,3 +440,38 @@ def test_a_random_weights_copy_has_the_models_shapes_and_tokens_and_new_weights(
         other = scorer.score(texts, texts[::-1])[2]
     assert torch.allclose(same, torch.ones(len(texts)), atol=1e-5)  # a text against itself
     assert torch.isfinite(other).all() and len(other) == len(texts)
+
+
+# bench_cluster_limits.py: what a grant of the cluster's limits costs, on a local Ray
+
+
+@pytest.mark.ray
+def test_cluster_limits_benchmark_reports_every_grant(tmp_path):
+    """A few grants of each kind (bounded: 180 s with Ray's start), one row each in the report."""
+    import signal
+
+    ray = pytest.importorskip("ray")
+    assert not ray.is_initialized(), "another test left Ray running"
+    from benchmarks import bench_cluster_limits
+
+    def expire(signum, frame):
+        raise TimeoutError("bench_cluster_limits did not finish within 180 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(180)
+    try:
+        args = ["--grants", "5", "--waiting", "4", "--out", str(tmp_path)]
+        assert bench_cluster_limits.main(args) == 0
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not ray.is_initialized()
+    report = (tmp_path / "cluster_limits.md").read_text()
+    table = [line.strip("| ").split(" | ") for line in report.splitlines() if line[:2] == "| "]
+    names = [row[0].split(" (")[0] for row in table]
+    assert names == [
+        "grant", "first grant", "a place, one at a time", "a token, one at a time",
+        "4 places waiting at once", "in process: a place", "in process: a token",
+    ]  # fmt: skip
+    assert float(table[1][1]) > 0 and all(float(row[1]) >= 0 for row in table[2:5])
+    assert all(row[1].endswith(" us") and row[2].endswith(" us") for row in table[5:])
