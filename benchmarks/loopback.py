@@ -10,6 +10,7 @@ loop and scoring thread, which no deployment does (it still shares the machine's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import subprocess
@@ -30,12 +31,10 @@ SYSTEM_PROMPT = "You are a helpful assistant."
 #: How far a confidence of the default scorer may move with the company it is scored in: it runs
 #: in a reduced dtype where the device has one ("Batch invariance" in docs/bertscore.md).
 REDUCED_TOLERANCE = 1e-3
-PROMPT_TEMPLATES = (
-    "This is a Wikipedia passage about concept {idx}:",
-    "Here is a Wikipedia passage about concept {idx}:",
-    "Write the Wikipedia passage about concept {idx}.",
-    "Give a short Wikipedia biography of concept {idx}.",
-)
+PROMPT_TEMPLATES = ("This is a Wikipedia passage about concept {idx}:",
+                    "Here is a Wikipedia passage about concept {idx}:",
+                    "Write the Wikipedia passage about concept {idx}.",
+                    "Give a short Wikipedia biography of concept {idx}.")  # fmt: skip
 LABEL_DEGREE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 1.0}
 
 
@@ -143,9 +142,7 @@ class PassageAnswers:
         with self._lock:
             self._next.clear()
 
-    def mismatches(
-        self, prompts: Sequence[str], responses: Sequence[Any], samples: Sequence[Sequence[Any]]
-    ) -> int:
+    def mismatches(self, prompts: Sequence[str], responses: Sequence, samples: Sequence) -> int:
         """Prompts whose answer or multiset of samples is not what a fresh run must receive."""
         bad = 0
         for p, r, s in zip(prompts, responses, samples, strict=True):
@@ -179,15 +176,10 @@ def _apply(server: FakeOpenAIServer, answers: PassageAnswers, name: str, arg: An
             server.max_in_flight = 0
     elif name == "log":  # plain data, so that the child can send it as JSON
         with server.lock:
-            arrivals = [(r.arrived, r.temperature) for r in server.log]
-            return {
-                "arrivals": arrivals,
-                "asked": [r.n for r in server.log],
-                "max_in_flight": server.max_in_flight,
-            }
+            return {"arrivals": [(r.arrived, r.temperature) for r in server.log],
+                    "asked": [r.n for r in server.log], "max_in_flight": server.max_in_flight}  # fmt: skip
     else:
         raise ValueError(f"unknown server command {name!r}")
-    return None
 
 
 def _serve() -> None:
@@ -195,8 +187,7 @@ def _serve() -> None:
     of stdin (JSON), the base URL goes out as the first line of stdout, then one JSON command per
     line in and one JSON reply per line out, until ``stop`` or the end of stdin."""
     rows = json.loads(sys.stdin.readline())
-    prompts = {p: Passage(idx, response, tuple(samples)) for p, idx, response, samples in rows}
-    answers = PassageAnswers(prompts)
+    answers = PassageAnswers({p: Passage(i, r, tuple(s)) for p, i, r, s in rows})
     with FakeOpenAIServer(answer=answers, request_queue_size=QUEUE) as server:
         print(json.dumps(server.base_url), flush=True)
         for line in sys.stdin:
@@ -226,9 +217,8 @@ class PassageServer:
             raise ValueError(f"where must be 'process' or 'thread', not {where!r}")
         self.where, self.prompts, self.latency, self.base_url = where, prompts, 0.0, ""
         self.answers = PassageAnswers(prompts)  # the thread's own; the child's are its copy
-        self._local = None
-        if where == "thread":
-            self._local = FakeOpenAIServer(answer=self.answers, request_queue_size=QUEUE)
+        self._local = (FakeOpenAIServer(answer=self.answers, request_queue_size=QUEUE)
+                       if where == "thread" else None)  # fmt: skip
         self._proc: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> PassageServer:
@@ -236,14 +226,9 @@ class PassageServer:
             self._local.__enter__()
             self.base_url = self._local.base_url
             return self
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.loopback"],
-            cwd=Path(__file__).resolve().parents[1],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
+        pipe, root = subprocess.PIPE, Path(__file__).resolve().parents[1]
+        self._proc = subprocess.Popen([sys.executable, "-m", "benchmarks.loopback"], cwd=root,
+                                      stdin=pipe, stdout=pipe, text=True, bufsize=1)  # fmt: skip
         rows = [[p, v.idx, v.response, list(v.samples)] for p, v in self.prompts.items()]
         self.base_url = self._exchange(rows, 60.0)
         return self
@@ -254,19 +239,15 @@ class PassageServer:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        try:
-            assert proc.stdin is not None
+        with contextlib.suppress(OSError):  # a broken pipe: the child ended already
             proc.stdin.write(json.dumps(["stop", None]) + "\n")
             proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        proc.stdout.close()
 
     def _exchange(self, message: Any, timeout: float = 30.0) -> Any:
         assert self._proc and self._proc.stdin and self._proc.stdout
