@@ -13,6 +13,8 @@ run bench_bertscore --device "$device" --prompts 24 --rounds 7
 run bench_end_to_end --prompts 119 --latencies 0 1000 --rounds 3 --device "$device"
 run bench_memory --sizes 2000 20000 --reference
 run bench_ray
+run bench_ray_main_job --prompts 2000 --rounds 3
+run bench_cluster_limits
 run bench_import
 run bench_long_texts --device "$device" --rounds 7
 run bench_long_texts --device "$device" --rounds 5 --dtype float32 --out "$out/float32"
