@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import importlib.metadata
 import importlib.util
@@ -87,8 +88,7 @@ def make_uqlm(llm: Any, model_path: str, device: str | None = None) -> Any:
 
 
 def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> Any:
-    """uqlm-bert's ``BlackBoxUQ`` at its default generation settings; BERTScore matched to
-    uqlm's when ``model_path`` is given, its own defaults otherwise."""
+    """uqlm-bert's ``BlackBoxUQ``: BERTScore as uqlm's where ``model_path`` is given."""
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.scorers.bert import BERTScoreConsistency
 
@@ -117,15 +117,11 @@ async def timed_run(
     d, log = result.data, server.log()
     last_answer = max((a for a, _ in log.arrivals), default=t0) + server.latency - t0
     generation_s = (getattr(result, "metadata", None) or {}).get("timings", {}).get("generation_s")
-    counts = {
-        "calls": len(log.arrivals),
-        "answer_calls": sum(1 for _, temp in log.arrivals if not temp),
-        "sample_calls": sum(1 for _, temp in log.arrivals if temp),
-        "max_in_flight": log.max_in_flight,
-        "last_answer_s": last_answer,
-        "generation_s": last_answer if generation_s is None else generation_s,
-        "client_cpu_s": cpu,
-    }
+    temps = [bool(temp) for _, temp in log.arrivals]
+    counts = {"calls": len(temps), "answer_calls": temps.count(False),
+              "sample_calls": temps.count(True), "max_in_flight": log.max_in_flight,
+              "last_answer_s": last_answer, "client_cpu_s": cpu,
+              "generation_s": last_answer if generation_s is None else generation_s}  # fmt: skip
     bad = server.answers.mismatches(prompts, list(d["responses"]), list(d["sampled_responses"]))
     return wall, list(d.get("bert_score", [])), bad, counts
 
@@ -146,10 +142,8 @@ async def _timed_rounds(
             before(name)
             wall, scores, bad, counts = await timed_run(server, variants[name], prompts, m, timeout)
             runs.append(Run(latency, r, name, wall, text_mismatches=bad, scores=scores, **counts))
-            log(
-                f"{latency:6.0f} ms  round {r}  {name:42s} {wall:7.2f} s (generation "
-                f"{counts['generation_s']:.2f} s), {counts['calls']} calls, {bad} prompts off"
-            )
+            log(f"{latency:6.0f} ms  round {r}  {name:42s} {wall:7.2f} s (generation "
+                f"{counts['generation_s']:.2f} s), {counts['calls']} calls, {bad} prompts off")  # fmt: skip
     return runs
 
 
@@ -168,9 +162,7 @@ async def run_benchmark(passages: Sequence[harness.Passage], args, log=print) ->
 
 
 async def run_generation(passages: Sequence[harness.Passage], args, log=print) -> list[Run]:
-    """Generation alone: uqlm-bert at its defaults (``n`` where ``ChatOpenAI`` sends it), with
-    ``use_n_param=False``, and at its defaults against a server that ignores ``n``; each run
-    starts with nothing learned about the server."""
+    """Generation alone (module doc), each run starting with nothing learned about the server."""
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.generation import forget_learned_limits
 
@@ -178,11 +170,9 @@ async def run_generation(passages: Sequence[harness.Passage], args, log=print) -
     with harness.PassageServer(prompt_map, where=args.server) as server:
         llm = harness.make_llm(server.base_url)
         common = {"scorers": [harness.no_work_scorer()], "system_prompt": harness.SYSTEM_PROMPT}
-        variants = {
-            GEN_AUTO: BlackBoxUQ(llm=llm, **common),
-            GEN_NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **common),
-            GEN_IGNORED: BlackBoxUQ(llm=llm, **common),
-        }
+        variants = {GEN_AUTO: BlackBoxUQ(llm=llm, **common),
+                    GEN_NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **common),
+                    GEN_IGNORED: BlackBoxUQ(llm=llm, **common)}  # fmt: skip
 
         def before(name: str) -> None:
             forget_learned_limits()
@@ -223,11 +213,8 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
 
 
 def checks(rows: Sequence[dict[str, Any]], n_prompts: int, m: int) -> dict[str, bool]:
-    """The verdicts: call counts and texts as expected, confidences stable and in agreement.
-
-    uqlm makes one call per answer and per sample; uqlm-bert one per answer and one per prompt
-    for all its samples (``n``, at most 128 choices per call)."""
-    ours = n_prompts * -(-m // 128)
+    """The verdicts: call counts and texts as expected, confidences stable and in agreement."""
+    ours = n_prompts * -(-m // 128)  # uqlm-bert: one call per prompt's samples (n, at most 128)
     out = {
         f"call counts as expected ({n_prompts} answer calls in every run; uqlm {n_prompts * m} "
         f"sample calls, uqlm-bert {ours} with n)": all(
@@ -243,12 +230,8 @@ def checks(rows: Sequence[dict[str, Any]], n_prompts: int, m: int) -> dict[str, 
         ),
     }
     # only the variant with uqlm's BERTScore settings must give its numbers
-    diffs = [
-        r["max_abs_diff_vs_uqlm"]
-        for r in rows
-        if r["max_abs_diff_vs_uqlm"] is not None and r["variant"] != OURS_DEFAULT
-    ]
-    if diffs:
+    diffs = [r["max_abs_diff_vs_uqlm"] for r in rows if r["variant"] != OURS_DEFAULT]
+    if diffs := [d for d in diffs if d is not None]:
         out[f"confidences agree within {TOLERANCE:g}"] = max(diffs) <= TOLERANCE
     return out
 
@@ -328,12 +311,10 @@ def generation_markdown(runs: Sequence[Run], meta: dict[str, Any]) -> str:
 
 def versions(with_uqlm: bool) -> dict[str, str]:
     names = ["uqlm-bert", "torch", "transformers", "numpy", "bert-score", "langchain-openai"]
-    out = {}
-    for name in ["uqlm", *names] if with_uqlm else names:
-        try:
+    out = dict.fromkeys(["uqlm", *names] if with_uqlm else names, "not installed")
+    for name in out:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
     return out
 
 
@@ -346,10 +327,8 @@ def check_env() -> int:
 
     path = harness.embedded_model()
     cands = ["The cat sat on the mat.", "Paris is the capital of France, on the Seine."]
-    refs = [
-        ["A cat was sitting on the mat.", "The dog barked."],
-        ["France's capital is Paris.", "Lyon lies on the Rhone."],
-    ]
+    refs = [["A cat was sitting on the mat.", "The dog barked."],
+            ["France's capital is Paris.", "Lyon lies on the Rhone."]]  # fmt: skip
     theirs = make_uqlm(None, path).scorer_objects["bert_score"].evaluate(cands, refs)
     engine = BERTScorer(model_type=path, num_layers=LAYER, idf=False, show_progress_bars=False)
     ours = [
@@ -357,10 +336,8 @@ def check_env() -> int:
     ]
     diff = harness.max_abs_diff(theirs, ours)
     print(", ".join(f"{k} {v}" for k, v in versions(True).items()))
-    print(
-        f"uqlm and uqlm-bert BERTScore on the embedded model, layer {LAYER}: "
-        f"max abs diff {diff:.1e} ({'ok' if diff <= TOLERANCE else 'DIFFERENT'})"
-    )
+    print(f"uqlm and uqlm-bert BERTScore on the embedded model, layer {LAYER}: "
+          f"max abs diff {diff:.1e} ({'ok' if diff <= TOLERANCE else 'DIFFERENT'})")  # fmt: skip
     return 0 if diff <= TOLERANCE else 1
 
 
@@ -383,10 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     with_uqlm = args.only != "ours" and not args.generation_only
     if with_uqlm and not uqlm_available():
-        print(
-            "uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
-            "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours."
-        )
+        print("uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
+              "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours.")  # fmt: skip
         return 1
     passages = harness.load_passages(args.data)
     before = os.getloadavg()[0]
