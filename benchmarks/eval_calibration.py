@@ -34,9 +34,6 @@ METHODS = ("raw score", "base rate", "isotonic", "platt")
 MEASURES = ("mean_probability", "ece_uniform", "ece_quantile", "brier", "auroc")
 
 
-# --------------------------------------------------------------------------- data
-
-
 def sentence_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(confidence, label, passage index)`` per sentence; label 1 = accurate."""
     df = score_sentences(
@@ -58,9 +55,6 @@ def passage_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, 
     conf = scorer.score([p.response for p in passages], [p.samples for p in passages])
     labels = np.array([float(p.degree.mean() < 0.5) for p in passages])
     return np.asarray(conf, dtype=np.float64), labels, np.arange(len(passages))
-
-
-# --------------------------------------------------------------------------- cross-validation
 
 
 def grouped_folds(groups: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -96,27 +90,20 @@ def out_of_fold(
 
 def measure(prob: np.ndarray, labels: np.ndarray, n_bins: int, ranks: bool) -> dict[str, float]:
     """Mean probability, ECE (uniform and quantile bins), Brier and AUROC (NaN unless ``ranks``)."""
+    ece = expected_calibration_error
     return {
         "mean_probability": float(prob.mean()),
-        "ece_uniform": expected_calibration_error(prob, labels, n_bins=n_bins),
-        "ece_quantile": expected_calibration_error(
-            prob, labels, n_bins=n_bins, strategy="quantile"
-        ),
+        "ece_uniform": ece(prob, labels, n_bins=n_bins),
+        "ece_quantile": ece(prob, labels, n_bins=n_bins, strategy="quantile"),
         "brier": brier_score(prob, labels),
         "auroc": auroc(prob, labels) if ranks else float("nan"),
     }
 
 
 def evaluate(
-    scores: np.ndarray,
-    labels: np.ndarray,
-    groups: np.ndarray,
-    *,
-    folds: int,
-    repeats: int,
-    n_bins: int,
-    seed: int = 0,
-) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, *, folds: int, repeats: int,
+    n_bins: int, seed: int = 0,
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:  # fmt: skip
     """Per method: mean and std over repeats of each measure; and the first repeat's predictions."""
     keep = ~np.isnan(scores)
     scores, labels, groups = scores[keep], labels[keep], groups[keep]
@@ -138,9 +125,6 @@ def evaluate(
         warned_fits=("warned_fits", "sum"),
     )
     return summary.reset_index(), first
-
-
-# --------------------------------------------------------------------------- report
 
 
 def table(summary: pd.DataFrame, repeats: int, folds: int) -> list[str]:
@@ -211,23 +195,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     passages = harness.load_passages(args.data)
     s_conf, s_label, s_group = sentence_level(passages)
     p_conf, p_label, p_group = passage_level(passages)
-    levels = {}
-    sentence_summary, first = evaluate(
-        s_conf, s_label, s_group, folds=args.folds, repeats=args.repeats, n_bins=10
-    )
-    levels["Sentence level: score_sentences precision"] = (
-        sentence_summary, int(np.sum(~np.isnan(s_conf))), float(s_label.mean()), 10,
-        "sentence labelled accurate",
-    )  # fmt: skip
-    passage_summary, _ = evaluate(
-        p_conf, p_label, p_group, folds=args.folds, repeats=args.repeats, n_bins=5
-    )
-    levels["Passage level: bert_score (a rough check: 30 items)"] = (
-        passage_summary, p_label.size, float(p_label.mean()), 5,
-        "mean hallucination degree < 0.5",
-    )  # fmt: skip
-    harness.write_report(args.out, "calibration.md", markdown(levels, args.folds, args.repeats))
+    cv = {"folds": args.folds, "repeats": args.repeats}
+    sentence_summary, first = evaluate(s_conf, s_label, s_group, n_bins=10, **cv)
+    passage_summary, _ = evaluate(p_conf, p_label, p_group, n_bins=5, **cv)
     keep = ~np.isnan(s_conf)
+    levels = {
+        "Sentence level: score_sentences precision":
+            (sentence_summary, int(keep.sum()), float(s_label.mean()), 10, "sentence labelled accurate"),
+        "Passage level: bert_score (a rough check: 30 items)":
+            (passage_summary, p_label.size, float(p_label.mean()), 5, "mean hallucination degree < 0.5"),
+    }  # fmt: skip
+    harness.write_report(args.out, "calibration.md", markdown(levels, args.folds, args.repeats))
     save_diagrams(args.out / "calibration_sentences.png", first, s_label[keep], 10)
     return 0
 
