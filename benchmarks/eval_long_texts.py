@@ -50,9 +50,6 @@ def long_answers(
     return faithful, corrupted, samples
 
 
-# -- the task ----------------------------------------------------------------------------------
-
-
 def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
     """AUROC, mean confidences and the mean paired drop of one scorer on one set of samples."""
     from uqlm_bert.evaluation import auroc
@@ -83,9 +80,6 @@ def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
             out.append(row)
             print(row, flush=True)
     return out
-
-
-# -- the window choice ---------------------------------------------------------------------------
 
 
 def fidelity_texts(enc, rows: Sequence[Passage]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
@@ -145,16 +139,11 @@ def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dic
         parts = [embs[first + j][p : p + (b - a)] for j, (a, b) in enumerate(plan)]
         head, tail = embs[first][:p], embs[first + len(plan) - 1][p + plan[-1][1] - plan[-1][0] :]
         n = len(t) - p - s
-        spans = most_context_spans(plan)
+        spans, prev = most_context_spans(plan), [plan[0][0], *(b for _, b in plan[:-1])]
         most = torch.cat(
-            [
-                parts[j][ka - a : kb - a]
-                for j, ((a, _), (ka, kb)) in enumerate(zip(plan, spans, strict=True))
-            ]
+            [e[ka - a : kb - a] for e, (a, _), (ka, kb) in zip(parts, plan, spans, strict=True)]
         )
-        firsts = torch.cat(
-            [parts[j][(plan[j - 1][1] - a if j else 0) :] for j, (a, _) in enumerate(plan)]
-        )
+        firsts = torch.cat([e[pb - a :] for e, (a, _), pb in zip(parts, plan, prev, strict=True)])
         total = torch.zeros((n, parts[0].shape[1]))
         count = torch.zeros((n, 1))
         for (a, b), e in zip(plan, parts, strict=True):
@@ -187,10 +176,8 @@ def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
     idf = idf_for_tokenizer(enc.tokenizer)
     zero = set(enc.special_ids)
     ids, pairs = fidelity_texts(enc, rows)
-    weights = []
-    for t in ids:
-        w = torch.tensor([0.0 if i in zero else idf[int(i)] for i in t])
-        weights.append(w / w.sum())
+    weights = [torch.tensor([0.0 if i in zero else idf[int(i)] for i in t]) for t in ids]
+    weights = [w / w.sum() for w in weights]
     whole = embed_all(enc, ids)
     exact = [f1(whole[a], weights[a], whole[b], weights[b]) for a, b in pairs]
     out = []
@@ -202,23 +189,11 @@ def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
                 cos = torch.cat([(e * w).sum(-1) for e, w in zip(embs, whole, strict=True)])
                 got = [f1(embs[a], weights[a], embs[b], weights[b]) for a, b in pairs]
                 diff = np.abs(np.asarray(got) - np.asarray(exact))
-                out.append(
-                    {
-                        "window": window,
-                        "overlap": overlap,
-                        "rule": rule,
-                        "cost": cost,
-                        "cos_mean": float(cos.mean()),
-                        "cos_p1": float(cos.quantile(0.01)),
-                        "df1_mean": float(diff.mean()),
-                        "df1_max": float(diff.max()),
-                    }
-                )
+                out.append({"window": window, "overlap": overlap, "rule": rule, "cost": cost,
+                            "cos_mean": float(cos.mean()), "cos_p1": float(cos.quantile(0.01)),
+                            "df1_mean": float(diff.mean()), "df1_max": float(diff.max())})  # fmt: skip
                 print(out[-1], flush=True)
     return out
-
-
-# -- report --------------------------------------------------------------------------------------
 
 
 def markdown(task: list[dict], fidelity: list[dict]) -> str:
