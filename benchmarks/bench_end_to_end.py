@@ -28,8 +28,12 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
+from unittest import mock
 
 from benchmarks import harness
+from uqlm_bert import BlackBoxUQ
+from uqlm_bert.blackbox._pipeline import ScoringPipeline
+from uqlm_bert.generation import forget_learned_limits
 
 GEN, SCORE, ONE, BURST = "generation only", "scoring only", "one call", "burst"
 GOALS = {"overlap": 1.15, "keeping up": 1.1, "burst / one call": 1.15, "stream p95 s": 1.5}
@@ -39,8 +43,6 @@ pct = harness.percentile
 @contextlib.contextmanager
 def batch_sizes() -> Iterator[list[int]]:
     """The size of each batch the scoring pipeline scores meanwhile, for the calls it serves."""
-    from uqlm_bert.blackbox._pipeline import ScoringPipeline
-
     sizes: list[int] = []
     scored = ScoringPipeline.scored
 
@@ -48,11 +50,8 @@ def batch_sizes() -> Iterator[list[int]]:
         sizes.append(batch_size)
         scored(self, rows, result, seconds, batch_size)
 
-    ScoringPipeline.scored = recording  # type: ignore[method-assign]
-    try:
+    with mock.patch.object(ScoringPipeline, "scored", recording):
         yield sizes
-    finally:
-        ScoringPipeline.scored = scored  # type: ignore[method-assign]
 
 
 async def requests(uq: Any, prompts: list[str], m: int, starts: Sequence[float]) -> list[tuple]:
@@ -94,9 +93,6 @@ async def timed_run(name: str, uqs: dict, prompts: list[str], texts: tuple, m: i
 
 async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list, list]:
     """Every timed run and every stream, as dicts (``args``: :func:`options`)."""
-    from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.generation import forget_learned_limits
-
     m, n_stream = args.samples, round(args.rate * args.duration)
     prompt_map = harness.make_prompts(passages, max(args.prompts, n_stream))
     every = list(prompt_map)
@@ -134,9 +130,8 @@ async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list,
                 server.reset()
                 forget_learned_limits()
                 stream = every[:n_stream]
-                got = await requests(
-                    uqs[BURST], stream, m, [i / args.rate for i in range(n_stream)]
-                )
+                starts = [i / args.rate for i in range(n_stream)]
+                got = await requests(uqs[BURST], stream, m, starts)
                 lat, responses, samples, _, ends = map(list, zip(*got, strict=True))
                 bad = server.answers.mismatches(stream, responses, samples)
                 streams.append({"latency_ms": latency, "requests": n_stream, "request_s": lat,
@@ -182,14 +177,10 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def checks(rows: Sequence[dict[str, Any]], streams: Sequence[dict[str, Any]]) -> dict[str, bool]:
-    tolerance = harness.REDUCED_TOLERANCE
+    tolerance, texts = harness.REDUCED_TOLERANCE, [*rows, *streams]
     diffs = [r[k] for r in rows for k in r if k.startswith("max abs diff")]
-    texts = all(r["text_mismatches"] == 0 for r in [*rows, *streams])
-    agree = all(d <= tolerance for d in diffs)
-    return {
-        "every request received its own texts": texts,
-        f"confidences agree within {tolerance:g}": agree,
-    }
+    return {"every request received its own texts": all(r["text_mismatches"] == 0 for r in texts),
+            f"confidences agree within {tolerance:g}": all(d <= tolerance for d in diffs)}  # fmt: skip
 
 
 def markdown(rows: Sequence[dict], streams: Sequence[dict], verdicts: dict, meta: dict) -> str:
@@ -254,9 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {**vars(args), "machine": harness.machine_summary(args.device),
             "load": harness.load_line(before)}  # fmt: skip
     payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": runs, "streams": streams}
-    harness.write_report(
-        args.out, "end_to_end.md", markdown(rows, streams, verdicts, meta), payload
-    )
+    report = markdown(rows, streams, verdicts, meta)
+    harness.write_report(args.out, "end_to_end.md", report, payload)
     return 0 if all(verdicts.values()) else 1
 
 
