@@ -24,6 +24,13 @@ import torch
 
 from benchmarks import harness
 from benchmarks.harness import Passage
+from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
+from uqlm_bert.bertscore.matching import greedy_match
+from uqlm_bert.bertscore.models import load_encoder
+from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+from uqlm_bert.bertscore.windows import Frame, plan_windows, split_in_windows
+from uqlm_bert.evaluation import auroc
+from uqlm_bert.scorers import build_scorer
 
 PEOPLE = 6  # passages per long answer
 KEPT = 3  # passages a corrupted copy keeps
@@ -52,8 +59,6 @@ def long_answers(
 
 def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
     """AUROC, mean confidences and the mean paired drop of one scorer on one set of samples."""
-    from uqlm_bert.evaluation import auroc
-
     conf = scorer.score(faithful + corrupted, samples + samples)
     good, bad = conf[: len(faithful)], conf[len(faithful) :]
     labels = np.r_[np.ones(len(good)), np.zeros(len(bad))]
@@ -63,8 +68,6 @@ def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
 
 
 def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
-    from uqlm_bert.scorers import build_scorer
-
     out = []
     for name in ("bert_score", "cosine_sim"):
         for mode in ("window", "truncate"):
@@ -123,8 +126,6 @@ def most_context_spans(windows: Sequence[tuple[int, int]]) -> list[tuple[int, in
 def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dict, float]:
     """Each text's embedding read in windows of ``window`` tokens, by each rule; and the tokens
     read per token of text. The "mean of windows" rule is checked against the engine's."""
-    from uqlm_bert.bertscore.windows import Frame, plan_windows, split_in_windows
-
     frame = Frame.of(enc.tokenizer, window)
     p, s = len(frame.prefix), len(frame.suffix)
     plans, seqs = [], []
@@ -162,16 +163,10 @@ def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dic
 
 
 def f1(emb_a: torch.Tensor, w_a: torch.Tensor, emb_b: torch.Tensor, w_b: torch.Tensor) -> float:
-    from uqlm_bert.bertscore.matching import greedy_match
-
     return float(greedy_match(emb_a @ emb_b.T, w_a, w_b)[2])
 
 
 def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
-    from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
-    from uqlm_bert.bertscore.models import load_encoder
-    from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
-
     enc = load_encoder(SCORER_DEFAULTS.replace(device=device))
     idf = idf_for_tokenizer(enc.tokenizer)
     zero = set(enc.special_ids)
