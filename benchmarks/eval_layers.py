@@ -75,17 +75,10 @@ def evaluate(
             scores, seconds = pair_scores(scorer, rows)
             pairs[name, layer] = scores
             fives = [passage_spearman(scores, degree, s) for s in SETS_OF_FIVE]
-            out.append(
-                {
-                    "data": name,
-                    "layer": layer,
-                    "m=20": passage_spearman(scores, degree, range(N_SAMPLES)),
-                    "m=5 mean": float(np.mean(fives)),
-                    "m=5 std": float(np.std(fives)),
-                    "seconds": seconds,
-                    "s per 1,000 answers (m=20)": 1000 * seconds / len(rows),
-                }
-            )
+            out.append({"data": name, "layer": layer,
+                        "m=20": passage_spearman(scores, degree, range(N_SAMPLES)),
+                        "m=5 mean": float(np.mean(fives)), "m=5 std": float(np.std(fives)),
+                        "seconds": seconds, "s per 1,000 answers (m=20)": 1000 * seconds / len(rows)})  # fmt: skip
             print(f"layer {layer} {name}: {out[-1]}", file=sys.stderr, flush=True)
     return out, pairs
 
@@ -93,20 +86,17 @@ def evaluate(
 def check_against_black_box(
     model: str, rows: list[dict], scores_at: dict[int, np.ndarray], device
 ) -> float | None:
-    """Largest |difference| between the confidences this script derives for the first set of 5
-    samples at the model's default layer and ``BlackBoxUQ.score``'s own (None where that layer
-    was not evaluated: ``scores_at`` holds the evaluated layers' pair scores of ``rows``)."""
+    """Largest |difference| between this script's confidences (first set of 5, default layer,
+    from ``scores_at``: pair scores per layer) and ``BlackBoxUQ.score``'s; None if not evaluated."""
     clear_model_cache()
     settings = SCORER_DEFAULTS.replace(model_type=model, device=device)
-    scorer = BERTScoreConsistency(bertscore=settings)
-    uq = BlackBoxUQ(scorers=[scorer], show_progress_bars=False)
+    uq = BlackBoxUQ(scorers=[BERTScoreConsistency(bertscore=settings)], show_progress_bars=False)
     scores = scores_at.get(uq.scorers[0].engine.num_layers)
     if scores is None:
         return None
     first = SETS_OF_FIVE[0]
-    ours = scores[:, first].mean(axis=1)
     got = uq.score([r["response"] for r in rows], [[r["samples"][j] for j in first] for r in rows])
-    return float(np.abs(np.asarray(got.data["bert_score"]) - ours).max())
+    return float(np.abs(np.asarray(got.data["bert_score"]) - scores[:, first].mean(axis=1)).max())
 
 
 def report(model: str, rows: list[dict], sizes: dict[str, int], check: float | None) -> str:
