@@ -38,9 +38,8 @@ def encoder_flops(lengths: list[int], layers: int, dim: int, ffn: int) -> float:
 
 
 def matmul_peak_tflops(dtype: torch.dtype, device: str, dim: int, ffn: int) -> float:
-    """Best TFLOP/s of a plain matmul in ``dtype`` over the model's GEMM shapes (tokens x dim x
-    ffn) and, on a GPU, large square ones: the measured peak the encoder's figures are a share
-    of."""
+    """Best TFLOP/s of a plain matmul in ``dtype`` over the model's GEMM shapes (and large square
+    ones on a GPU): the measured peak the encoder's figures are a share of."""
     shapes = [(4096, dim, ffn), (4096, ffn, dim), (4096, dim, 3 * dim)]
     gpu = device.startswith("cuda")
     best = 0.0
@@ -61,8 +60,7 @@ def matmul_peak_tflops(dtype: torch.dtype, device: str, dim: int, ffn: int) -> f
 
 def distinct_prompts(n_prompts: int, n_samples: int) -> tuple[list[str], list[list[str]], str]:
     """``n_prompts`` answers with ``n_samples`` samples each, every prompt its own texts: the
-    server benchmarks' prompts (:func:`harness.make_prompts`, sentences rotated beyond the
-    passages)."""
+    server benchmarks' :func:`harness.make_prompts` (sentences rotated beyond the passages)."""
     if not harness.WIKIBIO.is_file():
         raise SystemExit("--distinct needs the WikiBio passages in the shared data folder")
     picked = harness.make_prompts(harness.load_passages(), n_prompts).values()
@@ -111,21 +109,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = (args.dtypes or ("float32,auto,bfloat16,float16" if gpu else "float32,auto")).split(",")
     ours = {}
     for name in names:
-        dtype = None if name == "float32" else name
-        scorer = BERTScorer(
-            model_type=path, num_layers=layer, device=device, dtype=dtype, show_progress_bars=False
-        )
+        scorer = BERTScorer(model_type=path, num_layers=layer, device=device,
+                            dtype=None if name == "float32" else name, show_progress_bars=False)  # fmt: skip
         resolved = f" ({str(scorer.dtype).removeprefix('torch.')})" if name == "auto" else ""
         ours[f"uqlm-bert {name}{resolved}"] = scorer
     exact = next(iter(ours.values()))
     ref = bert_score.BERTScorer(model_type=path, num_layers=exact.num_layers, device=device)
 
-    def ref_loop():
-        return [ref.score([r] * len(ss), ss) for r, ss in zip(responses, samples, strict=True)]
-
     fns = {"reference, batched": lambda: ref.score(cands, refs)}
     if not args.no_loop:
-        fns["reference, per-prompt loop (uqlm style)"] = ref_loop
+        fns["reference, per-prompt loop (uqlm style)"] = lambda: [
+            ref.score([r] * len(ss), ss) for r, ss in zip(responses, samples, strict=True)
+        ]
     for label, scorer in ours.items():
         fns[label] = lambda s=scorer: s.score(cands, refs)
     for fn in fns.values():  # warm-up: load kernels, fill caches
@@ -149,11 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unique = sorted({t.strip() for t in cands + refs})
     lengths = [len(i) for i in exact.encoder.tokenize(unique)]
     cfg = exact.encoder.model.config
-    flops = encoder_flops(lengths, exact.num_layers, cfg.hidden_size, cfg.intermediate_size)
+    dim, ffn = cfg.hidden_size, cfg.intermediate_size
+    flops = encoder_flops(lengths, exact.num_layers, dim, ffn)
     dtypes = {s.dtype for s in ours.values()} | {torch.bfloat16}
-    peaks = {
-        dt: matmul_peak_tflops(dt, device, cfg.hidden_size, cfg.intermediate_size) for dt in dtypes
-    }
+    peaks = {dt: matmul_peak_tflops(dt, device, dim, ffn) for dt in dtypes}
 
     rows = []
     for name, t in med.items():
@@ -178,23 +172,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = "embedded all-MiniLM-L6-v2" if args.model == "minilm" else "BERT-large shape"
     peak_text = ", ".join(f"{str(dt).removeprefix('torch.')} {p:.1f}" for dt, p in peaks.items())
     lines = [
-        f"## BERTScore speed ({device})",
-        "",
-        f"- {harness.machine_summary(device)}",
+        f"## BERTScore speed ({device})", "", f"- {harness.machine_summary(device)}",
         f"- data: {source}; {len(responses)} prompts x {args.samples} samples = {len(cands)} "
         f"pairs, {len(unique):,} unique texts, {sum(lengths):,} tokens, "
         f"{np.mean(lengths):.0f} per text on average",
         f"- model: {model}, layer {exact.num_layers}, no idf; {args.rounds} rounds in turning "
         "order after a warm-up, medians",
-        f"- matrix peaks measured here (plain matmul, TFLOP/s): {peak_text}",
-        "",
-        *harness.md_table(head + (["peak GPU memory GiB"] if gpu else []), rows),
-        "",
+        f"- matrix peaks measured here (plain matmul, TFLOP/s): {peak_text}", "",
+        *harness.md_table(head + (["peak GPU memory GiB"] if gpu else []), rows), "",
         f"Faster reference: {ref_best_name}. Encoder TFLOP/s count the matrix and attention work "
-        "of real tokens only, over the whole call's time (tokenizing and matching included).",
-        "",
+        "of real tokens only, over the whole call's time (tokenizing and matching included).", "",
         *harness.md_table(["accuracy", "value"], accuracy),
-    ]
+    ]  # fmt: skip
     harness.write_report(args.out, "bertscore.md", "\n".join(lines))
     tmp.cleanup()
     return 0
