@@ -1,14 +1,13 @@
 """BERTScore speed and accuracy, side by side with the reference package, in one process.
 
-    python -m benchmarks.bench_bertscore [--prompts 30] [--rounds 5] [--device cpu] [--distinct]
-        [--model minilm|bert-large-shape] [--dtypes float32,auto] [--no-loop]
+    python -m benchmarks.bench_bertscore [--device cpu] [--model minilm|bert-large-shape]
 
 The reference batched and in a uqlm-style per-prompt loop, and ``uqlm_bert.BERTScorer`` in each
 of ``--dtypes`` (float32: the reference's numbers; ``auto``: the scorers' default), on the same
-pairs. ``--distinct`` gives every prompt its own texts (sentences rotated beyond the passages);
-``--model bert-large-shape``: a random BERT of BERT-large's shape (layer 17). Reported: medians,
-speed-ups over the faster reference, tokens/s, the encoder's TFLOP/s and share of the measured
-matmul peak, F1 differences, and reduced dtypes' ranking agreement. Writes ``bertscore.md``.
+pairs; ``--model bert-large-shape``: a random BERT of BERT-large's shape (layer 17). Reported:
+medians, speed-ups over the faster reference, tokens/s, the encoder's TFLOP/s and share of the
+measured matmul peak, F1 differences, and reduced dtypes' ranking agreement. Writes
+``bertscore.md``.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ from uqlm_bert.evaluation import spearman
 
 
 def encoder_flops(lengths: list[int], layers: int, dim: int, ffn: int) -> float:
-    """Multiply-add FLOPs (2 per MAC) of a BERT encoder over texts of these token lengths (real
-    tokens only: the work any implementation must do)."""
+    """Multiply-add FLOPs (2 per MAC) of a BERT encoder over these token lengths (real tokens)."""
     total = 0.0
     for n in lengths:
         linear = n * (4 * dim * dim + 2 * dim * ffn)  # QKV + output projection + FFN
@@ -71,8 +69,7 @@ def distinct_prompts(n_prompts: int, n_samples: int) -> tuple[list[str], list[li
 
 
 def bert_large_shape(tokenizer_dir: str, out_dir: Path) -> str:
-    """A BERT of BERT-large's shape (24 x 1024, 16 heads, 4096 feed-forward) with seeded random
-    weights and the embedded model's tokenizer, saved to ``out_dir``."""
+    """A seeded random BERT of BERT-large's shape with the embedded model's tokenizer, saved."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     torch.manual_seed(0)

@@ -1,20 +1,16 @@
 """End to end through a client and a server: does scoring hide behind generation and keep up
 with it, and does an async app's burst of one-prompt calls cost what one call costs?
 
-    python -m benchmarks.bench_end_to_end [--prompts 30] [--samples 5] [--rounds 5]
-        [--latencies 0 1000] [--rate 5] [--duration 20] [--device cpu|cuda]
+    python -m benchmarks.bench_end_to_end [--rate 5] [--duration 20] [--device cpu|cuda]
 
 ``BlackBoxUQ`` objects at their defaults call the loopback server through ``ChatOpenAI``. Each
-round, in turning order, each run starting with nothing learned about the server: generation
-only (a scorer that does no work), scoring only (``score`` on the prompts and the texts the server
-hands out), one ``generate_and_score`` call of all the prompts, and a burst of the same prompts as
-one-prompt calls on another object (an app's requests); then a stream of one-prompt calls at
-``--rate`` per second for ``--duration`` seconds. Reported per latency, medians: the overlap, one
-call / max(generation only, scoring only); keeping up, the scoring time inside the one call
-(``metadata["timings"]["scoring_s"]``) / scoring alone's; the burst / the one call and its request
-latency; the stream's latency from each request's scheduled start and throughput. The exit status
-says whether every request received its texts and the confidences agree within the reduced
-dtype's rounding; the goals are reported. Writes ``end_to_end.md``.
+round, in turning order, nothing learned about the server: generation only (a scorer that does
+no work), scoring only (``score`` on the texts served), one ``generate_and_score`` call of all the
+prompts, and a burst of them as one-prompt calls (an app's requests); then a stream of one-prompt
+calls at ``--rate`` per second for ``--duration`` s. Per latency, medians: the overlap, one call /
+max(generation only, scoring only); keeping up, the scoring time inside the one call / scoring
+alone's; the burst / the one call; the stream's latency and throughput. The exit status says
+whether every request received its texts and the confidences agree. Writes ``end_to_end.md``.
 """
 
 from __future__ import annotations
@@ -207,21 +203,17 @@ def markdown(rows: Sequence[dict], streams: Sequence[dict], verdicts: dict, meta
     ]  # fmt: skip
     stream_head = ["latency", "requests", "request p50 s", "p95 s", "max s", "throughput /s"]
     lines = [
-        "## End to end: scoring beside generation, and an app's calls (`bench_end_to_end`)",
-        "",
+        "## End to end: scoring beside generation, and an app's calls (`bench_end_to_end`)", "",
         f"- {meta['prompts']} prompts x {meta['samples']} samples, WikiBio passages through "
         f"`ChatOpenAI` (the server in {harness.describe_server(meta['server'])}); "
         f"{meta['rounds']} rounds, the order turning, medians; device: "
         f"{meta['device'] or 'its own choice'}; stream: {meta['rate']:g} requests per "
         f"second for {meta['duration']:g} s",
-        f"- {meta['machine']}",
-        f"- {meta['load']}",
-        "",
+        f"- {meta['machine']}", f"- {meta['load']}", "",
         *harness.md_table(head, table),
-        *(["", *harness.md_table(stream_head, stream_rows)] if streams else []),
-        "",
+        *(["", *harness.md_table(stream_head, stream_rows)] if streams else []), "",
         *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),
-    ]
+    ]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -1,18 +1,16 @@
 """Side by side with uqlm 0.6.7: ``generate_and_score`` end to end, through a client and a server.
 
     bash benchmarks/setup-uqlm-env.sh          # once: benchmarks/.venv-uqlm with both libraries
-    benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_vs_uqlm [--prompts 30] [--rounds 5]
-        [--latencies 0 1000] [--only both|ours|uqlm] [--device cpu|cuda] [--check-env]
+    benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_vs_uqlm [--only both|ours|uqlm] [--check-env]
     python -m benchmarks.bench_vs_uqlm --generation-only --prompts 119   # no uqlm needed
 
 Both libraries' ``BlackBoxUQ(llm, scorers=["bert_score"]).generate_and_score(prompts,
 num_responses=m)``, each through its own ``ChatOpenAI`` to the loopback server; every run receives
-the same texts per prompt (checked). Per latency, in turning order: uqlm (its ``BERTScorer``
-constructor patched to the embedded model, layer 5, and checked), uqlm-bert with uqlm's BERTScore
-(float32, no idf, texts cut at the window, F1) and uqlm-bert at its defaults; each library at its
-default generation and with uqlm's system prompt. ``--generation-only`` times uqlm-bert's calls
-alone (a scorer that does no work): at its defaults, with ``use_n_param=False``, and against a
-server that ignores ``n``, each run starting with nothing learned about the server.
+the same texts per prompt (checked). Per latency, in turning order: uqlm (its ``BERTScorer`` on
+the embedded model, layer 5, checked), uqlm-bert with uqlm's BERTScore (float32, no idf, texts
+cut at the window, F1) and uqlm-bert at its defaults, all with uqlm's system prompt.
+``--generation-only`` times uqlm-bert's calls alone (a scorer that does no work): at its
+defaults, with ``use_n_param=False``, and against a server that ignores ``n``.
 """
 
 from __future__ import annotations
@@ -130,8 +128,7 @@ async def _timed_rounds(
     server: harness.PassageServer, variants: dict[str, Any], prompts: list[str], args, log,
     before: Callable[[str], None] = lambda name: None,
 ) -> list[Run]:  # fmt: skip
-    """Each variant warmed up, then timed ``args.rounds`` times per latency in turning order
-    (``before(name)`` ahead of each run)."""
+    """Each variant warmed up, then timed per latency in turning order, ``before(name)`` first."""
     m, timeout = args.samples, args.timeout
     for uq in variants.values():  # load models, open connections: not timed
         await timed_run(server, uq, prompts[: min(4, len(prompts))], m, timeout)
@@ -276,21 +273,16 @@ def markdown(
     versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
     lines = [
         f"## Side by side with uqlm {meta['versions'].get('uqlm', '(not run)')}: "
-        "generate_and_score end to end",
-        "",
-        *_header(meta),
-        f"- BERTScore device: {meta.get('device') or 'each library chooses'}; {versions}",
-        "",
-        *harness.md_table(head, table),
-        "",
+        "generate_and_score end to end", "", *_header(meta),
+        f"- BERTScore device: {meta.get('device') or 'each library chooses'}; {versions}", "",
+        *harness.md_table(head, table), "",
         *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),
-    ]
+    ]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def generation_markdown(runs: Sequence[Run], meta: dict[str, Any]) -> str:
-    """The generation-only report: median generation time and client CPU per latency and
-    variant, and the floor at 1,000 ms (one round trip plus the client's CPU at 0 ms)."""
+    """The generation-only report, with the floor at 1,000 ms (a round trip plus 0 ms's CPU)."""
     rows = summarize(runs)
     table = [
         [f"{r['latency_ms']:.0f} ms", r["variant"],

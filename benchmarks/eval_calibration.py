@@ -2,13 +2,11 @@
 
     python -m benchmarks.eval_calibration [--folds 5] [--repeats 20]
 
-Sentences (``score_sentences(metric="precision")`` with the ``bert_score`` scorer's engine at its
-defaults, on the released split; label 1 = accurate) and, as a rough check, passages (the
-``bert_score`` scorer; label 1 = mean degree below 0.5). Compared on the same out-of-fold
-predictions: the raw confidence clipped to [0, 1], the training folds' base rate, isotonic and
-Platt :class:`~uqlm_bert.calibration.ScoreCalibrator`. Folds are grouped by passage and the split
-repeated with other shuffles: mean (std) of ECE (uniform and quantile bins), Brier and AUROC of
-the pooled out-of-fold predictions. Writes ``calibration.md`` and ``calibration_sentences.png``.
+Sentences (``score_sentences(metric="precision")``, label 1 = accurate) and, as a rough check,
+passages (the ``bert_score`` scorer, label 1 = mean degree below 0.5): the raw confidence clipped
+to [0, 1], the training folds' base rate, isotonic and Platt ``ScoreCalibrator``, on out-of-fold
+predictions, folds grouped by passage and reshuffled per repeat: mean (std) of ECE, Brier and
+AUROC. Writes ``calibration.md`` and ``calibration_sentences.png``.
 """
 
 from __future__ import annotations
@@ -128,8 +126,7 @@ def evaluate(
 
 
 def table(summary: pd.DataFrame, repeats: int, folds: int) -> list[str]:
-    """One row per method: mean (std over repeats) of each measure; the raw score, fitted to
-    nothing, the same every repeat."""
+    """One row per method: mean (std over repeats) of each measure (the raw score: one value)."""
     rows = []
     for _, row in summary.iterrows():
         method = row["method"]
@@ -146,14 +143,12 @@ def table(summary: pd.DataFrame, repeats: int, folds: int) -> list[str]:
 def markdown(levels: dict[str, tuple], folds: int, repeats: int) -> str:
     """The report: how it was measured, then one table per level."""
     out = [
-        "# Calibration of the confidence on WikiBio GPT-3 (30 passages)",
-        "",
+        "# Calibration of the confidence on WikiBio GPT-3 (30 passages)", "",
         f"{folds}-fold cross-validation grouped by passage, repeated {repeats} times: mean (std "
         "over repeats) over the pooled out-of-fold predictions; `mean`: the mean probability "
         "(against the fraction labelled 1). The base rate row predicts the training folds' "
-        "fraction for everything: a calibrator must beat its Brier score.",
-        "",
-    ]
+        "fraction for everything: a calibrator must beat its Brier score.", "",
+    ]  # fmt: skip
     for title, (summary, n, base, n_bins, rule) in levels.items():
         out += [f"## {title}", "", f"{n} items, {base:.1%} labelled 1 ({rule}); ECE over "
                 f"{n_bins} bins.", "", *table(summary, repeats, folds), ""]  # fmt: skip

@@ -3,11 +3,9 @@
     python -m benchmarks.eval_idf [--random-subsets N] [--seed 0]
 
 Whole-answer F1 at layer 5 with three weightings: ``none``, ``call`` (idf over the samples of
-every passage scored in one call) and ``fixed`` (the shipped table). Judged as in
-``eval_wikibio`` (whose machinery this reuses) on 20 samples and the 4 disjoint sets of 5, and on
-N random sets of 5 (each passage draws its own; ``call`` over the drawn samples), with paired
-per-set differences. A robustness check halves and doubles the table's L and M (a check only:
-the constants follow ``fixed_idf``'s rule). Writes ``idf_eval.md`` and ``idf_eval.csv``.
+every passage scored in one call) and ``fixed`` (the shipped table), judged as in ``eval_wikibio``
+on 20 samples, the 4 disjoint sets of 5 and N random sets of 5 (paired per-set differences). A
+robustness check halves and doubles the table's L and M. Writes ``idf_eval.md`` and ``.csv``.
 """
 
 from __future__ import annotations

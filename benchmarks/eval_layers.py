@@ -4,12 +4,10 @@
     python -m benchmarks.eval_layers --model DIR --data held_out.jsonl --exclude DEV.jsonl
 
 For a model (a preset, a hub name or a directory) and each layer, the ``bert_score`` scorer at
-its defaults otherwise scores each answer against its 20 samples; a passage's confidence, the
-mean, is judged by passage Spearman (x100) against the mean sentence label at m=20 and over the
-4 disjoint sets of 5, with the seconds of the call. Pair scores do not depend on the call's other
-pairs (fixed idf); at the default layer the script checks that against ``BlackBoxUQ.score``.
-Each ``--data`` file (shared or published format) is reported on its own; ``--exclude FILE``
-drops FILE's passages. Writes ``layers_<model>.md``.
+its defaults otherwise scores each answer against its 20 samples; the mean is judged by passage
+Spearman (x100) at m=20 and over the 4 disjoint sets of 5. Pair scores do not depend on the
+call's other pairs (fixed idf): at the default layer that is checked against ``BlackBoxUQ.score``.
+Writes ``layers_<model>.md``.
 """
 
 from __future__ import annotations
@@ -51,8 +49,7 @@ def passage_spearman(scores: np.ndarray, degree: np.ndarray, samples: Sequence[i
 
 
 def pair_scores(scorer: BERTScoreConsistency, rows: list[dict]) -> tuple[np.ndarray, float]:
-    """``[passages, 20]`` scores of each response against each sample (the scorer's own pair
-    scores, no prompts), and the call's seconds."""
+    """``[passages, 20]`` scores of each response against each sample, and the call's seconds."""
     cands = [r["response"] for r in rows for _ in range(N_SAMPLES)]
     refs = [s for r in rows for s in r["samples"]]
     t0 = time.perf_counter()
@@ -63,8 +60,7 @@ def pair_scores(scorer: BERTScoreConsistency, rows: list[dict]) -> tuple[np.ndar
 def evaluate(
     model: str, layers: Sequence[int], datasets: dict[str, list[dict]], device
 ) -> tuple[list[dict], dict[tuple[str, int], np.ndarray]]:
-    """One row per (data, layer): Spearman at m=20, the m=5 sets' mean and spread, time; and
-    the pair scores of each (data, layer)."""
+    """One row per (data, layer): Spearman at m=20 and over the m=5 sets, time; the pair scores."""
     out, pairs = [], {}
     for layer in layers:
         clear_model_cache()  # one model in memory at a time
@@ -101,11 +97,10 @@ def check_against_black_box(
 
 def report(model: str, rows: list[dict], sizes: dict[str, int], check: float | None) -> str:
     lines = [
-        f"# Every layer of {model}: WikiBio GPT-3 passage Spearman (x100)",
-        "",
+        f"# Every layer of {model}: WikiBio GPT-3 passage Spearman (x100)", "",
         f"{harness.machine_summary()}. The `bert_score` scorer at its defaults otherwise; m=5: "
         "mean (std) over the 4 disjoint sets of 5; seconds: the one call at m=20.",
-    ]
+    ]  # fmt: skip
     if check is not None:
         lines.append(f"Against `BlackBoxUQ.score` (first set of 5, default layer): {check:.2e}.")
     head = ["layer", "m=20", "m=5 mean (std)", "seconds", "s per 1,000 answers (m=20)"]

@@ -3,14 +3,12 @@
     python -m benchmarks.eval_long_texts [--sets 4] [--skip-task] [--skip-fidelity]
 
 **The task.** Answer ``i`` joins the passages of people ``i .. i+5`` (about 1,100 tokens), its
-samples their sampled passages; a corrupted copy replaces the last three by people ``i+6 ..
-i+8``'s. Per scorer and ``long_texts`` setting: AUROC of faithful against corrupted, the mean
-confidences and their mean paired drop, over ``--sets`` disjoint sets of 5 samples.
+samples theirs; a corrupted copy replaces the last three by people ``i+6 .. i+8``'s. Per scorer
+and ``long_texts``: AUROC of faithful against corrupted, mean confidences and paired drop.
 
-**The window choice.** Texts of 510 tokens, read whole by the model, are also read in windows of
-128 or 256 tokens, per overlap and rule (the window with the most context on both sides, the
-first window, the mean over the windows: the engine's, checked against its stitching): each
-token's cosine to its whole-text embedding, the F1 change of each pair (fixed idf), and the
+**The window choice.** Texts of 510 tokens are also read in windows of 128 or 256 tokens, per
+overlap and rule (most context on both sides, first window, mean over the windows: the engine's,
+checked): each token's cosine to its whole-text embedding, each pair's F1 change (fixed idf),
 tokens read per token. Writes ``long_texts.md``.
 """
 
@@ -72,10 +70,8 @@ def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
     for name in ("bert_score", "cosine_sim"):
         for mode in ("window", "truncate"):
             scorer = build_scorer(name, device=device, long_texts=mode)
-            per_set = []
-            started = time.perf_counter()
-            for s in range(sets if name == "bert_score" else 1):
-                per_set.append(separation(scorer, *long_answers(rows, s)))
+            started, n_sets = time.perf_counter(), sets if name == "bert_score" else 1
+            per_set = [separation(scorer, *long_answers(rows, s)) for s in range(n_sets)]
             row = {k: float(np.mean([p[k] for p in per_set])) for k in per_set[0]}
             row |= {"scorer": name, "long_texts": mode, "sets": len(per_set),
                     "auroc_per_set": [round(p["auroc"], 3) for p in per_set],
