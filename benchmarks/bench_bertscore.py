@@ -36,8 +36,7 @@ def encoder_flops(lengths: list[int], layers: int, dim: int, ffn: int) -> float:
 
 
 def matmul_peak_tflops(dtype: torch.dtype, device: str, dim: int, ffn: int) -> float:
-    """Best TFLOP/s of a plain matmul in ``dtype`` over the model's GEMM shapes (and large square
-    ones on a GPU): the measured peak the encoder's figures are a share of."""
+    """Best TFLOP/s of a plain matmul in ``dtype`` over the model's GEMM shapes: the peak."""
     shapes = [(4096, dim, ffn), (4096, ffn, dim), (4096, dim, 3 * dim)]
     gpu = device.startswith("cuda")
     best = 0.0
@@ -57,8 +56,7 @@ def matmul_peak_tflops(dtype: torch.dtype, device: str, dim: int, ffn: int) -> f
 
 
 def distinct_prompts(n_prompts: int, n_samples: int) -> tuple[list[str], list[list[str]], str]:
-    """``n_prompts`` answers with ``n_samples`` samples each, every prompt its own texts: the
-    server benchmarks' :func:`harness.make_prompts` (sentences rotated beyond the passages)."""
+    """The server benchmarks' :func:`harness.make_prompts`: every prompt its own texts."""
     if not harness.WIKIBIO.is_file():
         raise SystemExit("--distinct needs the WikiBio passages in the shared data folder")
     picked = harness.make_prompts(harness.load_passages(), n_prompts).values()

@@ -51,8 +51,7 @@ def batch_sizes() -> Iterator[list[int]]:
 
 
 async def requests(uq: Any, prompts: list[str], m: int, starts: Sequence[float]) -> list[tuple]:
-    """One-prompt calls, the i-th started ``starts[i]`` seconds from now: per request
-    ``(seconds from its start to its result, response, samples, confidence, end)``."""
+    """One-prompt calls, the i-th at ``starts[i]`` s: ``(latency, response, samples, score, end)``."""
     t0 = time.monotonic()
 
     async def request(prompt: str, start: float) -> tuple:

@@ -172,9 +172,8 @@ def save_diagrams(
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), layout="constrained")
     for ax, name in zip(axes, names, strict=True):
         plot_reliability_diagram(first[name], labels, ax=ax, n_bins=n_bins)
-        ax.set_title(
-            f"sentences, {name}{'' if name == 'raw score' else ' (CV)'}\n" + ax.get_title()
-        )
+        cv = "" if name == "raw score" else " (CV)"
+        ax.set_title(f"sentences, {name}{cv}\n" + ax.get_title())
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True

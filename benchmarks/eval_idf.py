@@ -81,8 +81,7 @@ def random_draws(n: int, n_passages: int, seed: int) -> list[np.ndarray]:
 
 class RandomSubsets:
     """The three settings on sets of samples drawn per passage, without new model forwards: a
-    set's confidence is the mean of its samples' columns of :meth:`f1`, computed once for
-    ``none`` and ``fixed``, per set for ``call`` (its idf over the set's samples)."""
+    set's confidence is the mean of its samples' columns of :meth:`f1` (per set for ``call``)."""
 
     def __init__(self, sweep: LayerSweep, passages: list[Passage], fixed: IdfWeights) -> None:
         self.sweep = sweep
@@ -100,23 +99,15 @@ class RandomSubsets:
 
     def call_idf(self, draw: np.ndarray) -> IdfWeights:
         """idf over the drawn samples of every passage, each sample one document."""
-        return idf_from_token_ids(
-            [
-                self.sweep.ids[p.samples[j].strip()]
-                for p, row in zip(self.passages, draw, strict=True)
-                for j in row
-            ]
-        )
+        texts = [p.samples[j] for p, js in zip(self.passages, draw, strict=True) for j in js]
+        return idf_from_token_ids([self.sweep.ids[t.strip()] for t in texts])
 
     def measure(self, draw: np.ndarray) -> dict[str, dict[str, float]]:
         """The four measures (x100) of each setting on one set (``[passages, RANDOM_K]``)."""
-        out = {}
+        out, idx = {}, self.item_passage
         for name in SETTINGS:
             per = self.f1(self.call_idf(draw)) if name == "call" else self.cached[name]
-            conf = {
-                m: np.take_along_axis(per[m], draw[self.item_passage[m]], axis=1).mean(axis=1)
-                for m in METHODS
-            }
+            conf = {m: np.take_along_axis(per[m], draw[idx[m]], axis=1).mean(1) for m in METHODS}
             out[name] = evaluate(self.passages, conf["sentence"], conf["passage"])
         return out
 
@@ -133,17 +124,13 @@ def check_random_subsets(sets: RandomSubsets, rows: pd.DataFrame) -> float:
     """Largest |difference| between :class:`RandomSubsets` and the main loop on samples 0..4."""
     draw = np.tile(np.arange(RANDOM_K), (len(sets.passages), 1))
     want = rows[(rows.k == RANDOM_K) & (rows.subset == 0)].set_index("idf")
-    return max(
-        abs(found[m] - float(want.loc[name, m]))
-        for name, found in sets.measure(draw).items()
-        for m in MEASURES
-    )
+    found = sets.measure(draw)
+    return max(abs(found[name][m] - float(want.loc[name, m])) for name in found for m in MEASURES)
 
 
 def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per setting, ``mean ± SEM`` over the random sets of each measure; per measure and
-    comparison (``fixed`` minus ``call`` or ``none``), the per-set difference's mean, its SEM and
-    the sets with ``fixed`` at least as high."""
+    """Per setting, ``mean ± SEM`` of each measure over the random sets; per measure, ``fixed``
+    minus ``call`` and ``none`` per set: mean, SEM and the sets with ``fixed`` at least as high."""
     n = rows["subset"].nunique()
 
     def mean_sem(values: pd.Series) -> tuple[float, float]:

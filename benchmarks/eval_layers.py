@@ -82,8 +82,7 @@ def evaluate(
 def check_against_black_box(
     model: str, rows: list[dict], scores_at: dict[int, np.ndarray], device
 ) -> float | None:
-    """Largest |difference| between this script's confidences (first set of 5, default layer,
-    from ``scores_at``: pair scores per layer) and ``BlackBoxUQ.score``'s; None if not evaluated."""
+    """Largest |difference| from ``BlackBoxUQ.score`` (first set of 5, default layer) or None."""
     clear_model_cache()
     settings = SCORER_DEFAULTS.replace(model_type=model, device=device)
     uq = BlackBoxUQ(scorers=[BERTScoreConsistency(bertscore=settings)], show_progress_bars=False)

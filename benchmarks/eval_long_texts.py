@@ -59,8 +59,7 @@ def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
     """AUROC, mean confidences and the mean paired drop of one scorer on one set of samples."""
     conf = scorer.score(faithful + corrupted, samples + samples)
     good, bad = conf[: len(faithful)], conf[len(faithful) :]
-    labels = np.r_[np.ones(len(good)), np.zeros(len(bad))]
-    auc = auroc(np.r_[good, bad], labels)
+    auc = auroc(np.r_[good, bad], np.r_[np.ones(len(good)), np.zeros(len(bad))])
     return {"auroc": auc, "faithful": float(good.mean()), "corrupted": float(bad.mean()),
             "drop": float((good - bad).mean())}  # fmt: skip
 
@@ -82,8 +81,7 @@ def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
 
 
 def fidelity_texts(enc, rows: Sequence[Passage]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
-    """Token ids of the first 510 tokens of each long answer and of its first samples (texts
-    the model reads whole), and the (answer, sample) pairs among them."""
+    """Token ids of the first 510 tokens of each long answer and its first samples; the pairs."""
     faithful, _, samples = long_answers(rows, 0)
     texts, pairs = [], []
     for answer, group in zip(faithful, samples, strict=True):
@@ -109,10 +107,8 @@ def embed_all(enc, seqs: list[np.ndarray], batch: int = 32) -> list[torch.Tensor
 
 
 def most_context_spans(windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The tokens each window gives its embedding to under the "most context" rule: each token's
-    from the window where min(context before, context after) is largest, a window reaching the
-    text's start or end having all the context there is on that side (ties go to the earlier).
-    For windows in order the cut between two falls at the middle of their overlap."""
+    """The tokens each window gives under the "most context" rule (each token's from the window
+    where min(context before, context after) is largest): the cuts fall mid-overlap."""
     cuts = [
         (b - 1 + a_next) // 2 + 1 for (_, b), (a_next, _) in zip(windows, windows[1:], strict=False)
     ]
@@ -120,8 +116,8 @@ def most_context_spans(windows: Sequence[tuple[int, int]]) -> list[tuple[int, in
 
 
 def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dict, float]:
-    """Each text's embedding read in windows of ``window`` tokens, by each rule; and the tokens
-    read per token of text. The "mean of windows" rule is checked against the engine's."""
+    """Each text's embedding read in windows by each rule (the mean checked against the engine's);
+    and the tokens read per token of text."""
     frame = Frame.of(enc.tokenizer, window)
     p, s = len(frame.prefix), len(frame.suffix)
     plans, seqs = [], []
