@@ -90,14 +90,12 @@ async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list,
     """Every timed run and every stream, as dicts (``args``: :func:`options`)."""
     m, n_stream = args.samples, round(args.rate * args.duration)
     prompt_map = harness.make_prompts(passages, max(args.prompts, n_stream))
-    every = list(prompt_map)
-    prompts = every[: args.prompts]
+    prompts = list(prompt_map)[: args.prompts]
     with harness.PassageServer(prompt_map, where=args.server) as server:
 
         def make(*scorer: Any, **device: Any) -> Any:
-            llm = harness.make_llm(server.base_url)
             common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
-            return BlackBoxUQ(llm, list(scorer), **common, **device)
+            return BlackBoxUQ(harness.make_llm(server.base_url), list(scorer), **common, **device)
 
         uqs = {GEN: make(harness.no_work_scorer())}
         uqs |= {name: make("bert_score", device=args.device) for name in (ONE, BURST)}
@@ -124,7 +122,7 @@ async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list,
             if n_stream:
                 server.reset()
                 forget_learned_limits()
-                stream = every[:n_stream]
+                stream = list(prompt_map)[:n_stream]
                 starts = [i / args.rate for i in range(n_stream)]
                 got = await requests(uqs[BURST], stream, m, starts)
                 lat, responses, samples, _, ends = map(list, zip(*got, strict=True))

@@ -93,11 +93,9 @@ def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> An
     common = {"llm": llm, "system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
     if model_path is None:
         return BlackBoxUQ(scorers=["bert_score"], device=device, **common)
-    settings = {"model_type": model_path, "num_layers": LAYER, "idf": False, "device": device}
-    scorer = BERTScoreConsistency(
-        beta=1.0, zero_weight=None, dtype="float32", long_texts="truncate", **settings
-    )
-    return BlackBoxUQ(scorers=[scorer], **common)
+    settings = {"model_type": model_path, "num_layers": LAYER, "idf": False, "device": device,
+                "beta": 1.0, "zero_weight": None, "dtype": "float32", "long_texts": "truncate"}  # fmt: skip
+    return BlackBoxUQ(scorers=[BERTScoreConsistency(**settings)], **common)
 
 
 async def timed_run(
@@ -108,9 +106,8 @@ async def timed_run(
     gc.collect()
     t0 = time.monotonic()  # the server logs arrivals on the same clock
     cpu = time.process_time()
-    result = await asyncio.wait_for(
-        uq.generate_and_score(prompts, num_responses=m, show_progress_bars=False), timeout_s
-    )
+    call = uq.generate_and_score(prompts, num_responses=m, show_progress_bars=False)
+    result = await asyncio.wait_for(call, timeout_s)
     wall, cpu = time.monotonic() - t0, time.process_time() - cpu
     d, log = result.data, server.log()
     last_answer = max((a for a, _ in log.arrivals), default=t0) + server.latency - t0
@@ -323,9 +320,8 @@ def check_env() -> int:
             ["France's capital is Paris.", "Lyon lies on the Rhone."]]  # fmt: skip
     theirs = make_uqlm(None, path).scorer_objects["bert_score"].evaluate(cands, refs)
     engine = BERTScorer(model_type=path, num_layers=LAYER, idf=False, show_progress_bars=False)
-    ours = [
-        float(engine.score([c] * len(r), r)[2].mean()) for c, r in zip(cands, refs, strict=True)
-    ]
+    pairs = zip(cands, refs, strict=True)
+    ours = [float(engine.score([c] * len(r), r)[2].mean()) for c, r in pairs]
     diff = harness.max_abs_diff(theirs, ours)
     print(", ".join(f"{k} {v}" for k, v in versions(True).items()))
     print(f"uqlm and uqlm-bert BERTScore on the embedded model, layer {LAYER}: "
@@ -360,9 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = run_generation if args.generation_only else run_benchmark
     runs = asyncio.run(run(passages, args))
     rows = summarize(runs)
-    device = None if args.generation_only else args.device
     meta = {**vars(args), "versions": versions(with_uqlm), "load": harness.load_line(before),
-            "machine": harness.machine_summary(device)}  # fmt: skip
+            "machine": harness.machine_summary(None if args.generation_only else args.device)}  # fmt: skip
     payload = {"meta": meta, "rows": rows, "runs": [asdict(r) for r in runs]}
     if args.generation_only:
         harness.write_report(args.out, "generation.md", generation_markdown(runs, meta), payload)

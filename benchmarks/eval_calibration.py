@@ -34,13 +34,10 @@ MEASURES = ("mean_probability", "ece_uniform", "ece_quantile", "brier", "auroc")
 
 def sentence_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(confidence, label, passage index)`` per sentence; label 1 = accurate."""
-    df = score_sentences(
-        [p.response for p in passages],
-        [list(p.samples) for p in passages],
-        BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False),
-        sentences=[list(p.sentences) for p in passages],
-        metric="precision",
-    )
+    texts = [p.response for p in passages], [list(p.samples) for p in passages]
+    engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
+    sentences = [list(p.sentences) for p in passages]
+    df = score_sentences(*texts, engine, sentences=sentences, metric="precision")
     labels = np.concatenate([(p.degree == 0).astype(np.float64) for p in passages])
     if len(df) != labels.size:
         raise SystemExit(f"{len(df)} sentence scores for {labels.size} labels")
@@ -71,8 +68,7 @@ def out_of_fold(
     """Each item's probability from a model fitted on the other folds; and how many fits warned."""
     if method == "raw score":
         return np.clip(scores, 0.0, 1.0), 0
-    out = np.empty(scores.size)
-    warned = 0
+    out, warned = np.empty(scores.size), 0
     for f in np.unique(folds):
         test, train = folds == f, folds != f
         if method == "base rate":
@@ -105,9 +101,7 @@ def evaluate(
     """Per method: mean and std over repeats of each measure; and the first repeat's predictions."""
     keep = ~np.isnan(scores)
     scores, labels, groups = scores[keep], labels[keep], groups[keep]
-    rng = np.random.default_rng(seed)
-    rows = []
-    first: dict[str, np.ndarray] = {}
+    rng, rows, first = np.random.default_rng(seed), [], {}
     for r in range(repeats):
         assignment = grouped_folds(groups, folds, rng)
         for method in METHODS:

@@ -35,11 +35,8 @@ def idf_settings(
 ) -> dict[str, dict[int, IdfWeights | None]]:
     """Per-passage idf of each setting, for one set of samples."""
     tables = idf_tables(sweep, passages, samples)
-    return {
-        "none": tables["none"],
-        "call": tables["all"],
-        "fixed": {i: fixed for i in range(len(passages))},
-    }
+    fixed_for = dict.fromkeys(range(len(passages)), fixed)
+    return {"none": tables["none"], "call": tables["all"], "fixed": fixed_for}
 
 
 def measure(

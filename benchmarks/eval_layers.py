@@ -25,6 +25,7 @@ from benchmarks.eval_wikibio import N_SAMPLES
 from uqlm_bert import BlackBoxUQ
 from uqlm_bert.bertscore import clear_model_cache
 from uqlm_bert.bertscore.layer_stack import config_layers
+from uqlm_bert.bertscore.resolve import resolve_model
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
 from uqlm_bert.evaluation import spearman
 from uqlm_bert.scorers.base import Pairs
@@ -128,15 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     exclude = {p.idx for p in harness.load_passages(args.exclude)} if args.exclude else set()
     datasets = {p.name: load_rows(p, exclude) for p in args.data}
     model = harness.accurate_model() if args.model == "accurate" else args.model  # the copy given
-    layers = args.layers
-    if layers is None:
+    if args.layers is None:
         from transformers import AutoConfig
 
-        from uqlm_bert.bertscore.resolve import resolve_model
-
         total = config_layers(AutoConfig.from_pretrained(resolve_model(model)[1]))
-        layers = list(range(1, total + 1))
-    rows, pairs = evaluate(model, layers, datasets, args.device)
+        args.layers = list(range(1, total + 1))
+    rows, pairs = evaluate(model, args.layers, datasets, args.device)
     check = None
     if not args.no_check:
         first = next(iter(datasets))

@@ -137,8 +137,7 @@ def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dic
             [e[ka - a : kb - a] for e, (a, _), (ka, kb) in zip(parts, plan, spans, strict=True)]
         )
         firsts = torch.cat([e[pb - a :] for e, (a, _), pb in zip(parts, plan, prev, strict=True)])
-        total = torch.zeros((n, parts[0].shape[1]))
-        count = torch.zeros((n, 1))
+        total, count = torch.zeros((n, parts[0].shape[1])), torch.zeros((n, 1))
         for (a, b), e in zip(plan, parts, strict=True):
             total[a:b] += e
             count[a:b] += 1
@@ -160,8 +159,7 @@ def f1(emb_a: torch.Tensor, w_a: torch.Tensor, emb_b: torch.Tensor, w_b: torch.T
 
 def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
     enc = load_encoder(SCORER_DEFAULTS.replace(device=device))
-    idf = idf_for_tokenizer(enc.tokenizer)
-    zero = set(enc.special_ids)
+    idf, zero = idf_for_tokenizer(enc.tokenizer), set(enc.special_ids)
     ids, pairs = fidelity_texts(enc, rows)
     weights = [torch.tensor([0.0 if i in zero else idf[int(i)] for i in t]) for t in ids]
     weights = [w / w.sum() for w in weights]
