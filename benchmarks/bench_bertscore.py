@@ -1,14 +1,13 @@
 """BERTScore speed and accuracy, side by side with the reference package, in one process.
 
-    python -m benchmarks.bench_bertscore [--prompts 30] [--rounds 5] [--device cpu] [--distinct]
-        [--model minilm|bert-large-shape] [--dtypes float32,auto] [--no-loop]
+    python -m benchmarks.bench_bertscore [--device cpu] [--model minilm|bert-large-shape]
 
 The reference batched and in a uqlm-style per-prompt loop, and ``uqlm_bert.BERTScorer`` in each
 of ``--dtypes`` (float32: the reference's numbers; ``auto``: the scorers' default), on the same
-pairs. ``--distinct`` gives every prompt its own texts (sentences rotated beyond the passages);
-``--model bert-large-shape``: a random BERT of BERT-large's shape (layer 17). Reported: medians,
-speed-ups over the faster reference, tokens/s, the encoder's TFLOP/s and share of the measured
-matmul peak, F1 differences, and reduced dtypes' ranking agreement. Writes ``bertscore.md``.
+pairs; ``--model bert-large-shape``: a random BERT of BERT-large's shape (layer 17). Reported:
+medians, speed-ups over the faster reference, tokens/s, the encoder's TFLOP/s and share of the
+measured matmul peak, F1 differences, and reduced dtypes' ranking agreement. Writes
+``bertscore.md``.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ from uqlm_bert.evaluation import spearman
 
 
 def encoder_flops(lengths: list[int], layers: int, dim: int, ffn: int) -> float:
-    """Multiply-add FLOPs (2 per MAC) of a BERT encoder over texts of these token lengths (real
-    tokens only: the work any implementation must do)."""
+    """Multiply-add FLOPs (2 per MAC) of a BERT encoder over these token lengths (real tokens)."""
     total = 0.0
     for n in lengths:
         linear = n * (4 * dim * dim + 2 * dim * ffn)  # QKV + output projection + FFN
@@ -38,9 +36,7 @@ def encoder_flops(lengths: list[int], layers: int, dim: int, ffn: int) -> float:
 
 
 def matmul_peak_tflops(dtype: torch.dtype, device: str, dim: int, ffn: int) -> float:
-    """Best TFLOP/s of a plain matmul in ``dtype`` over the model's GEMM shapes (tokens x dim x
-    ffn) and, on a GPU, large square ones: the measured peak the encoder's figures are a share
-    of."""
+    """Best TFLOP/s of a plain matmul in ``dtype`` over the model's GEMM shapes: the peak."""
     shapes = [(4096, dim, ffn), (4096, ffn, dim), (4096, dim, 3 * dim)]
     gpu = device.startswith("cuda")
     best = 0.0
@@ -60,9 +56,7 @@ def matmul_peak_tflops(dtype: torch.dtype, device: str, dim: int, ffn: int) -> f
 
 
 def distinct_prompts(n_prompts: int, n_samples: int) -> tuple[list[str], list[list[str]], str]:
-    """``n_prompts`` answers with ``n_samples`` samples each, every prompt its own texts: the
-    server benchmarks' prompts (:func:`harness.make_prompts`, sentences rotated beyond the
-    passages)."""
+    """The server benchmarks' :func:`harness.make_prompts`: every prompt its own texts."""
     if not harness.WIKIBIO.is_file():
         raise SystemExit("--distinct needs the WikiBio passages in the shared data folder")
     picked = harness.make_prompts(harness.load_passages(), n_prompts).values()
@@ -73,8 +67,7 @@ def distinct_prompts(n_prompts: int, n_samples: int) -> tuple[list[str], list[li
 
 
 def bert_large_shape(tokenizer_dir: str, out_dir: Path) -> str:
-    """A BERT of BERT-large's shape (24 x 1024, 16 heads, 4096 feed-forward) with seeded random
-    weights and the embedded model's tokenizer, saved to ``out_dir``."""
+    """A seeded random BERT of BERT-large's shape with the embedded model's tokenizer, saved."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     torch.manual_seed(0)
@@ -111,21 +104,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = (args.dtypes or ("float32,auto,bfloat16,float16" if gpu else "float32,auto")).split(",")
     ours = {}
     for name in names:
-        dtype = None if name == "float32" else name
-        scorer = BERTScorer(
-            model_type=path, num_layers=layer, device=device, dtype=dtype, show_progress_bars=False
-        )
+        scorer = BERTScorer(model_type=path, num_layers=layer, device=device,
+                            dtype=None if name == "float32" else name, show_progress_bars=False)  # fmt: skip
         resolved = f" ({str(scorer.dtype).removeprefix('torch.')})" if name == "auto" else ""
         ours[f"uqlm-bert {name}{resolved}"] = scorer
     exact = next(iter(ours.values()))
     ref = bert_score.BERTScorer(model_type=path, num_layers=exact.num_layers, device=device)
 
-    def ref_loop():
-        return [ref.score([r] * len(ss), ss) for r, ss in zip(responses, samples, strict=True)]
-
     fns = {"reference, batched": lambda: ref.score(cands, refs)}
     if not args.no_loop:
-        fns["reference, per-prompt loop (uqlm style)"] = ref_loop
+        fns["reference, per-prompt loop (uqlm style)"] = lambda: [
+            ref.score([r] * len(ss), ss) for r, ss in zip(responses, samples, strict=True)
+        ]
     for label, scorer in ours.items():
         fns[label] = lambda s=scorer: s.score(cands, refs)
     for fn in fns.values():  # warm-up: load kernels, fill caches
@@ -149,11 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unique = sorted({t.strip() for t in cands + refs})
     lengths = [len(i) for i in exact.encoder.tokenize(unique)]
     cfg = exact.encoder.model.config
-    flops = encoder_flops(lengths, exact.num_layers, cfg.hidden_size, cfg.intermediate_size)
+    dim, ffn = cfg.hidden_size, cfg.intermediate_size
+    flops = encoder_flops(lengths, exact.num_layers, dim, ffn)
     dtypes = {s.dtype for s in ours.values()} | {torch.bfloat16}
-    peaks = {
-        dt: matmul_peak_tflops(dt, device, cfg.hidden_size, cfg.intermediate_size) for dt in dtypes
-    }
+    peaks = {dt: matmul_peak_tflops(dt, device, dim, ffn) for dt in dtypes}
 
     rows = []
     for name, t in med.items():
@@ -178,23 +167,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = "embedded all-MiniLM-L6-v2" if args.model == "minilm" else "BERT-large shape"
     peak_text = ", ".join(f"{str(dt).removeprefix('torch.')} {p:.1f}" for dt, p in peaks.items())
     lines = [
-        f"## BERTScore speed ({device})",
-        "",
-        f"- {harness.machine_summary(device)}",
+        f"## BERTScore speed ({device})", "", f"- {harness.machine_summary(device)}",
         f"- data: {source}; {len(responses)} prompts x {args.samples} samples = {len(cands)} "
         f"pairs, {len(unique):,} unique texts, {sum(lengths):,} tokens, "
         f"{np.mean(lengths):.0f} per text on average",
         f"- model: {model}, layer {exact.num_layers}, no idf; {args.rounds} rounds in turning "
         "order after a warm-up, medians",
-        f"- matrix peaks measured here (plain matmul, TFLOP/s): {peak_text}",
-        "",
-        *harness.md_table(head + (["peak GPU memory GiB"] if gpu else []), rows),
-        "",
+        f"- matrix peaks measured here (plain matmul, TFLOP/s): {peak_text}", "",
+        *harness.md_table(head + (["peak GPU memory GiB"] if gpu else []), rows), "",
         f"Faster reference: {ref_best_name}. Encoder TFLOP/s count the matrix and attention work "
-        "of real tokens only, over the whole call's time (tokenizing and matching included).",
-        "",
+        "of real tokens only, over the whole call's time (tokenizing and matching included).", "",
         *harness.md_table(["accuracy", "value"], accuracy),
-    ]
+    ]  # fmt: skip
     harness.write_report(args.out, "bertscore.md", "\n".join(lines))
     tmp.cleanup()
     return 0

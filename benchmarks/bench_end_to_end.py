@@ -1,20 +1,16 @@
 """End to end through a client and a server: does scoring hide behind generation and keep up
 with it, and does an async app's burst of one-prompt calls cost what one call costs?
 
-    python -m benchmarks.bench_end_to_end [--prompts 30] [--samples 5] [--rounds 5]
-        [--latencies 0 1000] [--rate 5] [--duration 20] [--device cpu|cuda]
+    python -m benchmarks.bench_end_to_end [--rate 5] [--duration 20] [--device cpu|cuda]
 
 ``BlackBoxUQ`` objects at their defaults call the loopback server through ``ChatOpenAI``. Each
-round, in turning order, each run starting with nothing learned about the server: generation
-only (a scorer that does no work), scoring only (``score`` on the prompts and the texts the server
-hands out), one ``generate_and_score`` call of all the prompts, and a burst of the same prompts as
-one-prompt calls on another object (an app's requests); then a stream of one-prompt calls at
-``--rate`` per second for ``--duration`` seconds. Reported per latency, medians: the overlap, one
-call / max(generation only, scoring only); keeping up, the scoring time inside the one call
-(``metadata["timings"]["scoring_s"]``) / scoring alone's; the burst / the one call and its request
-latency; the stream's latency from each request's scheduled start and throughput. The exit status
-says whether every request received its texts and the confidences agree within the reduced
-dtype's rounding; the goals are reported. Writes ``end_to_end.md``.
+round, in turning order, nothing learned about the server: generation only (a scorer that does
+no work), scoring only (``score`` on the texts served), one ``generate_and_score`` call of all the
+prompts, and a burst of them as one-prompt calls (an app's requests); then a stream of one-prompt
+calls at ``--rate`` per second for ``--duration`` s. Per latency, medians: the overlap, one call /
+max(generation only, scoring only); keeping up, the scoring time inside the one call / scoring
+alone's; the burst / the one call; the stream's latency and throughput. The exit status says
+whether every request received its texts and the confidences agree. Writes ``end_to_end.md``.
 """
 
 from __future__ import annotations
@@ -28,8 +24,12 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
+from unittest import mock
 
 from benchmarks import harness
+from uqlm_bert import BlackBoxUQ
+from uqlm_bert.blackbox._pipeline import ScoringPipeline
+from uqlm_bert.generation import forget_learned_limits
 
 GEN, SCORE, ONE, BURST = "generation only", "scoring only", "one call", "burst"
 GOALS = {"overlap": 1.15, "keeping up": 1.1, "burst / one call": 1.15, "stream p95 s": 1.5}
@@ -39,8 +39,6 @@ pct = harness.percentile
 @contextlib.contextmanager
 def batch_sizes() -> Iterator[list[int]]:
     """The size of each batch the scoring pipeline scores meanwhile, for the calls it serves."""
-    from uqlm_bert.blackbox._pipeline import ScoringPipeline
-
     sizes: list[int] = []
     scored = ScoringPipeline.scored
 
@@ -48,16 +46,12 @@ def batch_sizes() -> Iterator[list[int]]:
         sizes.append(batch_size)
         scored(self, rows, result, seconds, batch_size)
 
-    ScoringPipeline.scored = recording  # type: ignore[method-assign]
-    try:
+    with mock.patch.object(ScoringPipeline, "scored", recording):
         yield sizes
-    finally:
-        ScoringPipeline.scored = scored  # type: ignore[method-assign]
 
 
 async def requests(uq: Any, prompts: list[str], m: int, starts: Sequence[float]) -> list[tuple]:
-    """One-prompt calls, the i-th started ``starts[i]`` seconds from now: per request
-    ``(seconds from its start to its result, response, samples, confidence, end)``."""
+    """One-prompt calls, the i-th at ``starts[i]`` s: ``(latency, response, samples, score, end)``."""
     t0 = time.monotonic()
 
     async def request(prompt: str, start: float) -> tuple:
@@ -94,19 +88,14 @@ async def timed_run(name: str, uqs: dict, prompts: list[str], texts: tuple, m: i
 
 async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list, list]:
     """Every timed run and every stream, as dicts (``args``: :func:`options`)."""
-    from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.generation import forget_learned_limits
-
     m, n_stream = args.samples, round(args.rate * args.duration)
     prompt_map = harness.make_prompts(passages, max(args.prompts, n_stream))
-    every = list(prompt_map)
-    prompts = every[: args.prompts]
+    prompts = list(prompt_map)[: args.prompts]
     with harness.PassageServer(prompt_map, where=args.server) as server:
 
         def make(*scorer: Any, **device: Any) -> Any:
-            llm = harness.make_llm(server.base_url)
             common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
-            return BlackBoxUQ(llm, list(scorer), **common, **device)
+            return BlackBoxUQ(harness.make_llm(server.base_url), list(scorer), **common, **device)
 
         uqs = {GEN: make(harness.no_work_scorer())}
         uqs |= {name: make("bert_score", device=args.device) for name in (ONE, BURST)}
@@ -133,10 +122,9 @@ async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list,
             if n_stream:
                 server.reset()
                 forget_learned_limits()
-                stream = every[:n_stream]
-                got = await requests(
-                    uqs[BURST], stream, m, [i / args.rate for i in range(n_stream)]
-                )
+                stream = list(prompt_map)[:n_stream]
+                starts = [i / args.rate for i in range(n_stream)]
+                got = await requests(uqs[BURST], stream, m, starts)
                 lat, responses, samples, _, ends = map(list, zip(*got, strict=True))
                 bad = server.answers.mismatches(stream, responses, samples)
                 streams.append({"latency_ms": latency, "requests": n_stream, "request_s": lat,
@@ -182,14 +170,10 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def checks(rows: Sequence[dict[str, Any]], streams: Sequence[dict[str, Any]]) -> dict[str, bool]:
-    tolerance = harness.REDUCED_TOLERANCE
+    tolerance, texts = harness.REDUCED_TOLERANCE, [*rows, *streams]
     diffs = [r[k] for r in rows for k in r if k.startswith("max abs diff")]
-    texts = all(r["text_mismatches"] == 0 for r in [*rows, *streams])
-    agree = all(d <= tolerance for d in diffs)
-    return {
-        "every request received its own texts": texts,
-        f"confidences agree within {tolerance:g}": agree,
-    }
+    return {"every request received its own texts": all(r["text_mismatches"] == 0 for r in texts),
+            f"confidences agree within {tolerance:g}": all(d <= tolerance for d in diffs)}  # fmt: skip
 
 
 def markdown(rows: Sequence[dict], streams: Sequence[dict], verdicts: dict, meta: dict) -> str:
@@ -216,21 +200,17 @@ def markdown(rows: Sequence[dict], streams: Sequence[dict], verdicts: dict, meta
     ]  # fmt: skip
     stream_head = ["latency", "requests", "request p50 s", "p95 s", "max s", "throughput /s"]
     lines = [
-        "## End to end: scoring beside generation, and an app's calls (`bench_end_to_end`)",
-        "",
+        "## End to end: scoring beside generation, and an app's calls (`bench_end_to_end`)", "",
         f"- {meta['prompts']} prompts x {meta['samples']} samples, WikiBio passages through "
         f"`ChatOpenAI` (the server in {harness.describe_server(meta['server'])}); "
         f"{meta['rounds']} rounds, the order turning, medians; device: "
         f"{meta['device'] or 'its own choice'}; stream: {meta['rate']:g} requests per "
         f"second for {meta['duration']:g} s",
-        f"- {meta['machine']}",
-        f"- {meta['load']}",
-        "",
+        f"- {meta['machine']}", f"- {meta['load']}", "",
         *harness.md_table(head, table),
-        *(["", *harness.md_table(stream_head, stream_rows)] if streams else []),
-        "",
+        *(["", *harness.md_table(stream_head, stream_rows)] if streams else []), "",
         *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),
-    ]
+    ]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -254,9 +234,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = {**vars(args), "machine": harness.machine_summary(args.device),
             "load": harness.load_line(before)}  # fmt: skip
     payload = {"meta": meta, "rows": rows, "checks": verdicts, "runs": runs, "streams": streams}
-    harness.write_report(
-        args.out, "end_to_end.md", markdown(rows, streams, verdicts, meta), payload
-    )
+    report = markdown(rows, streams, verdicts, meta)
+    harness.write_report(args.out, "end_to_end.md", report, payload)
     return 0 if all(verdicts.values()) else 1
 
 

@@ -1,24 +1,23 @@
 """Side by side with uqlm 0.6.7: ``generate_and_score`` end to end, through a client and a server.
 
     bash benchmarks/setup-uqlm-env.sh          # once: benchmarks/.venv-uqlm with both libraries
-    benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_vs_uqlm [--prompts 30] [--rounds 5]
-        [--latencies 0 1000] [--only both|ours|uqlm] [--device cpu|cuda] [--check-env]
+    benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_vs_uqlm [--only both|ours|uqlm] [--check-env]
     python -m benchmarks.bench_vs_uqlm --generation-only --prompts 119   # no uqlm needed
 
 Both libraries' ``BlackBoxUQ(llm, scorers=["bert_score"]).generate_and_score(prompts,
 num_responses=m)``, each through its own ``ChatOpenAI`` to the loopback server; every run receives
-the same texts per prompt (checked). Per latency, in turning order: uqlm (its ``BERTScorer``
-constructor patched to the embedded model, layer 5, and checked), uqlm-bert with uqlm's BERTScore
-(float32, no idf, texts cut at the window, F1) and uqlm-bert at its defaults; each library at its
-default generation and with uqlm's system prompt. ``--generation-only`` times uqlm-bert's calls
-alone (a scorer that does no work): at its defaults, with ``use_n_param=False``, and against a
-server that ignores ``n``, each run starting with nothing learned about the server.
+the same texts per prompt (checked). Per latency, in turning order: uqlm (its ``BERTScorer`` on
+the embedded model, layer 5, checked), uqlm-bert with uqlm's BERTScore (float32, no idf, texts
+cut at the window, F1) and uqlm-bert at its defaults, all with uqlm's system prompt.
+``--generation-only`` times uqlm-bert's calls alone (a scorer that does no work): at its
+defaults, with ``use_n_param=False``, and against a server that ignores ``n``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import importlib.metadata
 import importlib.util
@@ -87,19 +86,16 @@ def make_uqlm(llm: Any, model_path: str, device: str | None = None) -> Any:
 
 
 def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> Any:
-    """uqlm-bert's ``BlackBoxUQ`` at its default generation settings; BERTScore matched to
-    uqlm's when ``model_path`` is given, its own defaults otherwise."""
+    """uqlm-bert's ``BlackBoxUQ``: BERTScore as uqlm's where ``model_path`` is given."""
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.scorers.bert import BERTScoreConsistency
 
     common = {"llm": llm, "system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
     if model_path is None:
         return BlackBoxUQ(scorers=["bert_score"], device=device, **common)
-    settings = {"model_type": model_path, "num_layers": LAYER, "idf": False, "device": device}
-    scorer = BERTScoreConsistency(
-        beta=1.0, zero_weight=None, dtype="float32", long_texts="truncate", **settings
-    )
-    return BlackBoxUQ(scorers=[scorer], **common)
+    settings = {"model_type": model_path, "num_layers": LAYER, "idf": False, "device": device,
+                "beta": 1.0, "zero_weight": None, "dtype": "float32", "long_texts": "truncate"}  # fmt: skip
+    return BlackBoxUQ(scorers=[BERTScoreConsistency(**settings)], **common)
 
 
 async def timed_run(
@@ -110,22 +106,17 @@ async def timed_run(
     gc.collect()
     t0 = time.monotonic()  # the server logs arrivals on the same clock
     cpu = time.process_time()
-    result = await asyncio.wait_for(
-        uq.generate_and_score(prompts, num_responses=m, show_progress_bars=False), timeout_s
-    )
+    call = uq.generate_and_score(prompts, num_responses=m, show_progress_bars=False)
+    result = await asyncio.wait_for(call, timeout_s)
     wall, cpu = time.monotonic() - t0, time.process_time() - cpu
     d, log = result.data, server.log()
     last_answer = max((a for a, _ in log.arrivals), default=t0) + server.latency - t0
     generation_s = (getattr(result, "metadata", None) or {}).get("timings", {}).get("generation_s")
-    counts = {
-        "calls": len(log.arrivals),
-        "answer_calls": sum(1 for _, temp in log.arrivals if not temp),
-        "sample_calls": sum(1 for _, temp in log.arrivals if temp),
-        "max_in_flight": log.max_in_flight,
-        "last_answer_s": last_answer,
-        "generation_s": last_answer if generation_s is None else generation_s,
-        "client_cpu_s": cpu,
-    }
+    temps = [bool(temp) for _, temp in log.arrivals]
+    counts = {"calls": len(temps), "answer_calls": temps.count(False),
+              "sample_calls": temps.count(True), "max_in_flight": log.max_in_flight,
+              "last_answer_s": last_answer, "client_cpu_s": cpu,
+              "generation_s": last_answer if generation_s is None else generation_s}  # fmt: skip
     bad = server.answers.mismatches(prompts, list(d["responses"]), list(d["sampled_responses"]))
     return wall, list(d.get("bert_score", [])), bad, counts
 
@@ -134,8 +125,7 @@ async def _timed_rounds(
     server: harness.PassageServer, variants: dict[str, Any], prompts: list[str], args, log,
     before: Callable[[str], None] = lambda name: None,
 ) -> list[Run]:  # fmt: skip
-    """Each variant warmed up, then timed ``args.rounds`` times per latency in turning order
-    (``before(name)`` ahead of each run)."""
+    """Each variant warmed up, then timed per latency in turning order, ``before(name)`` first."""
     m, timeout = args.samples, args.timeout
     for uq in variants.values():  # load models, open connections: not timed
         await timed_run(server, uq, prompts[: min(4, len(prompts))], m, timeout)
@@ -146,10 +136,8 @@ async def _timed_rounds(
             before(name)
             wall, scores, bad, counts = await timed_run(server, variants[name], prompts, m, timeout)
             runs.append(Run(latency, r, name, wall, text_mismatches=bad, scores=scores, **counts))
-            log(
-                f"{latency:6.0f} ms  round {r}  {name:42s} {wall:7.2f} s (generation "
-                f"{counts['generation_s']:.2f} s), {counts['calls']} calls, {bad} prompts off"
-            )
+            log(f"{latency:6.0f} ms  round {r}  {name:42s} {wall:7.2f} s (generation "
+                f"{counts['generation_s']:.2f} s), {counts['calls']} calls, {bad} prompts off")  # fmt: skip
     return runs
 
 
@@ -168,9 +156,7 @@ async def run_benchmark(passages: Sequence[harness.Passage], args, log=print) ->
 
 
 async def run_generation(passages: Sequence[harness.Passage], args, log=print) -> list[Run]:
-    """Generation alone: uqlm-bert at its defaults (``n`` where ``ChatOpenAI`` sends it), with
-    ``use_n_param=False``, and at its defaults against a server that ignores ``n``; each run
-    starts with nothing learned about the server."""
+    """Generation alone (module doc), each run starting with nothing learned about the server."""
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.generation import forget_learned_limits
 
@@ -178,11 +164,9 @@ async def run_generation(passages: Sequence[harness.Passage], args, log=print) -
     with harness.PassageServer(prompt_map, where=args.server) as server:
         llm = harness.make_llm(server.base_url)
         common = {"scorers": [harness.no_work_scorer()], "system_prompt": harness.SYSTEM_PROMPT}
-        variants = {
-            GEN_AUTO: BlackBoxUQ(llm=llm, **common),
-            GEN_NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **common),
-            GEN_IGNORED: BlackBoxUQ(llm=llm, **common),
-        }
+        variants = {GEN_AUTO: BlackBoxUQ(llm=llm, **common),
+                    GEN_NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **common),
+                    GEN_IGNORED: BlackBoxUQ(llm=llm, **common)}  # fmt: skip
 
         def before(name: str) -> None:
             forget_learned_limits()
@@ -223,11 +207,8 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
 
 
 def checks(rows: Sequence[dict[str, Any]], n_prompts: int, m: int) -> dict[str, bool]:
-    """The verdicts: call counts and texts as expected, confidences stable and in agreement.
-
-    uqlm makes one call per answer and per sample; uqlm-bert one per answer and one per prompt
-    for all its samples (``n``, at most 128 choices per call)."""
-    ours = n_prompts * -(-m // 128)
+    """The verdicts: call counts and texts as expected, confidences stable and in agreement."""
+    ours = n_prompts * -(-m // 128)  # uqlm-bert: one call per prompt's samples (n, at most 128)
     out = {
         f"call counts as expected ({n_prompts} answer calls in every run; uqlm {n_prompts * m} "
         f"sample calls, uqlm-bert {ours} with n)": all(
@@ -243,12 +224,8 @@ def checks(rows: Sequence[dict[str, Any]], n_prompts: int, m: int) -> dict[str, 
         ),
     }
     # only the variant with uqlm's BERTScore settings must give its numbers
-    diffs = [
-        r["max_abs_diff_vs_uqlm"]
-        for r in rows
-        if r["max_abs_diff_vs_uqlm"] is not None and r["variant"] != OURS_DEFAULT
-    ]
-    if diffs:
+    diffs = [r["max_abs_diff_vs_uqlm"] for r in rows if r["variant"] != OURS_DEFAULT]
+    if diffs := [d for d in diffs if d is not None]:
         out[f"confidences agree within {TOLERANCE:g}"] = max(diffs) <= TOLERANCE
     return out
 
@@ -293,21 +270,16 @@ def markdown(
     versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
     lines = [
         f"## Side by side with uqlm {meta['versions'].get('uqlm', '(not run)')}: "
-        "generate_and_score end to end",
-        "",
-        *_header(meta),
-        f"- BERTScore device: {meta.get('device') or 'each library chooses'}; {versions}",
-        "",
-        *harness.md_table(head, table),
-        "",
+        "generate_and_score end to end", "", *_header(meta),
+        f"- BERTScore device: {meta.get('device') or 'each library chooses'}; {versions}", "",
+        *harness.md_table(head, table), "",
         *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),
-    ]
+    ]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def generation_markdown(runs: Sequence[Run], meta: dict[str, Any]) -> str:
-    """The generation-only report: median generation time and client CPU per latency and
-    variant, and the floor at 1,000 ms (one round trip plus the client's CPU at 0 ms)."""
+    """The generation-only report, with the floor at 1,000 ms (a round trip plus 0 ms's CPU)."""
     rows = summarize(runs)
     table = [
         [f"{r['latency_ms']:.0f} ms", r["variant"],
@@ -328,12 +300,10 @@ def generation_markdown(runs: Sequence[Run], meta: dict[str, Any]) -> str:
 
 def versions(with_uqlm: bool) -> dict[str, str]:
     names = ["uqlm-bert", "torch", "transformers", "numpy", "bert-score", "langchain-openai"]
-    out = {}
-    for name in ["uqlm", *names] if with_uqlm else names:
-        try:
+    out = dict.fromkeys(["uqlm", *names] if with_uqlm else names, "not installed")
+    for name in out:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
     return out
 
 
@@ -346,21 +316,16 @@ def check_env() -> int:
 
     path = harness.embedded_model()
     cands = ["The cat sat on the mat.", "Paris is the capital of France, on the Seine."]
-    refs = [
-        ["A cat was sitting on the mat.", "The dog barked."],
-        ["France's capital is Paris.", "Lyon lies on the Rhone."],
-    ]
+    refs = [["A cat was sitting on the mat.", "The dog barked."],
+            ["France's capital is Paris.", "Lyon lies on the Rhone."]]  # fmt: skip
     theirs = make_uqlm(None, path).scorer_objects["bert_score"].evaluate(cands, refs)
     engine = BERTScorer(model_type=path, num_layers=LAYER, idf=False, show_progress_bars=False)
-    ours = [
-        float(engine.score([c] * len(r), r)[2].mean()) for c, r in zip(cands, refs, strict=True)
-    ]
+    pairs = zip(cands, refs, strict=True)
+    ours = [float(engine.score([c] * len(r), r)[2].mean()) for c, r in pairs]
     diff = harness.max_abs_diff(theirs, ours)
     print(", ".join(f"{k} {v}" for k, v in versions(True).items()))
-    print(
-        f"uqlm and uqlm-bert BERTScore on the embedded model, layer {LAYER}: "
-        f"max abs diff {diff:.1e} ({'ok' if diff <= TOLERANCE else 'DIFFERENT'})"
-    )
+    print(f"uqlm and uqlm-bert BERTScore on the embedded model, layer {LAYER}: "
+          f"max abs diff {diff:.1e} ({'ok' if diff <= TOLERANCE else 'DIFFERENT'})")  # fmt: skip
     return 0 if diff <= TOLERANCE else 1
 
 
@@ -383,19 +348,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     with_uqlm = args.only != "ours" and not args.generation_only
     if with_uqlm and not uqlm_available():
-        print(
-            "uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
-            "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours."
-        )
+        print("uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
+              "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours.")  # fmt: skip
         return 1
     passages = harness.load_passages(args.data)
     before = os.getloadavg()[0]
     run = run_generation if args.generation_only else run_benchmark
     runs = asyncio.run(run(passages, args))
     rows = summarize(runs)
-    device = None if args.generation_only else args.device
     meta = {**vars(args), "versions": versions(with_uqlm), "load": harness.load_line(before),
-            "machine": harness.machine_summary(device)}  # fmt: skip
+            "machine": harness.machine_summary(None if args.generation_only else args.device)}  # fmt: skip
     payload = {"meta": meta, "rows": rows, "runs": [asdict(r) for r in runs]}
     if args.generation_only:
         harness.write_report(args.out, "generation.md", generation_markdown(runs, meta), payload)

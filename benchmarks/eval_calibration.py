@@ -2,13 +2,11 @@
 
     python -m benchmarks.eval_calibration [--folds 5] [--repeats 20]
 
-Sentences (``score_sentences(metric="precision")`` with the ``bert_score`` scorer's engine at its
-defaults, on the released split; label 1 = accurate) and, as a rough check, passages (the
-``bert_score`` scorer; label 1 = mean degree below 0.5). Compared on the same out-of-fold
-predictions: the raw confidence clipped to [0, 1], the training folds' base rate, isotonic and
-Platt :class:`~uqlm_bert.calibration.ScoreCalibrator`. Folds are grouped by passage and the split
-repeated with other shuffles: mean (std) of ECE (uniform and quantile bins), Brier and AUROC of
-the pooled out-of-fold predictions. Writes ``calibration.md`` and ``calibration_sentences.png``.
+Sentences (``score_sentences(metric="precision")``, label 1 = accurate) and, as a rough check,
+passages (the ``bert_score`` scorer, label 1 = mean degree below 0.5): the raw confidence clipped
+to [0, 1], the training folds' base rate, isotonic and Platt ``ScoreCalibrator``, on out-of-fold
+predictions, folds grouped by passage and reshuffled per repeat: mean (std) of ECE, Brier and
+AUROC. Writes ``calibration.md`` and ``calibration_sentences.png``.
 """
 
 from __future__ import annotations
@@ -34,18 +32,12 @@ METHODS = ("raw score", "base rate", "isotonic", "platt")
 MEASURES = ("mean_probability", "ece_uniform", "ece_quantile", "brier", "auroc")
 
 
-# --------------------------------------------------------------------------- data
-
-
 def sentence_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(confidence, label, passage index)`` per sentence; label 1 = accurate."""
-    df = score_sentences(
-        [p.response for p in passages],
-        [list(p.samples) for p in passages],
-        BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False),
-        sentences=[list(p.sentences) for p in passages],
-        metric="precision",
-    )
+    texts = [p.response for p in passages], [list(p.samples) for p in passages]
+    engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
+    sentences = [list(p.sentences) for p in passages]
+    df = score_sentences(*texts, engine, sentences=sentences, metric="precision")
     labels = np.concatenate([(p.degree == 0).astype(np.float64) for p in passages])
     if len(df) != labels.size:
         raise SystemExit(f"{len(df)} sentence scores for {labels.size} labels")
@@ -58,9 +50,6 @@ def passage_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, 
     conf = scorer.score([p.response for p in passages], [p.samples for p in passages])
     labels = np.array([float(p.degree.mean() < 0.5) for p in passages])
     return np.asarray(conf, dtype=np.float64), labels, np.arange(len(passages))
-
-
-# --------------------------------------------------------------------------- cross-validation
 
 
 def grouped_folds(groups: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -79,8 +68,7 @@ def out_of_fold(
     """Each item's probability from a model fitted on the other folds; and how many fits warned."""
     if method == "raw score":
         return np.clip(scores, 0.0, 1.0), 0
-    out = np.empty(scores.size)
-    warned = 0
+    out, warned = np.empty(scores.size), 0
     for f in np.unique(folds):
         test, train = folds == f, folds != f
         if method == "base rate":
@@ -96,33 +84,24 @@ def out_of_fold(
 
 def measure(prob: np.ndarray, labels: np.ndarray, n_bins: int, ranks: bool) -> dict[str, float]:
     """Mean probability, ECE (uniform and quantile bins), Brier and AUROC (NaN unless ``ranks``)."""
+    ece = expected_calibration_error
     return {
         "mean_probability": float(prob.mean()),
-        "ece_uniform": expected_calibration_error(prob, labels, n_bins=n_bins),
-        "ece_quantile": expected_calibration_error(
-            prob, labels, n_bins=n_bins, strategy="quantile"
-        ),
+        "ece_uniform": ece(prob, labels, n_bins=n_bins),
+        "ece_quantile": ece(prob, labels, n_bins=n_bins, strategy="quantile"),
         "brier": brier_score(prob, labels),
         "auroc": auroc(prob, labels) if ranks else float("nan"),
     }
 
 
 def evaluate(
-    scores: np.ndarray,
-    labels: np.ndarray,
-    groups: np.ndarray,
-    *,
-    folds: int,
-    repeats: int,
-    n_bins: int,
-    seed: int = 0,
-) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    scores: np.ndarray, labels: np.ndarray, groups: np.ndarray, *, folds: int, repeats: int,
+    n_bins: int, seed: int = 0,
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:  # fmt: skip
     """Per method: mean and std over repeats of each measure; and the first repeat's predictions."""
     keep = ~np.isnan(scores)
     scores, labels, groups = scores[keep], labels[keep], groups[keep]
-    rng = np.random.default_rng(seed)
-    rows = []
-    first: dict[str, np.ndarray] = {}
+    rng, rows, first = np.random.default_rng(seed), [], {}
     for r in range(repeats):
         assignment = grouped_folds(groups, folds, rng)
         for method in METHODS:
@@ -140,12 +119,8 @@ def evaluate(
     return summary.reset_index(), first
 
 
-# --------------------------------------------------------------------------- report
-
-
 def table(summary: pd.DataFrame, repeats: int, folds: int) -> list[str]:
-    """One row per method: mean (std over repeats) of each measure; the raw score, fitted to
-    nothing, the same every repeat."""
+    """One row per method: mean (std over repeats) of each measure (the raw score: one value)."""
     rows = []
     for _, row in summary.iterrows():
         method = row["method"]
@@ -162,14 +137,12 @@ def table(summary: pd.DataFrame, repeats: int, folds: int) -> list[str]:
 def markdown(levels: dict[str, tuple], folds: int, repeats: int) -> str:
     """The report: how it was measured, then one table per level."""
     out = [
-        "# Calibration of the confidence on WikiBio GPT-3 (30 passages)",
-        "",
+        "# Calibration of the confidence on WikiBio GPT-3 (30 passages)", "",
         f"{folds}-fold cross-validation grouped by passage, repeated {repeats} times: mean (std "
         "over repeats) over the pooled out-of-fold predictions; `mean`: the mean probability "
         "(against the fraction labelled 1). The base rate row predicts the training folds' "
-        "fraction for everything: a calibrator must beat its Brier score.",
-        "",
-    ]
+        "fraction for everything: a calibrator must beat its Brier score.", "",
+    ]  # fmt: skip
     for title, (summary, n, base, n_bins, rule) in levels.items():
         out += [f"## {title}", "", f"{n} items, {base:.1%} labelled 1 ({rule}); ECE over "
                 f"{n_bins} bins.", "", *table(summary, repeats, folds), ""]  # fmt: skip
@@ -193,9 +166,8 @@ def save_diagrams(
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), layout="constrained")
     for ax, name in zip(axes, names, strict=True):
         plot_reliability_diagram(first[name], labels, ax=ax, n_bins=n_bins)
-        ax.set_title(
-            f"sentences, {name}{'' if name == 'raw score' else ' (CV)'}\n" + ax.get_title()
-        )
+        cv = "" if name == "raw score" else " (CV)"
+        ax.set_title(f"sentences, {name}{cv}\n" + ax.get_title())
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
@@ -211,23 +183,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     passages = harness.load_passages(args.data)
     s_conf, s_label, s_group = sentence_level(passages)
     p_conf, p_label, p_group = passage_level(passages)
-    levels = {}
-    sentence_summary, first = evaluate(
-        s_conf, s_label, s_group, folds=args.folds, repeats=args.repeats, n_bins=10
-    )
-    levels["Sentence level: score_sentences precision"] = (
-        sentence_summary, int(np.sum(~np.isnan(s_conf))), float(s_label.mean()), 10,
-        "sentence labelled accurate",
-    )  # fmt: skip
-    passage_summary, _ = evaluate(
-        p_conf, p_label, p_group, folds=args.folds, repeats=args.repeats, n_bins=5
-    )
-    levels["Passage level: bert_score (a rough check: 30 items)"] = (
-        passage_summary, p_label.size, float(p_label.mean()), 5,
-        "mean hallucination degree < 0.5",
-    )  # fmt: skip
-    harness.write_report(args.out, "calibration.md", markdown(levels, args.folds, args.repeats))
+    cv = {"folds": args.folds, "repeats": args.repeats}
+    sentence_summary, first = evaluate(s_conf, s_label, s_group, n_bins=10, **cv)
+    passage_summary, _ = evaluate(p_conf, p_label, p_group, n_bins=5, **cv)
     keep = ~np.isnan(s_conf)
+    levels = {
+        "Sentence level: score_sentences precision":
+            (sentence_summary, int(keep.sum()), float(s_label.mean()), 10, "sentence labelled accurate"),
+        "Passage level: bert_score (a rough check: 30 items)":
+            (passage_summary, p_label.size, float(p_label.mean()), 5, "mean hallucination degree < 0.5"),
+    }  # fmt: skip
+    harness.write_report(args.out, "calibration.md", markdown(levels, args.folds, args.repeats))
     save_diagrams(args.out / "calibration_sentences.png", first, s_label[keep], 10)
     return 0
 

@@ -3,11 +3,9 @@
     python -m benchmarks.eval_idf [--random-subsets N] [--seed 0]
 
 Whole-answer F1 at layer 5 with three weightings: ``none``, ``call`` (idf over the samples of
-every passage scored in one call) and ``fixed`` (the shipped table). Judged as in
-``eval_wikibio`` (whose machinery this reuses) on 20 samples and the 4 disjoint sets of 5, and on
-N random sets of 5 (each passage draws its own; ``call`` over the drawn samples), with paired
-per-set differences. A robustness check halves and doubles the table's L and M (a check only:
-the constants follow ``fixed_idf``'s rule). Writes ``idf_eval.md`` and ``idf_eval.csv``.
+every passage scored in one call) and ``fixed`` (the shipped table), judged as in ``eval_wikibio``
+on 20 samples, the 4 disjoint sets of 5 and N random sets of 5 (paired per-set differences). A
+robustness check halves and doubles the table's L and M. Writes ``idf_eval.md`` and ``.csv``.
 """
 
 from __future__ import annotations
@@ -19,23 +17,9 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import harness
-from benchmarks.eval_wikibio import (
-    N_SAMPLES,
-    LayerSweep,
-    Passage,
-    _table,
-    evaluate,
-    idf_tables,
-    subsets,
-)
-from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
-from uqlm_bert.bertscore.fixed_idf import (
-    DOC_WORDS,
-    NUM_DOCS,
-    build_idf,
-    idf_for_tokenizer,
-    idf_mapping,
-)
+from benchmarks.eval_wikibio import N_SAMPLES, LayerSweep, _table, evaluate, idf_tables, subsets
+from benchmarks.harness import Passage
+from uqlm_bert.bertscore import BERTScorer, IdfWeights, fixed_idf, idf_from_token_ids
 
 LAYER = 5
 F1 = 2  # index of F1 in the sweep's [P, R, F1] axis
@@ -51,22 +35,15 @@ def idf_settings(
 ) -> dict[str, dict[int, IdfWeights | None]]:
     """Per-passage idf of each setting, for one set of samples."""
     tables = idf_tables(sweep, passages, samples)
-    return {
-        "none": tables["none"],
-        "call": tables["all"],
-        "fixed": {i: fixed for i in range(len(passages))},
-    }
+    fixed_for = dict.fromkeys(range(len(passages)), fixed)
+    return {"none": tables["none"], "call": tables["all"], "fixed": fixed_for}
 
 
 def measure(
-    sweep: LayerSweep,
-    passages: list[Passage],
-    idf_for: dict[int, IdfWeights | None],
-    samples: list[int],
-    passage_only: bool = False,
-) -> dict[str, float]:
-    """The four measures (x100) of one weighting on one set of samples (AUC-PRs NaN if
-    ``passage_only``)."""
+    sweep: LayerSweep, passages: list[Passage], idf_for: dict[int, IdfWeights | None],
+    samples: list[int], passage_only: bool = False,
+) -> dict[str, float]:  # fmt: skip
+    """The four measures (x100) of one weighting on one set (AUC-PRs NaN if ``passage_only``)."""
     per = sweep.scores(idf_for, samples, passage_only=passage_only)
     pas = per["passage"].mean(axis=2)[F1]
     sent = None if passage_only else per["sentence"].mean(axis=2)[F1]
@@ -101,8 +78,7 @@ def random_draws(n: int, n_passages: int, seed: int) -> list[np.ndarray]:
 
 class RandomSubsets:
     """The three settings on sets of samples drawn per passage, without new model forwards: a
-    set's confidence is the mean of its samples' columns of :meth:`f1`, computed once for
-    ``none`` and ``fixed``, per set for ``call`` (its idf over the set's samples)."""
+    set's confidence is the mean of its samples' columns of :meth:`f1` (per set for ``call``)."""
 
     def __init__(self, sweep: LayerSweep, passages: list[Passage], fixed: IdfWeights) -> None:
         self.sweep = sweep
@@ -111,65 +87,47 @@ class RandomSubsets:
             "sentence": np.repeat(np.arange(len(passages)), [len(p.sentences) for p in passages]),
             "passage": np.arange(len(passages)),
         }
-        self.cached = {
-            name: self.f1(fixed if name == "fixed" else None) for name in ("none", "fixed")
-        }
+        self.cached = {"none": self.f1(None), "fixed": self.f1(fixed)}
 
     def f1(self, idf: IdfWeights | None) -> dict[str, np.ndarray]:
-        """Per method, ``[items, N_SAMPLES]`` F1 of each item against every sample, one idf table
-        (or none) for every passage."""
+        """Per method, ``[items, N_SAMPLES]`` F1, one idf table (or none) for every passage."""
         per = self.sweep.scores({i: idf for i in range(len(self.passages))}, list(range(N_SAMPLES)))
         return {m: per[m][F1] for m in METHODS}
 
     def call_idf(self, draw: np.ndarray) -> IdfWeights:
         """idf over the drawn samples of every passage, each sample one document."""
-        return idf_from_token_ids(
-            [
-                self.sweep.ids[p.samples[j].strip()]
-                for p, row in zip(self.passages, draw, strict=True)
-                for j in row
-            ]
-        )
+        texts = [p.samples[j] for p, js in zip(self.passages, draw, strict=True) for j in js]
+        return idf_from_token_ids([self.sweep.ids[t.strip()] for t in texts])
 
     def measure(self, draw: np.ndarray) -> dict[str, dict[str, float]]:
         """The four measures (x100) of each setting on one set (``[passages, RANDOM_K]``)."""
-        out = {}
+        out, idx = {}, self.item_passage
         for name in SETTINGS:
             per = self.f1(self.call_idf(draw)) if name == "call" else self.cached[name]
-            conf = {
-                m: np.take_along_axis(per[m], draw[self.item_passage[m]], axis=1).mean(axis=1)
-                for m in METHODS
-            }
+            conf = {m: np.take_along_axis(per[m], draw[idx[m]], axis=1).mean(1) for m in METHODS}
             out[name] = evaluate(self.passages, conf["sentence"], conf["passage"])
         return out
 
     def rows(self, draws: Sequence[np.ndarray]) -> pd.DataFrame:
         """One row per setting and set: ``idf``, ``k``, ``subset`` and the four measures."""
         return pd.DataFrame(
-            [
-                {"idf": name, "k": RANDOM_K, "subset": r, **found}
-                for r, draw in enumerate(draws)
-                for name, found in self.measure(draw).items()
-            ]
+            {"idf": name, "k": RANDOM_K, "subset": r, **found}
+            for r, draw in enumerate(draws)
+            for name, found in self.measure(draw).items()
         )
 
 
 def check_random_subsets(sets: RandomSubsets, rows: pd.DataFrame) -> float:
-    """Largest |difference| between :class:`RandomSubsets` and the main loop on disjoint set 0
-    (every passage "drawing" samples 0..4)."""
+    """Largest |difference| between :class:`RandomSubsets` and the main loop on samples 0..4."""
     draw = np.tile(np.arange(RANDOM_K), (len(sets.passages), 1))
     want = rows[(rows.k == RANDOM_K) & (rows.subset == 0)].set_index("idf")
-    return max(
-        abs(found[m] - float(want.loc[name, m]))
-        for name, found in sets.measure(draw).items()
-        for m in MEASURES
-    )
+    found = sets.measure(draw)
+    return max(abs(found[name][m] - float(want.loc[name, m])) for name in found for m in MEASURES)
 
 
 def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per setting, ``mean ± SEM`` over the random sets of each measure; per measure and
-    comparison (``fixed`` minus ``call`` or ``none``), the per-set difference's mean, its SEM and
-    the sets with ``fixed`` at least as high."""
+    """Per setting, ``mean ± SEM`` of each measure over the random sets; per measure, ``fixed``
+    minus ``call`` and ``none`` per set: mean, SEM and the sets with ``fixed`` at least as high."""
     n = rows["subset"].nunique()
 
     def mean_sem(values: pd.Series) -> tuple[float, float]:
@@ -177,13 +135,10 @@ def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         sem = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
         return float(v.mean()), sem
 
-    per_setting = []
-    for name, g in rows.groupby("idf", sort=False):
-        row: dict[str, object] = {"idf": name}
-        for m in MEASURES:
-            mean, sem = mean_sem(g[m])
-            row[m] = f"{mean:.2f} ± {sem:.2f}"
-        per_setting.append(row)
+    per_setting = [
+        {"idf": name, **{m: "{:.2f} ± {:.2f}".format(*mean_sem(g[m])) for m in MEASURES}}
+        for name, g in rows.groupby("idf", sort=False)
+    ]
     paired = []
     for other in ("call", "none"):
         for m in MEASURES:
@@ -197,61 +152,42 @@ def random_summary(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def robustness(sweep: LayerSweep, passages: list[Passage], tokenizer: object) -> pd.DataFrame:
     """Passage figures with L or M of the table halved and doubled (the other one kept)."""
-    variants = [
-        (f"L={DOC_WORDS}, M={NUM_DOCS} (shipped)", DOC_WORDS, NUM_DOCS),
-        (f"L={DOC_WORDS // 2}", DOC_WORDS / 2, NUM_DOCS),
-        (f"L={DOC_WORDS * 2}", DOC_WORDS * 2, NUM_DOCS),
-        (f"M={NUM_DOCS // 2}", DOC_WORDS, NUM_DOCS / 2),
-        (f"M={NUM_DOCS * 2}", DOC_WORDS, NUM_DOCS * 2),
-    ]
+    words, docs = fixed_idf.DOC_WORDS, fixed_idf.NUM_DOCS
+    variants = [(f"L={words}, M={docs} (shipped)", words, docs),
+                (f"L={words // 2}", words / 2, docs), (f"L={words * 2}", words * 2, docs),
+                (f"M={docs // 2}", words, docs / 2), (f"M={docs * 2}", words, docs * 2)]  # fmt: skip
     rows = []
     for name, doc_words, num_docs in variants:
-        table = build_idf(tokenizer, doc_words=doc_words, num_docs=num_docs)
+        table = fixed_idf.build_idf(tokenizer, doc_words=doc_words, num_docs=num_docs)
         idf_for = {i: table for i in range(len(passages))}
-        for k, s, idx in subsets():
-            if k in REPORTED_K:
-                found = measure(sweep, passages, idf_for, idx, passage_only=True)
-                rows.append({"table": name, "k": k, "subset": s, **found})
+        for k, s, idx in (t for t in subsets() if t[0] in REPORTED_K):
+            found = measure(sweep, passages, idf_for, idx, passage_only=True)
+            rows.append({"table": name, "k": k, "subset": s, **found})
     return pd.DataFrame(rows)
 
 
 def markdown(
-    main: pd.DataFrame,
-    robust: pd.DataFrame,
-    parity: float,
-    random_rows: pd.DataFrame | None = None,
-    seed: int = 0,
-) -> str:
+    main: pd.DataFrame, robust: pd.DataFrame, parity: float,
+    random_rows: pd.DataFrame | None = None, seed: int = 0,
+) -> str:  # fmt: skip
     """The report; with ``random_rows`` (from :meth:`RandomSubsets.rows`) their section too."""
     lines = [
-        f"# Fixed idf on WikiBio GPT-3 (embedded model, layer {LAYER}, F1, x100)",
-        "",
+        f"# Fixed idf on WikiBio GPT-3 (embedded model, layer {LAYER}, F1, x100)", "",
         "`k=5`: mean (std) over 4 disjoint sets of 5 samples; `call`: idf over every passage's "
-        "samples in one call; `fixed`: the shipped table.",
-        "",
-        _table(summary(main, "idf", MEASURES)),
-        "",
-        "## Robustness of the table's constants (passage level; not used to choose them)",
-        "",
-        _table(summary(robust, "table", MEASURES[:2])),
-        "",
+        "samples in one call; `fixed`: the shipped table.", "",
+        _table(summary(main, "idf", MEASURES)), "",
+        "## Robustness of the table's constants (passage level; not used to choose them)", "",
+        _table(summary(robust, "table", MEASURES[:2])), "",
         f"Parity: the sweep's fixed-table scores differ from `BERTScorer(idf=<mapping>)` by "
         f"at most {parity:.1e}.",
-    ]
+    ]  # fmt: skip
     if random_rows is not None:
         per_setting, paired = random_summary(random_rows)
         lines += [
-            "",
-            f"## Random sets of {RANDOM_K} samples ({random_rows['subset'].nunique()} sets, seed {seed})",
-            "",
-            "Each passage draws its own; mean ± standard error over the sets:",
-            "",
-            _table(per_setting),
-            "",
-            "Paired per set (x100 points):",
-            "",
-            _table(paired),
-        ]
+            "", f"## Random sets of {RANDOM_K} samples ({random_rows['subset'].nunique()} sets, seed {seed})",
+            "", "Each passage draws its own; mean ± standard error over the sets:", "",
+            _table(per_setting), "", "Paired per set (x100 points):", "", _table(paired),
+        ]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -267,26 +203,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     scorer = BERTScorer(num_layers=LAYER, device=args.device, show_progress_bars=False)
     sweep = LayerSweep(scorer, passages, show=not args.no_progress)
     tokenizer = scorer.encoder.tokenizer
-    fixed = idf_for_tokenizer(tokenizer)
+    fixed = fixed_idf.idf_for_tokenizer(tokenizer)
 
     full = idf_settings(sweep, passages, list(range(N_SAMPLES)), fixed)
     every = [x for p in passages for x in p.samples]
     parity = max(
         sweep.check_parity(full["none"], idf=False),
         sweep.check_parity(full["call"], idf=True, idf_sents=every),
-        sweep.check_parity(full["fixed"], idf=idf_mapping(fixed)),
+        sweep.check_parity(full["fixed"], idf=fixed_idf.idf_mapping(fixed)),
     )
     if not parity < 1e-5:
         raise SystemExit(f"parity check failed: the sweep differs from the engine by {parity:.2e}")
 
-    rows = []
-    for k, s, idx in subsets():
-        if k not in REPORTED_K:
-            continue
-        for name, idf_for in idf_settings(sweep, passages, idx, fixed).items():
-            found = measure(sweep, passages, idf_for, idx)
-            rows.append({"idf": name, "k": k, "subset": s, **found})
-    main_rows = pd.DataFrame(rows)
+    main_rows = pd.DataFrame(
+        {"idf": name, "k": k, "subset": s, **measure(sweep, passages, idf_for, idx)}
+        for k, s, idx in subsets()
+        if k in REPORTED_K
+        for name, idf_for in idf_settings(sweep, passages, idx, fixed).items()
+    )
     robust_rows = robustness(sweep, passages, tokenizer)
     parts = [main_rows.assign(part="settings"), robust_rows.assign(part="robustness")]
     random_rows = None

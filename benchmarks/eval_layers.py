@@ -4,12 +4,10 @@
     python -m benchmarks.eval_layers --model DIR --data held_out.jsonl --exclude DEV.jsonl
 
 For a model (a preset, a hub name or a directory) and each layer, the ``bert_score`` scorer at
-its defaults otherwise scores each answer against its 20 samples; a passage's confidence, the
-mean, is judged by passage Spearman (x100) against the mean sentence label at m=20 and over the
-4 disjoint sets of 5, with the seconds of the call. Pair scores do not depend on the call's other
-pairs (fixed idf); at the default layer the script checks that against ``BlackBoxUQ.score``.
-Each ``--data`` file (shared or published format) is reported on its own; ``--exclude FILE``
-drops FILE's passages. Writes ``layers_<model>.md``.
+its defaults otherwise scores each answer against its 20 samples; the mean is judged by passage
+Spearman (x100) at m=20 and over the 4 disjoint sets of 5. Pair scores do not depend on the
+call's other pairs (fixed idf): at the default layer that is checked against ``BlackBoxUQ.score``.
+Writes ``layers_<model>.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from benchmarks.eval_wikibio import N_SAMPLES
 from uqlm_bert import BlackBoxUQ
 from uqlm_bert.bertscore import clear_model_cache
 from uqlm_bert.bertscore.layer_stack import config_layers
+from uqlm_bert.bertscore.resolve import resolve_model
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
 from uqlm_bert.evaluation import spearman
 from uqlm_bert.scorers.base import Pairs
@@ -51,8 +50,7 @@ def passage_spearman(scores: np.ndarray, degree: np.ndarray, samples: Sequence[i
 
 
 def pair_scores(scorer: BERTScoreConsistency, rows: list[dict]) -> tuple[np.ndarray, float]:
-    """``[passages, 20]`` scores of each response against each sample (the scorer's own pair
-    scores, no prompts), and the call's seconds."""
+    """``[passages, 20]`` scores of each response against each sample, and the call's seconds."""
     cands = [r["response"] for r in rows for _ in range(N_SAMPLES)]
     refs = [s for r in rows for s in r["samples"]]
     t0 = time.perf_counter()
@@ -63,8 +61,7 @@ def pair_scores(scorer: BERTScoreConsistency, rows: list[dict]) -> tuple[np.ndar
 def evaluate(
     model: str, layers: Sequence[int], datasets: dict[str, list[dict]], device
 ) -> tuple[list[dict], dict[tuple[str, int], np.ndarray]]:
-    """One row per (data, layer): Spearman at m=20, the m=5 sets' mean and spread, time; and
-    the pair scores of each (data, layer)."""
+    """One row per (data, layer): Spearman at m=20 and over the m=5 sets, time; the pair scores."""
     out, pairs = [], {}
     for layer in layers:
         clear_model_cache()  # one model in memory at a time
@@ -75,17 +72,10 @@ def evaluate(
             scores, seconds = pair_scores(scorer, rows)
             pairs[name, layer] = scores
             fives = [passage_spearman(scores, degree, s) for s in SETS_OF_FIVE]
-            out.append(
-                {
-                    "data": name,
-                    "layer": layer,
-                    "m=20": passage_spearman(scores, degree, range(N_SAMPLES)),
-                    "m=5 mean": float(np.mean(fives)),
-                    "m=5 std": float(np.std(fives)),
-                    "seconds": seconds,
-                    "s per 1,000 answers (m=20)": 1000 * seconds / len(rows),
-                }
-            )
+            out.append({"data": name, "layer": layer,
+                        "m=20": passage_spearman(scores, degree, range(N_SAMPLES)),
+                        "m=5 mean": float(np.mean(fives)), "m=5 std": float(np.std(fives)),
+                        "seconds": seconds, "s per 1,000 answers (m=20)": 1000 * seconds / len(rows)})  # fmt: skip
             print(f"layer {layer} {name}: {out[-1]}", file=sys.stderr, flush=True)
     return out, pairs
 
@@ -93,29 +83,24 @@ def evaluate(
 def check_against_black_box(
     model: str, rows: list[dict], scores_at: dict[int, np.ndarray], device
 ) -> float | None:
-    """Largest |difference| between the confidences this script derives for the first set of 5
-    samples at the model's default layer and ``BlackBoxUQ.score``'s own (None where that layer
-    was not evaluated: ``scores_at`` holds the evaluated layers' pair scores of ``rows``)."""
+    """Largest |difference| from ``BlackBoxUQ.score`` (first set of 5, default layer) or None."""
     clear_model_cache()
     settings = SCORER_DEFAULTS.replace(model_type=model, device=device)
-    scorer = BERTScoreConsistency(bertscore=settings)
-    uq = BlackBoxUQ(scorers=[scorer], show_progress_bars=False)
+    uq = BlackBoxUQ(scorers=[BERTScoreConsistency(bertscore=settings)], show_progress_bars=False)
     scores = scores_at.get(uq.scorers[0].engine.num_layers)
     if scores is None:
         return None
     first = SETS_OF_FIVE[0]
-    ours = scores[:, first].mean(axis=1)
     got = uq.score([r["response"] for r in rows], [[r["samples"][j] for j in first] for r in rows])
-    return float(np.abs(np.asarray(got.data["bert_score"]) - ours).max())
+    return float(np.abs(np.asarray(got.data["bert_score"]) - scores[:, first].mean(axis=1)).max())
 
 
 def report(model: str, rows: list[dict], sizes: dict[str, int], check: float | None) -> str:
     lines = [
-        f"# Every layer of {model}: WikiBio GPT-3 passage Spearman (x100)",
-        "",
+        f"# Every layer of {model}: WikiBio GPT-3 passage Spearman (x100)", "",
         f"{harness.machine_summary()}. The `bert_score` scorer at its defaults otherwise; m=5: "
         "mean (std) over the 4 disjoint sets of 5; seconds: the one call at m=20.",
-    ]
+    ]  # fmt: skip
     if check is not None:
         lines.append(f"Against `BlackBoxUQ.score` (first set of 5, default layer): {check:.2e}.")
     head = ["layer", "m=20", "m=5 mean (std)", "seconds", "s per 1,000 answers (m=20)"]
@@ -144,15 +129,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     exclude = {p.idx for p in harness.load_passages(args.exclude)} if args.exclude else set()
     datasets = {p.name: load_rows(p, exclude) for p in args.data}
     model = harness.accurate_model() if args.model == "accurate" else args.model  # the copy given
-    layers = args.layers
-    if layers is None:
+    if args.layers is None:
         from transformers import AutoConfig
 
-        from uqlm_bert.bertscore.resolve import resolve_model
-
         total = config_layers(AutoConfig.from_pretrained(resolve_model(model)[1]))
-        layers = list(range(1, total + 1))
-    rows, pairs = evaluate(model, layers, datasets, args.device)
+        args.layers = list(range(1, total + 1))
+    rows, pairs = evaluate(model, args.layers, datasets, args.device)
     check = None
     if not args.no_check:
         first = next(iter(datasets))

@@ -3,14 +3,12 @@
     python -m benchmarks.eval_long_texts [--sets 4] [--skip-task] [--skip-fidelity]
 
 **The task.** Answer ``i`` joins the passages of people ``i .. i+5`` (about 1,100 tokens), its
-samples their sampled passages; a corrupted copy replaces the last three by people ``i+6 ..
-i+8``'s. Per scorer and ``long_texts`` setting: AUROC of faithful against corrupted, the mean
-confidences and their mean paired drop, over ``--sets`` disjoint sets of 5 samples.
+samples theirs; a corrupted copy replaces the last three by people ``i+6 .. i+8``'s. Per scorer
+and ``long_texts``: AUROC of faithful against corrupted, mean confidences and paired drop.
 
-**The window choice.** Texts of 510 tokens, read whole by the model, are also read in windows of
-128 or 256 tokens, per overlap and rule (the window with the most context on both sides, the
-first window, the mean over the windows: the engine's, checked against its stitching): each
-token's cosine to its whole-text embedding, the F1 change of each pair (fixed idf), and the
+**The window choice.** Texts of 510 tokens are also read in windows of 128 or 256 tokens, per
+overlap and rule (most context on both sides, first window, mean over the windows: the engine's,
+checked): each token's cosine to its whole-text embedding, each pair's F1 change (fixed idf),
 tokens read per token. Writes ``long_texts.md``.
 """
 
@@ -24,6 +22,13 @@ import torch
 
 from benchmarks import harness
 from benchmarks.harness import Passage
+from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
+from uqlm_bert.bertscore.matching import greedy_match
+from uqlm_bert.bertscore.models import load_encoder
+from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+from uqlm_bert.bertscore.windows import Frame, plan_windows, split_in_windows
+from uqlm_bert.evaluation import auroc
+from uqlm_bert.scorers import build_scorer
 
 PEOPLE = 6  # passages per long answer
 KEPT = 3  # passages a corrupted copy keeps
@@ -50,32 +55,22 @@ def long_answers(
     return faithful, corrupted, samples
 
 
-# -- the task ----------------------------------------------------------------------------------
-
-
 def separation(scorer, faithful, corrupted, samples) -> dict[str, float]:
     """AUROC, mean confidences and the mean paired drop of one scorer on one set of samples."""
-    from uqlm_bert.evaluation import auroc
-
     conf = scorer.score(faithful + corrupted, samples + samples)
     good, bad = conf[: len(faithful)], conf[len(faithful) :]
-    labels = np.r_[np.ones(len(good)), np.zeros(len(bad))]
-    auc = auroc(np.r_[good, bad], labels)
+    auc = auroc(np.r_[good, bad], np.r_[np.ones(len(good)), np.zeros(len(bad))])
     return {"auroc": auc, "faithful": float(good.mean()), "corrupted": float(bad.mean()),
             "drop": float((good - bad).mean())}  # fmt: skip
 
 
 def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
-    from uqlm_bert.scorers import build_scorer
-
     out = []
     for name in ("bert_score", "cosine_sim"):
         for mode in ("window", "truncate"):
             scorer = build_scorer(name, device=device, long_texts=mode)
-            per_set = []
-            started = time.perf_counter()
-            for s in range(sets if name == "bert_score" else 1):
-                per_set.append(separation(scorer, *long_answers(rows, s)))
+            started, n_sets = time.perf_counter(), sets if name == "bert_score" else 1
+            per_set = [separation(scorer, *long_answers(rows, s)) for s in range(n_sets)]
             row = {k: float(np.mean([p[k] for p in per_set])) for k in per_set[0]}
             row |= {"scorer": name, "long_texts": mode, "sets": len(per_set),
                     "auroc_per_set": [round(p["auroc"], 3) for p in per_set],
@@ -85,12 +80,8 @@ def task_table(rows: Sequence[Passage], sets: int, device: str) -> list[dict]:
     return out
 
 
-# -- the window choice ---------------------------------------------------------------------------
-
-
 def fidelity_texts(enc, rows: Sequence[Passage]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
-    """Token ids of the first 510 tokens of each long answer and of its first samples (texts
-    the model reads whole), and the (answer, sample) pairs among them."""
+    """Token ids of the first 510 tokens of each long answer and its first samples; the pairs."""
     faithful, _, samples = long_answers(rows, 0)
     texts, pairs = [], []
     for answer, group in zip(faithful, samples, strict=True):
@@ -116,10 +107,8 @@ def embed_all(enc, seqs: list[np.ndarray], batch: int = 32) -> list[torch.Tensor
 
 
 def most_context_spans(windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The tokens each window gives its embedding to under the "most context" rule: each token's
-    from the window where min(context before, context after) is largest, a window reaching the
-    text's start or end having all the context there is on that side (ties go to the earlier).
-    For windows in order the cut between two falls at the middle of their overlap."""
+    """The tokens each window gives under the "most context" rule (each token's from the window
+    where min(context before, context after) is largest): the cuts fall mid-overlap."""
     cuts = [
         (b - 1 + a_next) // 2 + 1 for (_, b), (a_next, _) in zip(windows, windows[1:], strict=False)
     ]
@@ -127,10 +116,8 @@ def most_context_spans(windows: Sequence[tuple[int, int]]) -> list[tuple[int, in
 
 
 def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dict, float]:
-    """Each text's embedding read in windows of ``window`` tokens, by each rule; and the tokens
-    read per token of text. The "mean of windows" rule is checked against the engine's."""
-    from uqlm_bert.bertscore.windows import Frame, plan_windows, split_in_windows
-
+    """Each text's embedding read in windows by each rule (the mean checked against the engine's);
+    and the tokens read per token of text."""
     frame = Frame.of(enc.tokenizer, window)
     p, s = len(frame.prefix), len(frame.suffix)
     plans, seqs = [], []
@@ -145,18 +132,12 @@ def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dic
         parts = [embs[first + j][p : p + (b - a)] for j, (a, b) in enumerate(plan)]
         head, tail = embs[first][:p], embs[first + len(plan) - 1][p + plan[-1][1] - plan[-1][0] :]
         n = len(t) - p - s
-        spans = most_context_spans(plan)
+        spans, prev = most_context_spans(plan), [plan[0][0], *(b for _, b in plan[:-1])]
         most = torch.cat(
-            [
-                parts[j][ka - a : kb - a]
-                for j, ((a, _), (ka, kb)) in enumerate(zip(plan, spans, strict=True))
-            ]
+            [e[ka - a : kb - a] for e, (a, _), (ka, kb) in zip(parts, plan, spans, strict=True)]
         )
-        firsts = torch.cat(
-            [parts[j][(plan[j - 1][1] - a if j else 0) :] for j, (a, _) in enumerate(plan)]
-        )
-        total = torch.zeros((n, parts[0].shape[1]))
-        count = torch.zeros((n, 1))
+        firsts = torch.cat([e[pb - a :] for e, (a, _), pb in zip(parts, plan, prev, strict=True)])
+        total, count = torch.zeros((n, parts[0].shape[1])), torch.zeros((n, 1))
         for (a, b), e in zip(plan, parts, strict=True):
             total[a:b] += e
             count[a:b] += 1
@@ -173,24 +154,15 @@ def windowed(enc, ids: list[np.ndarray], window: int, overlap: int) -> tuple[dic
 
 
 def f1(emb_a: torch.Tensor, w_a: torch.Tensor, emb_b: torch.Tensor, w_b: torch.Tensor) -> float:
-    from uqlm_bert.bertscore.matching import greedy_match
-
     return float(greedy_match(emb_a @ emb_b.T, w_a, w_b)[2])
 
 
 def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
-    from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
-    from uqlm_bert.bertscore.models import load_encoder
-    from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
-
     enc = load_encoder(SCORER_DEFAULTS.replace(device=device))
-    idf = idf_for_tokenizer(enc.tokenizer)
-    zero = set(enc.special_ids)
+    idf, zero = idf_for_tokenizer(enc.tokenizer), set(enc.special_ids)
     ids, pairs = fidelity_texts(enc, rows)
-    weights = []
-    for t in ids:
-        w = torch.tensor([0.0 if i in zero else idf[int(i)] for i in t])
-        weights.append(w / w.sum())
+    weights = [torch.tensor([0.0 if i in zero else idf[int(i)] for i in t]) for t in ids]
+    weights = [w / w.sum() for w in weights]
     whole = embed_all(enc, ids)
     exact = [f1(whole[a], weights[a], whole[b], weights[b]) for a, b in pairs]
     out = []
@@ -202,23 +174,11 @@ def fidelity_table(device: str, rows: Sequence[Passage]) -> list[dict]:
                 cos = torch.cat([(e * w).sum(-1) for e, w in zip(embs, whole, strict=True)])
                 got = [f1(embs[a], weights[a], embs[b], weights[b]) for a, b in pairs]
                 diff = np.abs(np.asarray(got) - np.asarray(exact))
-                out.append(
-                    {
-                        "window": window,
-                        "overlap": overlap,
-                        "rule": rule,
-                        "cost": cost,
-                        "cos_mean": float(cos.mean()),
-                        "cos_p1": float(cos.quantile(0.01)),
-                        "df1_mean": float(diff.mean()),
-                        "df1_max": float(diff.max()),
-                    }
-                )
+                out.append({"window": window, "overlap": overlap, "rule": rule, "cost": cost,
+                            "cos_mean": float(cos.mean()), "cos_p1": float(cos.quantile(0.01)),
+                            "df1_mean": float(diff.mean()), "df1_max": float(diff.max())})  # fmt: skip
                 print(out[-1], flush=True)
     return out
-
-
-# -- report --------------------------------------------------------------------------------------
 
 
 def markdown(task: list[dict], fidelity: list[dict]) -> str:
