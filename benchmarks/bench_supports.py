@@ -13,6 +13,8 @@ Writes ``supports.md``.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from benchmarks import harness
@@ -30,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = harness.parser(__doc__, "prompts", "rounds", "device", "seed", "out")
     ap.add_argument("--samples", type=int, nargs="+", default=[5, 20], help="m (default 5 20)")
     args = ap.parse_args(argv)
+    load = os.getloadavg()[0]
     responses, samples, source = harness.load_prompts(args.prompts, max(args.samples), args.seed)
     plain = BlackBoxUQ(token_supports=False, device=args.device, show_progress_bars=False)
     full = BlackBoxUQ(device=args.device, show_progress_bars=False)
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# Token supports: the cost of where, on top of whether ({len(responses)} answers)",
         "",
         harness.machine_summary(args.device),
+        harness.load_line(load),
         "",
         f"{source}; medians of {args.rounds} rounds in turning order (wall clock).",
         "",
