@@ -51,64 +51,44 @@ PUBLISHED = {
     "Prompt, gpt-3.5-turbo (published)": (78.32, 78.30, 93.42, 67.09),
 }
 MEASURES = ("passage_pearson", "passage_spearman", "nonfact_aucpr", "factual_aucpr")
+KEYS = ["scorer", "layer", "idf", "metric", "method"]  # a setting
 
 
 def subsets() -> list[tuple[int, int, list[int]]]:
     """``(k, subset_index, sample_indices)``: disjoint subsets of k samples for each k."""
-    return [
-        (k, s, list(range(s * k, (s + 1) * k)))
-        for k in SAMPLE_COUNTS
-        for s in range(N_SAMPLES // k)
-    ]
+    return [(k, s, list(range(s * k, (s + 1) * k)))
+            for k in SAMPLE_COUNTS for s in range(N_SAMPLES // k)]  # fmt: skip
 
 
 def all_texts(passages: Sequence[Passage]) -> list[str]:
-    """Every distinct text of the passages (stripped): answers, their sentences, samples and
-    the samples' sentences."""
-    texts = (
-        [p.response, *p.sentences, *p.samples, *(s for ss in p.sample_sentences for s in ss)]
-        for p in passages
-    )
+    """Every distinct text of the passages, stripped: answers, samples and their sentences."""
+    texts = ([p.response, *p.sentences, *p.samples, *sum(p.sample_sentences, [])] for p in passages)
     return list(dict.fromkeys(t.strip() for group in texts for t in group))
 
 
-# --------------------------------------------------------------------------- evaluation
-
-
 def evaluate(passages: Sequence[Passage], sent_conf: np.ndarray, pass_conf: np.ndarray) -> dict:
-    """The four published measures (x100) for sentence and passage confidences."""
+    """The four published measures (x100) for sentence and passage confidences; NaN where one
+    is undefined (every item given the same value)."""
     degree = np.concatenate([p.degree for p in passages])
     mean_degree = np.array([p.degree.mean() for p in passages])
+    safe = lambda fn, x, y: np.nan if np.all(x == x[0]) else 100 * fn(x, y)  # noqa: E731
     out = {
-        "passage_pearson": 100 * _safe(pearson, -pass_conf, mean_degree),
-        "passage_spearman": 100 * _safe(spearman, -pass_conf, mean_degree),
+        "passage_pearson": safe(pearson, -pass_conf, mean_degree),
+        "passage_spearman": safe(spearman, -pass_conf, mean_degree),
         "nonfact_aucpr": np.nan,
         "factual_aucpr": np.nan,
     }
     if sent_conf is not None:
-        out["nonfact_aucpr"] = 100 * _safe(auc_pr, -sent_conf, degree > 0)
-        out["factual_aucpr"] = 100 * _safe(auc_pr, sent_conf, degree == 0)
+        out["nonfact_aucpr"] = safe(auc_pr, -sent_conf, degree > 0)
+        out["factual_aucpr"] = safe(auc_pr, sent_conf, degree == 0)
     return out
-
-
-def _safe(fn, scores, labels) -> float:
-    """A metric, or NaN where it is undefined (a scorer that gives every item the same value)."""
-    if np.all(scores == scores[0]):
-        return float("nan")
-    return fn(scores, labels)
-
-
-# --------------------------------------------------------------------------- BERTScore sweep
 
 
 @dataclass
 class _PassageMatches:
-    """Best token similarities of one passage at one layer, before any weighting.
-
-    Token axes: ``rs`` the response's sentences concatenated (``rs_seg`` gives each token's
-    sentence), ``resp`` the whole response, per sample ``ss`` its sentences concatenated
-    (``ss_seg``) and ``samp`` the whole sample.
-    """
+    """Best token similarities of one passage at one layer, before any weighting. Token axes:
+    ``rs`` the response's sentences concatenated (``rs_seg``: each token's sentence), ``resp``
+    the response, per sample ``ss`` its sentences concatenated (``ss_seg``), ``samp`` itself."""
 
     rs_ids: list[int]
     rs_seg: torch.Tensor
@@ -128,24 +108,15 @@ class LayerSweep:
     """Embeddings and greedy matches of every passage at one layer, reweighed per setting."""
 
     def __init__(self, scorer: BERTScorer, passages: list[Passage], show: bool) -> None:
-        self.scorer = scorer
-        self.passages = passages
-        enc = scorer.encoder
-        tok = enc.tokenizer
-        self.zero_ids = {
-            i
-            for i in (getattr(tok, "cls_token_id", None), getattr(tok, "sep_token_id", None))
-            if i is not None
-        }
+        self.scorer, self.passages, enc = scorer, passages, scorer.encoder
+        special = (getattr(enc.tokenizer, f"{t}_token_id", None) for t in ("cls", "sep"))
+        self.zero_ids = {i for i in special if i is not None}
         texts = all_texts(passages)
-        ids = dict(zip(texts, enc.tokenize(texts), strict=True))
+        self.ids = ids = dict(zip(texts, enc.tokenize(texts), strict=True))
         batch = scorer.batch_size or 64  # texts per forward pass (the engine's own: a budget)
         emb = _embed_all(enc, texts, ids, batch, show, f"layer {enc.num_layers}")
-        self.ids = ids
-        self.matches = [
-            self._match(p, ids, emb)
-            for p in tqdm(passages, desc="matching", leave=False, disable=not show)
-        ]
+        bar = tqdm(passages, desc="matching", leave=False, disable=not show)
+        self.matches = [self._match(p, ids, emb) for p in bar]
 
     def _match(self, p: Passage, ids: dict, emb: dict) -> _PassageMatches:
         rs_keys = [s.strip() for s in p.sentences]
@@ -185,62 +156,31 @@ class LayerSweep:
         )
 
     def scores(
-        self,
-        idf_for: dict[int, IdfWeights | None],
-        samples: list[int],
-        passage_only: bool = False,
+        self, idf_for: dict[int, IdfWeights | None], samples: list[int], passage_only=False
     ) -> dict[str, np.ndarray]:
-        """Per method, ``[3, items, len(samples)]`` P/R/F of each item against each sample.
-
-        ``idf_for[p]`` is the idf of passage p (or None). Items are sentences for ``sentence``
-        and ``sent-vs-sample``, passages for ``passage`` (the only method computed when
-        ``passage_only``).
-        """
-        if passage_only:
-            return {"passage": self._passage_scores(idf_for, samples)}
-        a, b, c = [], [], []
+        """Per method, ``[3, items, len(samples)]`` P/R/F of each item against each sample, with
+        ``idf_for[p]`` passage p's idf (or None). Items are sentences, passages for ``passage``
+        (the only method computed when ``passage_only``)."""
+        out: dict[str, list[torch.Tensor]] = {method: [] for method in METHODS}
         for pi, m in enumerate(self.matches):
-            idf = idf_for[pi]
-            n_k = int(m.rs_seg.max()) + 1
-            w_rs = self.weights(m.rs_ids, idf)
-            sent_w = _segment_normaliser(w_rs, m.rs_seg, n_k)  # [n_k, rs tokens]
+            idf, got = idf_for[pi], {method: [] for method in METHODS}
             w_resp = _normalise(self.weights(m.resp_ids, idf))
-            pa, pb, pc = [], [], []
+            sent_w = None if passage_only else _segment_normaliser(  # [n_k, rs tokens]
+                self.weights(m.rs_ids, idf), m.rs_seg, int(m.rs_seg.max()) + 1)  # fmt: skip
             for j in samples:
+                w_samp = _normalise(self.weights(m.samp_ids[j], idf))
+                P, R = (w_resp * m.c_p[j]).sum(), (w_samp * m.c_r[j]).sum()
+                got["passage"].append(_prf(P, R)[:, None])
+                if sent_w is None:
+                    continue
                 n_t = int(m.ss_seg[j].max()) + 1
                 w_ss = _segment_normaliser(self.weights(m.ss_ids[j], idf), m.ss_seg[j], n_t)
-                P = sent_w @ m.a_p[j]  # [n_k, n_t]
-                R = m.a_r[j] @ w_ss.T  # [n_k, n_t]
-                pa.append(torch.stack([P, R, _f1(P, R)]).max(dim=2).values)  # [3, n_k]
-                w_samp = _normalise(self.weights(m.samp_ids[j], idf))
-                P = sent_w @ m.b_p[j]
-                R = m.b_r[j] @ w_samp
-                pb.append(torch.stack([P, R, _f1(P, R)]))
-                P = (w_resp * m.c_p[j]).sum()
-                R = (w_samp * m.c_r[j]).sum()
-                pc.append(torch.stack([P, R, _f1(P, R)])[:, None])
-            a.append(torch.stack(pa, dim=2))
-            b.append(torch.stack(pb, dim=2))
-            c.append(torch.stack(pc, dim=2))
-        return {
-            "sentence": torch.cat(a, dim=1).double().numpy(),
-            "sent-vs-sample": torch.cat(b, dim=1).double().numpy(),
-            "passage": torch.cat(c, dim=1).double().numpy(),
-        }
-
-    def _passage_scores(
-        self, idf_for: dict[int, IdfWeights | None], samples: list[int]
-    ) -> np.ndarray:
-        """``[3, passages, len(samples)]``: whole response against each whole sample."""
-        out = np.zeros((3, len(self.matches), len(samples)))
-        for pi, m in enumerate(self.matches):
-            w_resp = _normalise(self.weights(m.resp_ids, idf_for[pi]))
-            for jj, j in enumerate(samples):
-                w_samp = _normalise(self.weights(m.samp_ids[j], idf_for[pi]))
-                P = (w_resp * m.c_p[j]).sum()
-                R = (w_samp * m.c_r[j]).sum()
-                out[:, pi, jj] = torch.stack([P, R, _f1(P, R)]).double().numpy()
-        return out
+                # [n_k, n_t] -> [3, n_k]
+                got["sentence"].append(_prf(sent_w @ m.a_p[j], m.a_r[j] @ w_ss.T).max(dim=2).values)
+                got["sent-vs-sample"].append(_prf(sent_w @ m.b_p[j], m.b_r[j] @ w_samp))
+            for method, per in got.items():
+                out[method] += [torch.stack(per, dim=2)] if per else []
+        return {k: torch.cat(v, dim=1).double().numpy() for k, v in out.items() if v}
 
     def check_parity(self, idf_for: dict[int, IdfWeights | None], **engine_idf: Any) -> float:
         """Largest |difference| between :meth:`scores` and ``BERTScorer.score`` on real pairs of
@@ -278,13 +218,10 @@ def _embed_all(enc, texts, ids, batch_size, show, desc) -> dict[str, torch.Tenso
 
 def _segment_max(sim: torch.Tensor, seg: torch.Tensor, n: int, dim: int) -> torch.Tensor:
     """Max of ``sim`` over the segments ``seg`` along ``dim`` (that axis becomes length n)."""
-    if dim == 1:
-        idx = seg[None, :].expand_as(sim)
-        out = torch.full((sim.shape[0], n), -torch.inf)
-        return out.scatter_reduce(1, idx, sim, reduce="amax", include_self=True)
-    idx = seg[:, None].expand_as(sim)
-    out = torch.full((n, sim.shape[1]), -torch.inf)
-    return out.scatter_reduce(0, idx, sim, reduce="amax", include_self=True)
+    if dim == 0:
+        return _segment_max(sim.T, seg, n, 1).T.contiguous()
+    out = torch.full((sim.shape[0], n), -torch.inf)
+    return out.scatter_reduce(1, seg[None, :].expand_as(sim), sim, reduce="amax", include_self=True)
 
 
 def _segment_normaliser(w: torch.Tensor, seg: torch.Tensor, n: int) -> torch.Tensor:
@@ -300,9 +237,10 @@ def _normalise(w: torch.Tensor) -> torch.Tensor:
     return w / total if total > 0 else torch.zeros_like(w)
 
 
-def _f1(P: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+def _prf(P: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+    """``[P, R, F1]`` stacked (F1 0 where P + R is 0)."""
     denom = P + R
-    return torch.where(denom == 0, torch.zeros_like(P), 2 * P * R / denom)
+    return torch.stack([P, R, torch.where(denom == 0, torch.zeros_like(P), 2 * P * R / denom)])
 
 
 def idf_tables(
@@ -324,27 +262,19 @@ def sweep_bertscore(
     """Every BERTScore setting on every sample subset: the rows, the k=20 passage confidences per
     setting (for the bootstrap), the idf-corpus rows (:func:`idf_corpus_size`), and each pair's
     whole-answer F1 at k=20, ``[passages, samples]`` per (layer, idf over all samples)."""
-    rows: list[dict] = []
-    confidences: dict[tuple, np.ndarray] = {}
-    corpus_rows: list[dict] = []
-    pair_f1: dict[tuple[int, bool], np.ndarray] = {}
+    rows, confidences, corpus_rows, pair_f1 = [], {}, [], {}
     for layer in layers:
         t0 = time.time()
         scorer = BERTScorer(num_layers=layer, device=device, show_progress_bars=False)
         sweep = LayerSweep(scorer, passages, show)
         full = idf_tables(sweep, passages, list(range(N_SAMPLES)))
-        docs = {
-            "none": None,
-            "passage": list(passages[0].samples),
-            "all": [x for p in passages for x in p.samples],
-        }
+        every = [x for p in passages for x in p.samples]
+        docs = {"none": None, "passage": list(passages[0].samples), "all": every}
         for mode in IDF_MODES:
             diff = sweep.check_parity(full[mode], idf=docs[mode] is not None, idf_sents=docs[mode])
             if not diff < 1e-5:
-                raise SystemExit(
-                    f"parity check failed at layer {layer}, idf={mode}: the sweep's numbers "
-                    f"differ from BERTScorer.score by {diff:.2e}"
-                )
+                raise SystemExit(f"parity check failed at layer {layer}, idf={mode}: the sweep's "
+                                 f"numbers differ from BERTScorer.score by {diff:.2e}")  # fmt: skip
         for k, s, idx in subsets():
             tables = idf_tables(sweep, passages, idx)
             for mode in IDF_MODES:
@@ -352,20 +282,13 @@ def sweep_bertscore(
                 for method in METHODS:
                     conf = per[method].mean(axis=2)  # [3, items]: mean over the samples
                     for mi, metric in enumerate(METRICS):
-                        if method == "passage":
-                            sent, pas = None, conf[mi]
-                        else:
-                            sent = conf[mi]
-                            pas = _passage_means(passages, sent)
+                        sent = None if method == "passage" else conf[mi]
+                        pas = conf[mi] if sent is None else _passage_means(passages, sent)
+                        key = ("bert_score", layer, mode, metric, method)
                         if k == N_SAMPLES:
-                            confidences[("bert_score", layer, mode, metric, method)] = pas
-                        rows.append(
-                            {
-                                "scorer": "bert_score", "layer": layer, "idf": mode,
-                                "metric": metric, "method": method, "k": k, "subset": s,
-                                **evaluate(passages, sent, pas),
-                            }
-                        )  # fmt: skip
+                            confidences[key] = pas
+                        rows.append({**dict(zip(KEYS, key, strict=True)), "k": k, "subset": s,
+                                     **evaluate(passages, sent, pas)})  # fmt: skip
         for idf in (False, True):  # each pair's F1 at k=20, for the combinations
             per = sweep.scores(full["all" if idf else "none"], list(range(N_SAMPLES)), True)
             pair_f1[(layer, idf)] = per["passage"][2]
@@ -378,12 +301,8 @@ def sweep_bertscore(
 def idf_corpus_size(
     sweep: LayerSweep, passages: list[Passage], layer: int, repeats: int = 5
 ) -> list[dict]:
-    """Whole-passage F1 with idf over the samples of G prompts scored together.
-
-    Users score prompts in batches; idf computed over the samples of one call depends on how
-    many prompts it holds. The passages are split at random into groups of G (``repeats``
-    times) and each group gets the idf of its own samples; G = 1 is per-prompt idf.
-    """
+    """Whole-passage F1 with idf over the samples of G prompts scored together (as one call's
+    idf): the passages split at random into groups of G, ``repeats`` times; G = 1: per prompt."""
     rng = np.random.default_rng(0)
     everything = list(range(N_SAMPLES))
     out = []
@@ -394,10 +313,10 @@ def idf_corpus_size(
             idf_for: dict[int, IdfWeights | None] = {}
             for start in range(0, len(order), group):
                 members = order[start : start + group]
-                idf = idf_from_token_ids(
-                    [sweep.ids[passages[i].samples[j].strip()] for i in members for j in everything]
-                )
-                idf_for.update({int(i): idf for i in members})
+                docs = [
+                    sweep.ids[passages[i].samples[j].strip()] for i in members for j in everything
+                ]
+                idf_for.update(dict.fromkeys(map(int, members), idf_from_token_ids(docs)))
             conf = sweep.scores(idf_for, everything, passage_only=True)["passage"].mean(axis=2)
             values.append(evaluate(passages, None, conf[2])["passage_spearman"])
         out.append(
@@ -412,17 +331,11 @@ def _passage_means(passages: list[Passage], sent: np.ndarray) -> np.ndarray:
     return np.array([sent[a:b].mean() for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
 
 
-# --------------------------------------------------------------------------- other scorers
-
-
 def sweep_other_scorers(
     passages: list[Passage], device: str | None, show: bool
 ) -> tuple[list[dict], dict[tuple, np.ndarray]]:
-    """Passage-level scores of the lexical and embedding scorers, and their sentence variants.
-
-    The sentence variant uses the same rule as BERTScore's ``sentence`` method: best match
-    among each sample's sentences, mean over samples.
-    """
+    """Passage-level scores of the lexical and embedding scorers, and their sentence variants
+    (as BERTScore's ``sentence`` method: best match in each sample's sentences, mean over them)."""
     rows = []
     confidences: dict[tuple, np.ndarray] = {}
     responses = [p.response for p in passages]
@@ -435,26 +348,17 @@ def sweep_other_scorers(
     if not np.allclose(direct, pairs[:2].mean(axis=1), atol=1e-6):
         raise SystemExit("cosine_sim parity check failed: cached embeddings disagree with .score")
 
-    def sentence_matrix(pair_fn) -> np.ndarray:
-        """[sentences, samples]: best pair score within each sample's sentences."""
-        return np.array(
-            [
-                [max(pair_fn(sent, t) for t in sents) for sents in p.sample_sentences]
-                for p in passages
-                for sent in p.sentences
-            ]
-        )
+    def sentence_matrix(pair_fn) -> np.ndarray:  # [sentences, samples]: the best in a sample
+        return np.array([[max(pair_fn(sent, t) for t in sents) for sents in p.sample_sentences]
+                         for p in passages for sent in p.sentences])  # fmt: skip
 
     sentence_level = {"rouge_l": rouge_l, "bleu": sentence_bleu, "cosine_sim": cosine}
     sentence_level = {name: sentence_matrix(fn) for name, fn in sentence_level.items()}
     scorers = {"exact_match": ExactMatchScorer(), "rouge_l": RougeLScorer(), "bleu": BleuScorer()}
     for k, s, idx in subsets():
         sampled = [[p.samples[j] for j in idx] for p in passages]
-        for name in [*scorers, "cosine_sim"]:
-            if name == "cosine_sim":
-                pas = pairs[:, idx].mean(axis=1)
-            else:
-                pas = scorers[name].score(responses, sampled)
+        for name, scorer in [*scorers.items(), ("cosine_sim", None)]:
+            pas = scorer.score(responses, sampled) if scorer else pairs[:, idx].mean(axis=1)
             sent = sentence_level[name][:, idx].mean(axis=1) if name in sentence_level else None
             if k == N_SAMPLES:
                 confidences[(name, "-", "-", "-", "passage")] = pas
@@ -462,8 +366,6 @@ def sweep_other_scorers(
                          **evaluate(passages, sent, pas)})  # fmt: skip
     return rows, confidences
 
-
-# --------------------------------------------------------------------------- combinations
 
 #: The layers the combinations average over.
 LAYERS = (2, 3, 4, 5, 6)
@@ -513,9 +415,8 @@ def candidates(f1: dict[tuple[int, bool], np.ndarray], bleu: np.ndarray) -> dict
         rankdata(best[:, idx].mean(1)) + rankdata(plain[:, idx].mean(1))
     )
     out["layer 5, idf, F1, minimum over samples"] = lambda idx: best[:, idx].min(1)
-    out["layer 5, idf, F1, mean without the best sample"] = lambda idx: np.sort(best[:, idx], 1)[
-        :, :-1
-    ].mean(1)
+    drop = lambda idx: np.sort(best[:, idx], 1)[:, :-1].mean(1)  # noqa: E731
+    out["layer 5, idf, F1, mean without the best sample"] = drop
     out["BLEU alone"] = mean_of(bleu)
     return out
 
@@ -532,78 +433,55 @@ def combinations(passages: list[Passage], f1: dict[tuple[int, bool], np.ndarray]
     return [title, "", *harness.md_table(["detector", *cols], rows), ""]
 
 
-# --------------------------------------------------------------------------- report
-
-
 def summarise(df: pd.DataFrame) -> pd.DataFrame:
     """One row per setting: k=20 figures, Spearman mean (std) at k=10 and k=5, and over all."""
-    keys = ["scorer", "layer", "idf", "metric", "method"]
     df = df.copy()
     df["layer"] = [str(int(v)) if pd.notna(v) else "-" for v in df["layer"]]
     for col in ("idf", "metric"):
         df[col] = df[col].astype(object).where(df[col].notna(), "-")
     out = []
-    for key, g in df.groupby(keys, sort=False):
-        row = dict(zip(keys, key, strict=True))
+    for key, g in df.groupby(KEYS, sort=False):
+        row = dict(zip(KEYS, key, strict=True))
         full = g[g.k == N_SAMPLES].iloc[0]
-        for m in MEASURES:
-            row[m] = full[m]
+        row.update({m: full[m] for m in MEASURES})
         for k in (10, 5):
             sp = g[g.k == k]["passage_spearman"]
-            row[f"spearman_k{k}"] = (
-                f"{sp.mean():.2f} ({sp.std(ddof=0):.2f})" if sp.notna().all() else "n/a"
-            )
+            text = f"{sp.mean():.2f} ({sp.std(ddof=0):.2f})"
+            row[f"spearman_k{k}"] = text if sp.notna().all() else "n/a"
         row["spearman_all_cells"] = g["passage_spearman"].mean()
         row["spearman_worst_cell"] = g["passage_spearman"].min()
         out.append(row)
     return pd.DataFrame(out)
 
 
-def markdown(
-    summary: pd.DataFrame,
-    df: pd.DataFrame,
-    corpus: pd.DataFrame,
-    bootstrap: tuple[tuple, tuple, tuple[float, float, float]] | None,
-    top: int,
-) -> str:
-    """The report: best settings, baselines, spread per factor, idf corpus size, every setting."""
+def markdown(summary: pd.DataFrame, df: pd.DataFrame, corpus: pd.DataFrame, bootstrap, top: int):
+    """The report: best settings, baselines, spread per factor, idf corpus size, every setting;
+    ``bootstrap``: ``(best key, base key, (mean, low, high))`` or None."""
     bs = summary[summary.scorer == "bert_score"].sort_values("spearman_all_cells", ascending=False)
     published = [[n, *v] for n, v in PUBLISHED.items()]
     lines = [
-        f"# WikiBio GPT-3 hallucination detection ({df['k'].max()} samples, x100)",
-        "",
+        f"# WikiBio GPT-3 hallucination detection ({df['k'].max()} samples, x100)", "",
         "k=20 columns: all samples; `spearman_k10`, `spearman_k5`: mean (std) of passage Spearman "
         "over 2 and 4 disjoint sample subsets; `spearman_all_cells`: the mean over all 7 subsets "
         "(the ranking), `spearman_worst_cell` the lowest. Sentence AUC-PR n/a for whole-passage "
-        "methods.",
-        "",
-        f"## Best {top} BERTScore settings",
-        "",
-        _table(bs.head(top)),
-        "",
-        "## Other scorers (sentence columns: best match among a sample's sentences)",
-        "",
-        _table(summary[summary.scorer != "bert_score"]),
-        "",
-        *harness.md_table(["published (238 passages)", *MEASURES], published),
-        "",
-    ]
+        "methods.", "",
+        f"## Best {top} BERTScore settings", "", _table(bs.head(top)), "",
+        "## Other scorers (sentence columns: best match among a sample's sentences)", "",
+        _table(summary[summary.scorer != "bert_score"]), "",
+        *harness.md_table(["published (238 passages)", *MEASURES], published), "",
+    ]  # fmt: skip
     if bootstrap is not None:
         best, base, (mean, lo, hi) = bootstrap
         lines += [
             f"Best minus plain: passage Spearman of `{' / '.join(map(str, best))}` minus "
             f"`{' / '.join(map(str, base))}`, passages resampled 2000 times: mean {mean:.2f}, "
-            f"90% interval [{lo:.2f}, {hi:.2f}].",
-            "",
-        ]
+            f"90% interval [{lo:.2f}, {hi:.2f}].", "",
+        ]  # fmt: skip
     lines += [
-        "## idf over the samples of G prompts scored together (whole-passage F1, k=20)",
-        "",
-        _table(corpus),
-        "",
-        "## Spread: passage Spearman (k=20) across all other settings, per factor",
-        "",
-    ]
+        "## idf over the samples of G prompts scored together (whole-passage F1, k=20)", "",
+        _table(corpus), "",
+        "## Spread: passage Spearman (k=20) across all other settings, per factor", "",
+    ]  # fmt: skip
     full = df[(df.scorer == "bert_score") & (df.k == N_SAMPLES)]
     full = full.assign(layer=full["layer"].astype(int))
     for factor in ("layer", "idf", "metric", "method"):
@@ -652,8 +530,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     show = not args.no_progress
     passages = harness.load_passages(args.data)
-    found = sweep_bertscore(passages, args.layers, args.device, show)
-    rows, confidences, corpus_rows, pair_f1 = found
+    rows, confidences, corpus_rows, pair_f1 = sweep_bertscore(
+        passages, args.layers, args.device, show
+    )
     if not args.no_other_scorers:
         more_rows, more_conf = sweep_other_scorers(passages, args.device, show)
         rows += more_rows
@@ -662,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarise(df)
     ranked = summary[summary.scorer == "bert_score"]
     ranked = ranked.sort_values("spearman_all_cells", ascending=False)
-    best = tuple(ranked.iloc[0][["scorer", "layer", "idf", "metric", "method"]])
+    best = tuple(ranked.iloc[0][KEYS])
     best_key = (best[0], int(best[1]), *best[2:])
     base_key = ("bert_score", max(args.layers), "none", "F1", "passage")
     bootstrap = None

@@ -61,14 +61,15 @@ def test_the_concept_comes_from_the_passage_or_the_data(script, tmp_path):
     ]  # fmt: skip
     path = tmp_path / "data.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows))
-    passages = script.load(path)
-    assert [p.concept for p in passages] == ["Ann Lee", "Bo, Sierra Leone"]
+    passages, concepts = script.load(path)
+    assert concepts == ["Ann Lee", "Bo, Sierra Leone"]
     assert passages[1].degree.tolist() == [1.0]
 
 
 def test_skips_without_the_data(script, tmp_path, capsys):
-    assert script.main(["--data", str(tmp_path / "absent.jsonl")]) == 0
+    assert script.main(["--data", str(tmp_path / "absent.jsonl"), "--out", str(tmp_path)]) == 0
     assert "skipped" in capsys.readouterr().out
+    assert not (tmp_path / "sentences.md").exists()
 
 
 def test_a_small_file_of_the_same_format_runs(script, shared_data_dir, tmp_path, capsys):
@@ -81,15 +82,13 @@ def test_a_small_file_of_the_same_format_runs(script, shared_data_dir, tmp_path,
     path = tmp_path / "two.jsonl"
     path.write_text("\n".join(lines))
     monkey = script.AGGREGATIONS[:]
+    argv = ["--data", str(path), "--bootstrap", "5", "--configs", script.DEFAULT_CONFIG]
     try:
         script.AGGREGATIONS[:] = ["min", "trim10"]
-        assert (
-            script.main(
-                ["--data", str(path), "--bootstrap", "5", "--configs", script.DEFAULT_CONFIG]
-            )
-            == 0
-        )
+        assert script.main([*argv, "--out", str(tmp_path / "out")]) == 0
     finally:
         script.AGGREGATIONS[:] = monkey
     out = capsys.readouterr().out
     assert "2 passages" in out and "| **trim10** |" in out and "Weak-support threshold" in out
+    report = (tmp_path / "out" / "sentences.md").read_text()
+    assert report.strip() in out and report.splitlines()[2].startswith("CPU: ")
