@@ -15,6 +15,7 @@ run bench_memory --sizes 2000 20000 --reference
 run bench_ray
 run bench_ray_main_job --prompts 2000 --rounds 3
 run bench_cluster_limits
+run bench_supports --device "$device"
 run bench_import
 run bench_long_texts --device "$device" --rounds 7
 run bench_long_texts --device "$device" --rounds 5 --dtype float32 --out "$out/float32"
@@ -39,6 +40,7 @@ run eval_idf --random-subsets 2000 --seed 0 --no-progress
 run eval_long_texts --device "$device" --sets 4
 run eval_threshold
 run eval_calibration
+run eval_sentences
 run eval_layers --model fast --device "$device"
 if [ -f "${UQLM_BERT_ACCURATE_MODEL_DIR:-}/model.safetensors" ]; then
     run eval_layers --model accurate --device "$device"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,13 @@ def test_every_benchmark_is_a_module_of_the_package(name):
     assert "sys.path" not in source
     if name not in ("harness", "loopback"):
         assert callable(module.main)
+
+
+def test_run_all_runs_every_benchmark():
+    run_all = (REPO / "benchmarks" / "run_all.sh").read_text(encoding="utf-8")
+    ran = set(re.findall(r"^\s*run (\w+)", run_all, re.M))
+    ran |= set(re.findall(r"-m benchmarks\.(\w+)", run_all))
+    assert set(SCRIPTS) - {"harness", "loopback"} <= ran
 
 
 def test_a_benchmark_runs_with_python_m_and_skips_without_its_data(tmp_path):
