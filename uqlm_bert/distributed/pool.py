@@ -42,7 +42,7 @@ from uqlm_bert.distributed.dataset import PoolSettings, WorkerPlan, _on_device
 from uqlm_bert.distributed.session import HeldSession
 from uqlm_bert.exceptions import ConfigurationError, ScoringWorkerError
 from uqlm_bert.scorers.base import Scorer
-from uqlm_bert.scorers.registry import BuiltSettings, ScorerSpec, scorer_spec
+from uqlm_bert.scorers.registry import BuiltSettings, ScorerSpec, scorer_items, scorer_spec
 
 __all__ = ["PoolScorers", "RayScoring", "ScorerPool", "ScoringWorker"]
 
@@ -133,12 +133,7 @@ class PoolScorers:
         cls, scorers: Sequence[str | Scorer] | str | Scorer | None, settings: BuiltSettings
     ) -> PoolScorers:
         """The scorers as ``BlackBoxUQ`` takes them (checked already) and their settings."""
-        if scorers is None:
-            items: list[Any] = ["bert_score"]
-        elif isinstance(scorers, (str, Scorer)):
-            items = [scorers]
-        else:
-            items = list(scorers)
+        items = scorer_items(scorers)
         specs = [scorer_spec(item) for item in items if isinstance(item, str)]
         return cls(items, settings, specs)
 

@@ -54,6 +54,7 @@ __all__ = [
     "merge_scorer_kwargs",
     "register_scorer",
     "scorer_settings",
+    "scorer_items",
     "scorer_spec",
 ]
 
@@ -219,7 +220,7 @@ def build_scorers(
         >>> build_scorers(["bert_score"], bertscore=s)[0].engine.settings is s
         True
     """
-    items = _scorer_items(scorers)
+    items = scorer_items(scorers)
     specs = [_REGISTRY[item] for item in items if isinstance(item, str)]
     if settings is None:
         built_settings = _settings_for(specs, flat)
@@ -269,14 +270,23 @@ def scorer_settings(
         >>> sorted(out), out["bertscore"].num_layers
         (['bertscore'], 4)
     """
-    items = _scorer_items(names)
+    items = scorer_items(names)
     specs = [_REGISTRY[i] for i in items if isinstance(i, str)]
     return _settings_for(specs, merge_scorer_kwargs(scorer_kwargs, settings))
 
 
-def _scorer_items(scorers: Sequence[str | Scorer] | str | Scorer | None) -> list[Any]:
+def scorer_items(scorers: Sequence[str | Scorer] | str | Scorer | None) -> list[Any]:
     """The scorers as a list of names and objects (default ``["bert_score"]``), the names
-    known and none twice."""
+    known and none twice.
+
+    Raises:
+        ConfigurationError: the list is empty, holds something else, or names a scorer twice or
+            one that is not registered.
+
+    Example:
+        >>> scorer_items(None), scorer_items("bleu")
+        (['bert_score'], ['bleu'])
+    """
     if scorers is None:
         items: list[Any] = ["bert_score"]
     elif isinstance(scorers, (str, Scorer)):
