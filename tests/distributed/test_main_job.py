@@ -52,6 +52,17 @@ class Answers:
         return self.choices(prompt, temperature, 1)[0]
 
 
+class ShortAnswers(Answers):
+    """One-sentence answers (4 to 11 words): the main job's size, at the scoring cost a test
+    can afford twice (on the pool and in this process)."""
+
+    def choices(self, prompt: str, temperature: float | None, n: int) -> list[str]:
+        seed = sum(map(ord, prompt)) * 1009 + len(prompt)
+        if not temperature:
+            return [passage(seed, 4 + seed % 8)]
+        return [passage(seed + 1 + j, 4 + (seed + 5 * j) % 8) for j in range(n)]
+
+
 class LengthRatio(Scorer):
     """Mean min/max character length of response and sample; ``delay`` seconds per call, so
     that a batch stays on its actor for a while."""
@@ -139,8 +150,10 @@ def chat(server: FakeOpenAIServer):
     )
 
 
-def _assert_prompt_order(result, prompts: list[str], m: int) -> None:
-    answers = Answers()
+def _assert_prompt_order(
+    result, prompts: list[str], m: int, answers: Answers | None = None
+) -> None:
+    answers = answers or Answers()
     assert result.data["prompts"] == prompts
     assert result.data["responses"] == [answers(p, 0.0) for p in prompts]
     for p, samples in zip(prompts, result.data["sampled_responses"], strict=True):
@@ -207,6 +220,29 @@ def test_a_few_hundred_prompts_get_the_scores_of_one_process_in_prompt_order(loc
         assert (pool.retried, pool.replaced) == (0, 0)
     # the session was open before: it is left open, and the pool's actors are gone
     assert local_ray.is_initialized() and pool.actors == []
+
+
+@pytest.mark.ray
+@pytest.mark.network
+@pytest.mark.slow
+def test_two_thousand_prompts_at_one_second_get_the_scores_of_one_process(local_ray):
+    # the main job at its size: 2,000 prompts x 5 samples, each call answered after 1 s, the
+    # scoring on 2 actors while generation goes on; float32, so one process gives the same
+    prompts = [f"Tell me about item number {i}." for i in range(2000)]
+    answers = ShortAnswers()
+    with FakeOpenAIServer(default_latency=1.0, answer=answers, request_queue_size=4096) as srv:
+        uq = BlackBoxUQ(
+            chat(srv),
+            dtype="float32",
+            show_progress_bars=False,
+            scoring=RayScoring(num_workers=2),
+        )
+        with _deadline(600), uq:
+            result = uq.generate_and_score_sync(prompts, num_responses=5)
+            _assert_prompt_order(result, prompts, 5, answers)
+            _assert_one_process_scores(uq, result, ["bert_score"])
+            queue = next(iter(uq._queues))
+            assert sum(queue.batch_sizes) == 2000 and len(queue.batch_sizes) > 1
 
 
 @pytest.mark.ray
