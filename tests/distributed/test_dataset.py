@@ -8,11 +8,9 @@ file.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.deadline import deadline
 from tests.texts import passage
 from uqlm_bert.cli import main
 from uqlm_bert.distributed import (
@@ -81,22 +80,6 @@ def _assert_scores(actual, expected) -> None:
     both = ~np.isnan(expected)
     assert both.sum() > 0
     np.testing.assert_allclose(actual[both], expected[both], rtol=0, atol=TOL)
-
-
-@contextlib.contextmanager
-def _deadline(seconds: int):
-    """Fail a Ray test that hangs instead of blocking the suite."""
-
-    def expire(signum, frame):
-        raise TimeoutError(f"the Ray pipeline did not finish within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # -- rows, one at a time (no Ray) ---------------------------------------------------------------
@@ -251,7 +234,7 @@ def test_dataset_scores_equal_single_process_scores_in_input_order(local_ray):
     # three blocks of uneven size, batches of 4 rows, two actors: nothing lines up with the
     # single call that gives the expected values
     ds = local_ray.data.from_pandas([frame.iloc[:7], frame.iloc[7:22], frame.iloc[22:]])
-    with _deadline(150):
+    with deadline(150, "the Ray pipeline"):
         scored = score_dataset(
             ds, ["bert_score", "bert_score_precision"], num_workers=2, batch_size=4
         )
@@ -277,7 +260,7 @@ def test_parquet_in_parquet_out_with_the_default_pool(local_ray, tmp_path):
     rows = [r for i, r in enumerate(_rows(24, seed=7)) if i not in MALFORMED]
     pd.DataFrame(rows).to_parquet(tmp_path / "in.parquet")
     ds = local_ray.data.read_parquet(tmp_path / "in.parquet", override_num_blocks=3)
-    with _deadline(150):
+    with deadline(150, "the Ray pipeline"):
         score_dataset(ds, batch_size=5).write_parquet(str(tmp_path / "scored"))
     out = pd.read_parquet(tmp_path / "scored")
     assert sorted(out["id"]) == [r["id"] for r in rows]  # every row once
@@ -300,7 +283,7 @@ def test_score_file_jsonl_to_parquet(local_ray, tmp_path):
         + "".join(json.dumps(r) + "\n" for r in rows[20:])
     )
     dst = tmp_path / "out" / "scored.parquet"
-    with _deadline(150), pytest.warns(UserWarning, match="could not be scored"):
+    with deadline(150, "the Ray pipeline"), pytest.warns(UserWarning, match="could not be scored"):
         frame = score_file(
             src,
             dst,
@@ -425,7 +408,7 @@ def test_the_ray_engine_writes_the_file_the_local_engine_writes(
                 "--scorers", "bert_score,bert_score_recall"]  # fmt: skip
         if engine == "ray":
             argv += ["--num-workers", "1"]
-        with _deadline(200):
+        with deadline(200, "the Ray pipeline"):
             code = main(argv)
         captured = capsys.readouterr()
         results[engine] = {
@@ -492,7 +475,7 @@ def test_a_killed_actor_is_replaced_without_losing_or_duplicating_rows(
     )
     frame = pd.DataFrame(rows)
     ds = local_ray.data.from_pandas([frame.iloc[i : i + 6] for i in range(0, len(frame), 6)])
-    with _deadline(200):
+    with deadline(200, "the Ray pipeline"):
         out = score_dataset(ds, [_CrashOnce.name], num_workers=2, batch_size=3).to_pandas()
     crashed_pid = (tmp_path / "crashed").read_text()
     started = (tmp_path / "started").read_text().split()

@@ -10,10 +10,8 @@ pool's own output.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
-import signal
 import sys
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.deadline import deadline
 from tests.openai_server import FakeOpenAIServer
 from tests.texts import passage
 from uqlm_bert import BlackBoxUQ
@@ -128,22 +127,6 @@ def server():
         yield s
 
 
-@contextlib.contextmanager
-def _deadline(seconds: int):
-    """Fail a test that hangs instead of blocking the suite."""
-
-    def expire(signum, frame):
-        raise TimeoutError(f"the run did not finish within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def chat(server: FakeOpenAIServer):
     return langchain_openai.ChatOpenAI(
         model="fake-model", base_url=server.base_url, api_key="test-key", temperature=0.0
@@ -209,7 +192,7 @@ def test_a_few_hundred_prompts_get_the_scores_of_one_process_in_prompt_order(loc
         show_progress_bars=False,
         scoring=RayScoring(num_workers=2, batch_size=16),
     )
-    with _deadline(150), uq:
+    with deadline(150), uq:
         result = uq.generate_and_score_sync(prompts, num_responses=3)
         _assert_prompt_order(result, prompts, 3)
         _assert_one_process_scores(uq, result, names)
@@ -237,7 +220,7 @@ def test_two_thousand_prompts_at_one_second_get_the_scores_of_one_process(local_
             show_progress_bars=False,
             scoring=RayScoring(num_workers=2),
         )
-        with _deadline(600), uq:
+        with deadline(600), uq:
             result = uq.generate_and_score_sync(prompts, num_responses=5)
             _assert_prompt_order(result, prompts, 5, answers)
             _assert_one_process_scores(uq, result, ["bert_score"])
@@ -257,7 +240,7 @@ async def test_an_actor_killed_mid_run_loses_no_row(local_ray, server, slow_leng
         show_progress_bars=False,
         scoring=RayScoring(num_workers=2, batch_size=8),
     )
-    with _deadline(150), uq:
+    with deadline(150), uq:
         task = asyncio.ensure_future(uq.generate_and_score(prompts, num_responses=2))
         pool = _pool(uq)
         # a batch has come back (the actors are up) and one is on its way on some actor
@@ -286,7 +269,7 @@ async def test_a_failure_in_one_calls_rows_reaches_only_that_call(local_ray, ser
     calls = {name: [f"{name}-{i}" for i in range(4)] for name in ("a", "b", "c")}
     calls["poison"] = ["poison-0"]
     server.answer = lambda prompt, temperature: prompt  # the poisoned prompt's answer too
-    with _deadline(100), uq:
+    with deadline(100), uq:
         outcome = await asyncio.gather(
             *(uq.generate_and_score(p, num_responses=2) for p in calls.values()),
             return_exceptions=True,
@@ -323,7 +306,7 @@ async def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_ray_engin
         max_concurrency=2,
         **settings(scoring=RayScoring(num_workers=2, batch_size=4)),
     )
-    with _deadline(150), uq:
+    with deadline(150), uq:
         task = asyncio.ensure_future(uq.generate_and_score(prompts, 2, checkpoint=path))
         while not path.exists() or len(path.read_text().splitlines()) < 20:
             await asyncio.sleep(0.01)
@@ -354,7 +337,7 @@ def test_generate_and_score_with_engine_ray_writes_the_local_engines_table(
     src = tmp_path / "prompts.txt"
     src.write_text("".join(f"What happened in year {1900 + i}?\n" for i in range(40)))
     outputs = {engine: tmp_path / f"{engine}.csv" for engine in ("local", "ray")}
-    with _deadline(150):
+    with deadline(150):
         for engine, out in outputs.items():
             argv = ["generate-and-score", src, "-o", out, "--model", "fake-model", "--base-url",
                     server.base_url, "--api-key-env", "UQLM_BERT_TEST_KEY", "-m", "3", "--dtype",

@@ -21,6 +21,7 @@ from benchmarks import bench_end_to_end as end_to_end
 from benchmarks import bench_vs_uqlm as vs
 from benchmarks import eval_idf, eval_threshold, harness, loopback
 from benchmarks import eval_wikibio as combos
+from tests.deadline import deadline
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -456,23 +457,13 @@ def test_a_random_weights_copy_has_the_models_shapes_and_tokens_and_new_weights(
 @pytest.mark.ray
 def test_cluster_limits_benchmark_reports_every_grant(tmp_path):
     """A few grants of each kind (bounded: 180 s with Ray's start), one row each in the report."""
-    import signal
-
     ray = pytest.importorskip("ray")
     assert not ray.is_initialized(), "another test left Ray running"
     from benchmarks import bench_cluster_limits
 
-    def expire(signum, frame):
-        raise TimeoutError("bench_cluster_limits did not finish within 180 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(180)
-    try:
+    with deadline(180, "bench_cluster_limits"):
         args = ["--grants", "5", "--waiting", "4", "--out", str(tmp_path)]
         assert bench_cluster_limits.main(args) == 0
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
     assert not ray.is_initialized()
     report = (tmp_path / "cluster_limits.md").read_text()
     table = [line.strip("| ").split(" | ") for line in report.splitlines() if line[:2] == "| "]
