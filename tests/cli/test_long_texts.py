@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.distributed.test_dataset import _deadline
+from tests.deadline import deadline
 from tests.expected import default_confidence
 from tests.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer
@@ -134,7 +134,7 @@ def test_ray_scores_long_answers_as_the_local_engine_in_both_modes(tmp_path):
     try:
         for mode in ("window", "truncate"):
             out = tmp_path / f"{mode}.jsonl"
-            with _deadline(300), warnings.catch_warnings():
+            with deadline(300, "the Ray pipeline"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 score_file(src, out, scorers=["bert_score"], scorer_kwargs={"long_texts": mode},
                            num_workers=1, show_progress_bars=False)  # fmt: skip
