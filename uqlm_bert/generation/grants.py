@@ -103,6 +103,31 @@ class LimitNumbers:
             settings.initial_concurrency,
         )
 
+    @property
+    def cap(self) -> int | None:
+        """The most calls in flight: ``max_concurrency`` and ``max_calls_per_min``, the lower
+        (``None`` for none)."""
+        caps = [c for c in (self.max_concurrency, self.max_calls_per_min) if c]
+        return min(caps) if caps else None
+
+    def enforcers(
+        self, clock: Callable[[], float] = time.monotonic
+    ) -> tuple[AdaptiveConcurrency | None, RateLimiter | None]:
+        """What holds these numbers: the cap on calls in flight and the rate limit (each
+        ``None`` where not set), as a lane in one process and the keeper for a cluster use them.
+
+        Example:
+            >>> capped, rate = LimitNumbers(8, 60, 60.0, True, None).enforcers()
+            >>> capped.maximum, rate.max_calls
+            (8, 60)
+        """
+        cap = self.cap
+        capped = AdaptiveConcurrency(cap, cap, adaptive=False) if cap else None
+        rate = None
+        if self.max_calls_per_min is not None:
+            rate = RateLimiter(self.max_calls_per_min, self.rate_limit_period, clock)
+        return capped, rate
+
 
 @dataclass(frozen=True)
 class Standing:
@@ -148,13 +173,8 @@ class _Provider:
     """One provider's limits at the keeper."""
 
     def __init__(self, numbers: LimitNumbers, clock: Callable[[], float], opens_at: float):
-        caps = [c for c in (numbers.max_concurrency, numbers.max_calls_per_min) if c]
-        cap = min(caps) if caps else None
-        self.capped = AdaptiveConcurrency(cap, cap, adaptive=False) if cap else None
+        self.capped, self.rate = numbers.enforcers(clock)
         self.level = AdaptiveConcurrency(numbers.initial_concurrency) if numbers.adaptive else None
-        self.rate = None
-        if numbers.max_calls_per_min is not None:
-            self.rate = RateLimiter(numbers.max_calls_per_min, numbers.rate_limit_period, clock)
         self.opens_at = opens_at
         self.in_flight = 0
         self.max_in_flight = 0

@@ -62,6 +62,7 @@ from typing import Any
 
 from uqlm_bert.generation import memory
 from uqlm_bert.generation.clients import derive_llm, http_pool_factory, provider_key, unbind
+from uqlm_bert.generation.grants import LimitNumbers
 from uqlm_bert.generation.limits import AdaptiveConcurrency, Permit, RateLimiter
 from uqlm_bert.generation.settings import GenerationSettings
 
@@ -268,12 +269,10 @@ class Lane:
     def __init__(self, key: Any, settings: GenerationSettings) -> None:
         self.key = key
         self.adaptive = settings.adaptive  # whether calls also keep within the provider's level
-        caps = [c for c in (settings.max_concurrency, settings.max_calls_per_min) if c]
-        self.cap: int | None = min(caps) if caps else None
-        self._capped = AdaptiveConcurrency(self.cap, self.cap, adaptive=False) if self.cap else None
-        self.rate: RateLimiter | None = None
-        if settings.max_calls_per_min is not None:
-            self.rate = RateLimiter(settings.max_calls_per_min, settings.rate_limit_period)
+        numbers = LimitNumbers.of(settings)
+        self.cap: int | None = numbers.cap
+        self.rate: RateLimiter | None
+        self._capped, self.rate = numbers.enforcers()
         self.provider: ProviderState | None = None
         self.in_flight = 0
         self._clients: list[ClientSet] = []
@@ -355,14 +354,7 @@ class Lane:
 
 
 def _limits_key(settings: GenerationSettings) -> tuple[Any, ...]:
-    return (
-        settings.max_concurrency,
-        settings.max_calls_per_min,
-        settings.rate_limit_period,
-        settings.adaptive,
-        settings.initial_concurrency,
-        settings.cluster_limits,
-    )
+    return (LimitNumbers.of(settings), settings.cluster_limits)
 
 
 class SharedLimits:
