@@ -36,3 +36,31 @@ def accurate_model_dir() -> str:
             "directory of a local copy, or put it in the Hugging Face cache"
         )
     return cached
+
+
+@pytest.fixture
+def overflow_in_bfloat16(monkeypatch):
+    """Call it with one text's token ids: from then on, that text's embeddings in bfloat16 are
+    ``inf`` (an overflow), and every other text's, and every float32 pass, are the model's."""
+    import torch
+
+    from uqlm_bert.bertscore.encoder import Encoder
+
+    real = Encoder.embed_packed
+
+    def poison(ids) -> None:
+        poisoned = tuple(ids)
+
+        def overflowing(self, batch, normalize=True):
+            out = real(self, batch, normalize)
+            if self.dtype == torch.bfloat16:
+                start = 0
+                for text_ids in batch:
+                    if tuple(text_ids) == poisoned:
+                        out[start : start + len(text_ids)] = float("inf")
+                    start += len(text_ids)
+            return out
+
+        monkeypatch.setattr(Encoder, "embed_packed", overflowing)
+
+    return poison

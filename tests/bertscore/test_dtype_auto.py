@@ -13,7 +13,6 @@ import torch
 from tests.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, BlackBoxUQ
 from uqlm_bert.bertscore import resolve
-from uqlm_bert.bertscore.encoder import Encoder
 from uqlm_bert.bertscore.resolve import auto_dtype, resolve_dtype
 from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
 from uqlm_bert.exceptions import ConfigurationError
@@ -70,7 +69,7 @@ def test_results_say_which_dtype_ran():
 
 
 def test_texts_whose_reduced_precision_embeddings_are_not_finite_are_redone_in_float32(
-    monkeypatch,
+    overflow_in_bfloat16,
 ):
     """A text whose bfloat16 embeddings overflow (forced here) is embedded again in float32: its
     pairs get float32's scores, the others keep bfloat16's, and the call warns once."""
@@ -80,20 +79,7 @@ def test_texts_whose_reduced_precision_embeddings_are_not_finite_are_redone_in_f
     refs = [LONG[2]] * 3 + SHORT[8:13]
     P0, R0, F0 = fast.score(cands, refs)
     Pe, Re, Fe = exact.score(cands, refs)
-    poison = tuple(fast.encoder.tokenize([LONG[2]])[0])
-    real = Encoder.embed_packed
-
-    def overflowing(self, batch, normalize=True):
-        out = real(self, batch, normalize)
-        if self.dtype == torch.bfloat16:
-            start = 0
-            for ids in batch:
-                if tuple(ids) == poison:
-                    out[start : start + len(ids)] = float("inf")
-                start += len(ids)
-        return out
-
-    monkeypatch.setattr(Encoder, "embed_packed", overflowing)
+    overflow_in_bfloat16(fast.encoder.tokenize([LONG[2]])[0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         P, R, F = fast.score(cands, refs)

@@ -18,7 +18,7 @@ import torch
 from tests.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer
 from uqlm_bert.bertscore import clear_model_cache, pair_scoring, resolve
-from uqlm_bert.bertscore.encoder import Encoder, token_spans
+from uqlm_bert.bertscore.encoder import token_spans
 from uqlm_bert.bertscore.support import PairMatches, TokenSupport, aggregate
 from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 
@@ -133,23 +133,10 @@ def test_best_matches_found_in_bfloat16(monkeypatch, dtype):
     _assert_invariant(m)
 
 
-def test_embeddings_redone_in_float32_give_their_matches(monkeypatch):
+def test_embeddings_redone_in_float32_give_their_matches(overflow_in_bfloat16):
     fast = BERTScorer(device="cpu", dtype="bfloat16", show_progress_bars=False)
     cands, refs = SHORT[:4], [LONG[2]] * 2 + SHORT[8:10]
-    poison = tuple(fast.encoder.tokenize([LONG[2]])[0])
-    real = Encoder.embed_packed
-
-    def overflowing(self, batch, normalize=True):
-        out = real(self, batch, normalize)
-        if self.dtype == torch.bfloat16:
-            start = 0
-            for ids in batch:
-                if tuple(ids) == poison:
-                    out[start : start + len(ids)] = float("inf")
-                start += len(ids)
-        return out
-
-    monkeypatch.setattr(Encoder, "embed_packed", overflowing)
+    overflow_in_bfloat16(fast.encoder.tokenize([LONG[2]])[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = fast.score_matches(cands, refs)

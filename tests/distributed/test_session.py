@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.deadline import deadline
 from tests.texts import passage
 from uqlm_bert.distributed import ray_session, score_file
 from uqlm_bert.scorers import build_scorer
@@ -31,17 +31,10 @@ def no_ray(monkeypatch):
     """No Ray running and no cluster named in the environment; the test is bounded in time."""
     assert not ray.is_initialized(), "another test left Ray running"
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-
-    def expire(signum, frame):
-        raise TimeoutError("the test did not finish within 240 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(240)
     try:
-        yield
+        with deadline(240, "the test"):
+            yield
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         if ray.is_initialized():
             ray.shutdown()
 

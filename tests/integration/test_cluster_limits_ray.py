@@ -7,11 +7,11 @@ The keeper's rules themselves are tested without Ray in tests/generation/test_cl
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 
 import pytest
 
+from tests.deadline import deadline
 from uqlm_bert.distributed.session import start_local_ray
 from uqlm_bert.exceptions import LimitsUnavailableError
 from uqlm_bert.generation.cluster import ClusterLimits
@@ -28,17 +28,10 @@ KEY = ("http://provider", "chat", "model")
 @pytest.fixture(scope="module")
 def local_ray():
     assert not ray.is_initialized(), "another test left Ray running"
-
-    def expire(signum, frame):
-        raise TimeoutError("the Ray tests of the cluster's limits did not finish within 180 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(180)
     try:
-        yield start_local_ray(num_cpus=2, namespace=NAMESPACE)
+        with deadline(180, "the Ray tests of the cluster's limits"):
+            yield start_local_ray(num_cpus=2, namespace=NAMESPACE)
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         ray.shutdown()
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-import signal
 import socket
 import time
 
 import pytest
 
+from tests.deadline import deadline
 from tests.openai_server import FakeOpenAIServer
 
 serve = pytest.importorskip("ray.serve", reason="the Serve app needs the serve extra")
@@ -69,20 +69,13 @@ def serve_on_loopback():
     127.0.0.1; both stopped after; the test is bounded in time."""
     ray = pytest.importorskip("ray")
     assert not ray.is_initialized(), "another test left Ray running"
-
-    def expire(signum, frame):
-        raise TimeoutError("the Serve test did not finish within 420 s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(420)
     try:
-        start_local_ray(num_cpus=2, namespace="uqlm-bert-serve-test")
-        port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        yield port
+        with deadline(420, "the Serve test"):
+            start_local_ray(num_cpus=2, namespace="uqlm-bert-serve-test")
+            port = free_port()
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            yield port
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
         try:
             serve.shutdown()
         finally:
