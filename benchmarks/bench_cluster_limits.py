@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 from benchmarks import harness
 from uqlm_bert.distributed import start_local_ray
-from uqlm_bert.generation.cluster import ClusterLimits
-from uqlm_bert.generation.limits import AdaptiveConcurrency, RateLimiter
-from uqlm_bert.generation.settings import GenerationSettings
+from uqlm_bert.generation._cluster_limits import ClusterLimits
+from uqlm_bert.generation._limiters import AdaptiveConcurrency, RateLimiter
+from uqlm_bert.generation._settings import GenerationSettings
 
 
 def quantiles(seconds: list[float], us: bool = False) -> list[str]:

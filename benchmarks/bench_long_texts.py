@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dtype", default=None, help="the scorer's dtype (default: its own, auto)")
     args = ap.parse_args(argv)
 
-    from uqlm_bert.bertscore.windows import split_in_windows
+    from uqlm_bert.bertscore._windows import split_in_windows
     from uqlm_bert.scorers import build_scorer
 
     settings = {"dtype": args.dtype} if args.dtype else {}

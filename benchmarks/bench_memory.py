@@ -38,7 +38,7 @@ def child(n_pairs: int, samples: int, impl: str) -> None:
     else:
         import bert_score
 
-        from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME, MODEL_LAYERS
+        from uqlm_bert.bertscore._known_models import EMBEDDED_MODEL_NAME, MODEL_LAYERS
 
         layer = MODEL_LAYERS[EMBEDDED_MODEL_NAME]  # at the same layer as ours
         bert_score.BERTScorer(model_type=harness.embedded_model(), num_layers=layer).score(

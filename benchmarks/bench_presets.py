@@ -23,7 +23,7 @@ from pathlib import Path
 
 from benchmarks import harness
 from uqlm_bert import BlackBoxUQ
-from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME
+from uqlm_bert.bertscore._known_models import ACCURATE_MODEL_NAME
 
 #: The name of the contestant with random weights (``--random-weights``).
 RANDOM = "accurate, random weights"
@@ -127,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _accurate_source() -> Path:
     """The directory of the accurate model's config and tokenizer: ``$UQLM_BERT_ACCURATE_MODEL_DIR``
     or the Hugging Face cache's copy."""
-    from uqlm_bert.bertscore.presets import cached_copy
+    from uqlm_bert.bertscore._presets import cached_copy
 
     given = os.environ.get(harness.ACCURATE_MODEL_ENV) or cached_copy(ACCURATE_MODEL_NAME)
     if not given:

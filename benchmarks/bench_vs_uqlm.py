@@ -88,7 +88,7 @@ def make_uqlm(llm: Any, model_path: str, device: str | None = None) -> Any:
 def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> Any:
     """uqlm-bert's ``BlackBoxUQ``: BERTScore as uqlm's where ``model_path`` is given."""
     from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.scorers.bert import BERTScoreConsistency
+    from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
     common = {"llm": llm, "system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
     if model_path is None:

@@ -22,11 +22,11 @@ import pandas as pd
 from benchmarks import harness
 from benchmarks.harness import Passage
 from uqlm_bert import BERTScorer
-from uqlm_bert.calibration import ScoreCalibrator
 from uqlm_bert.evaluation import auroc, brier_score, expected_calibration_error
+from uqlm_bert.evaluation._calibration import ScoreCalibrator
 from uqlm_bert.scorers import build_scorer
-from uqlm_bert.scorers.bert import SCORER_DEFAULTS
-from uqlm_bert.scorers.sentences import score_sentences
+from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
+from uqlm_bert.scorers._sentences import score_sentences
 
 METHODS = ("raw score", "base rate", "isotonic", "platt")
 MEASURES = ("mean_probability", "ece_uniform", "ece_quantile", "brier", "auroc")

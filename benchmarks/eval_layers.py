@@ -24,12 +24,12 @@ from benchmarks import harness
 from benchmarks.eval_wikibio import N_SAMPLES
 from uqlm_bert import BlackBoxUQ
 from uqlm_bert.bertscore import clear_model_cache
-from uqlm_bert.bertscore.layer_stack import config_layers
-from uqlm_bert.bertscore.resolve import resolve_model
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+from uqlm_bert.bertscore._layer_truncation import config_layers
+from uqlm_bert.bertscore._resolve import resolve_model
+from uqlm_bert.bertscore._settings import SCORER_DEFAULTS
 from uqlm_bert.evaluation import spearman
-from uqlm_bert.scorers.base import Pairs
-from uqlm_bert.scorers.bert import BERTScoreConsistency
+from uqlm_bert.scorers._base import Pairs
+from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(N_SAMPLES // 5)]
 

@@ -22,11 +22,11 @@ import torch
 
 from benchmarks import harness
 from benchmarks.harness import Passage
-from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
-from uqlm_bert.bertscore.matching import greedy_match
-from uqlm_bert.bertscore.models import load_encoder
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
-from uqlm_bert.bertscore.windows import Frame, plan_windows, split_in_windows
+from uqlm_bert.bertscore._fixed_idf import idf_for_tokenizer
+from uqlm_bert.bertscore._loading import load_encoder
+from uqlm_bert.bertscore._matching import greedy_match
+from uqlm_bert.bertscore._settings import SCORER_DEFAULTS
+from uqlm_bert.bertscore._windows import Frame, plan_windows, split_in_windows
 from uqlm_bert.evaluation import auroc
 from uqlm_bert.scorers import build_scorer
 

@@ -25,12 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
-from uqlm_bert import BlackBoxUQ
+from uqlm_bert import BlackBoxUQ, ModelUnavailableError
+from uqlm_bert._local_llm import LocalLLM
 from uqlm_bert.evaluation import auroc, prr
 from uqlm_bert.examples import is_correct, load_questions
-from uqlm_bert.exceptions import ModelUnavailableError
-from uqlm_bert.local_llm import LocalLLM
-from uqlm_bert.scorers.bert import BERTScoreConsistency
+from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
 #: The system message of every call: a short answer, as a screening pipeline would ask for.
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."

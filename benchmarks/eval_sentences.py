@@ -21,12 +21,16 @@ import numpy as np
 
 from benchmarks import harness
 from uqlm_bert import BERTScorer
-from uqlm_bert.bertscore.support import SENTENCE_AGGREGATION, WEAK_SUPPORT, aggregate
+from uqlm_bert._inputs import ScoringInputs
+from uqlm_bert.bertscore._token_support import SENTENCE_AGGREGATION, WEAK_SUPPORT, aggregate
 from uqlm_bert.evaluation import auc_pr
-from uqlm_bert.inputs import ScoringInputs
-from uqlm_bert.scorers.base import score_with_supports
-from uqlm_bert.scorers.bert import BERTScoreConsistency, punctuation_ids, supports_from_matches
-from uqlm_bert.scorers.sentences import locate_sentences, score_sentences
+from uqlm_bert.scorers._base import score_with_supports
+from uqlm_bert.scorers._bertscore import (
+    BERTScoreConsistency,
+    punctuation_ids,
+    supports_from_matches,
+)
+from uqlm_bert.scorers._sentences import locate_sentences, score_sentences
 
 SETS = [list(range(20))] + [list(range(5 * k, 5 * k + 5)) for k in range(4)]
 F32 = {"dtype": "float32"}

@@ -21,7 +21,7 @@ import numpy as np
 
 from benchmarks import harness
 from uqlm_bert import BlackBoxUQ
-from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD
+from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
 
 SETS_OF_FIVE = [list(range(5 * k, 5 * k + 5)) for k in range(4)]
 

@@ -31,8 +31,8 @@ from benchmarks import harness
 from benchmarks.harness import Passage
 from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
 from uqlm_bert.evaluation import auc_pr, pearson, spearman
-from uqlm_bert.scorers.cosine import CosineSimScorer
-from uqlm_bert.scorers.text import (
+from uqlm_bert.scorers._cosine import CosineSimScorer
+from uqlm_bert.scorers._lexical import (
     BleuScorer,
     ExactMatchScorer,
     RougeLScorer,

@@ -59,7 +59,7 @@ class Passage:
     @cached_property
     def sample_sentences(self) -> list[list[str]]:
         """Each sample split into sentences (the library's split)."""
-        from uqlm_bert.scorers.sentences import split_sentences
+        from uqlm_bert.scorers._sentences import split_sentences
 
         return [split_sentences(s) or [s] for s in self.samples]
 
@@ -67,7 +67,7 @@ class Passage:
         """The passage with each text's sentences rotated ``k`` places: texts of the same length
         that no other prompt receives (unless a text has no more than ``k`` sentences), since
         shared texts, embedded once per call, would make large batches cheaper than real ones."""
-        from uqlm_bert.scorers.sentences import split_sentences
+        from uqlm_bert.scorers._sentences import split_sentences
 
         def rotate(text: str) -> str:
             parts = split_sentences(text)
@@ -105,7 +105,7 @@ def make_llm(base_url: str) -> Any:
 
 def no_work_scorer() -> Any:
     """A scorer that does no work: runs with it time the calls alone."""
-    from uqlm_bert.scorers.base import Scorer
+    from uqlm_bert.scorers._base import Scorer
 
     class NoWork(Scorer):
         name = "no_work"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from uqlm_bert.bertscore import EMBEDDED_MODEL_NAME, BERTScorer
-from uqlm_bert.bertscore.baseline import BASELINE_DIR
+from uqlm_bert.bertscore._baseline import BASELINE_DIR
 
 NUM_PAIRS = 20_000
 SEED = 0

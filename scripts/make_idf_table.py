@@ -11,7 +11,7 @@ Writes, deterministically (the same wordfreq version gives the same bytes):
   left out, and the whole numbers 10-9999 at least as frequent as the cut-off are listed
   instead, with wordfreq's own estimate for each (Benford's law, and a distribution of years).
 - ``all-MiniLM-L6-v2.tsv.gz``: the token weights of the embedded model's tokenizer, built from
-  that table by :func:`uqlm_bert.bertscore.fixed_idf.build_idf`;
+  that table by :func:`uqlm_bert.bertscore._fixed_idf.build_idf`;
 - ``all-mpnet-base-v2.tsv.gz``: the same for the tokenizer of the ``"accurate"`` preset's model,
   sentence-transformers/all-mpnet-base-v2. Only its tokenizer files are read: from
   ``--accurate-tokenizer`` (a directory), else from ``$UQLM_BERT_ACCURATE_MODEL_DIR``, else from
@@ -26,8 +26,8 @@ import re
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from uqlm_bert.bertscore import fixed_idf
-from uqlm_bert.bertscore.idf import IdfWeights
+from uqlm_bert.bertscore import _fixed_idf as fixed_idf
+from uqlm_bert.bertscore._idf import IdfWeights
 
 WORDFREQ_VERSION = "3.1.1"
 WORDLIST = "small"
@@ -99,8 +99,8 @@ def accurate_tokenizer(given: str | None):
 
     from transformers import AutoTokenizer
 
-    from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME
-    from uqlm_bert.bertscore.presets import cached_copy
+    from uqlm_bert.bertscore._known_models import ACCURATE_MODEL_NAME
+    from uqlm_bert.bertscore._presets import cached_copy
 
     where = given or os.environ.get("UQLM_BERT_ACCURATE_MODEL_DIR") or None
     return AutoTokenizer.from_pretrained(

@@ -35,7 +35,7 @@ def shared_data_dir() -> Path:
 def _fresh_provider_memory():
     """Each test starts with nothing learned about any provider (limits, ``n``): what one test's
     provider taught must not shape another's run."""
-    from uqlm_bert.generation.memory import forget_learned_limits
+    from uqlm_bert.generation._learned_limits import forget_learned_limits
 
     forget_learned_limits()
     yield

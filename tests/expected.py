@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from uqlm_bert.bertscore.engine import BERTScorer
-from uqlm_bert.scorers.bert import F_BETA, f_beta, punctuation_ids
+from uqlm_bert.bertscore._engine import BERTScorer
+from uqlm_bert.scorers._bertscore import F_BETA, f_beta, punctuation_ids
 
 
 def scorer_pr(

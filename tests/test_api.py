@@ -54,7 +54,7 @@ PUBLIC = {
         "rescale",
         "resolve_device",
     ],
-    "uqlm_bert.bertscore.settings": [
+    "uqlm_bert.bertscore._settings": [
         "BERTScoreSettings",
         "DTYPE_NAMES",
         "ENGINE_DEFAULTS",
@@ -66,7 +66,7 @@ PUBLIC = {
         "check_model_type",
         "dtype_name",
     ],
-    "uqlm_bert.bertscore.windows": [
+    "uqlm_bert.bertscore._windows": [
         "Frame",
         "MAX_TOKENS",
         "MIN_OVERLAP",
@@ -75,7 +75,7 @@ PUBLIC = {
         "plan_windows",
         "split_in_windows",
     ],
-    "uqlm_bert.bertscore.models": [
+    "uqlm_bert.bertscore._loading": [
         "LoadedModel",
         "clear_model_cache",
         "load_encoder",
@@ -86,7 +86,7 @@ PUBLIC = {
         "resolve_dtype",
         "resolve_model",
     ],
-    "uqlm_bert.bertscore.resolve": [
+    "uqlm_bert.bertscore._resolve": [
         "BFLOAT16_MIN_GAIN",
         "ComputePlan",
         "FLOAT16_UNSAFE_MODEL_TYPES",
@@ -105,16 +105,16 @@ PUBLIC = {
         "resolve_max_length",
         "resolve_model",
     ],
-    "uqlm_bert.bertscore.cache": ["LRUCache", "MODELS", "TOKENIZERS", "clear_model_cache"],
-    "uqlm_bert.bertscore.presets": ["PRESETS", "Preset", "cached_copy", "preset_location"],
-    "uqlm_bert.bertscore.layer_stack": [
+    "uqlm_bert.bertscore._cache": ["LRUCache", "MODELS", "TOKENIZERS", "clear_model_cache"],
+    "uqlm_bert.bertscore._presets": ["PRESETS", "Preset", "cached_copy", "preset_location"],
+    "uqlm_bert.bertscore._layer_truncation": [
         "LayerStack",
         "config_layers",
         "count_layers",
         "layer_stack",
         "truncate_layers",
     ],
-    "uqlm_bert.bertscore.fixed_idf": [
+    "uqlm_bert.bertscore._fixed_idf": [
         "ACCURATE_TABLE",
         "DOC_WORDS",
         "EMBEDDED_TABLE",
@@ -153,13 +153,13 @@ PUBLIC = {
         "forget_learned_limits",
         "parse_retry_after",
     ],
-    "uqlm_bert.generation.settings": [
+    "uqlm_bert.generation._settings": [
         "GenerationSettings",
         "checked_generation",
         "generation_settings",
     ],
-    "uqlm_bert.generation.cluster": ["ClusterClient", "ClusterLimits", "KeeperLost"],
-    "uqlm_bert.generation.grants": [
+    "uqlm_bert.generation._cluster_limits": ["ClusterClient", "ClusterLimits", "KeeperLost"],
+    "uqlm_bert.generation._cluster_keeper": [
         "GrantKeeper",
         "LimitNumbers",
         "Opened",
@@ -184,13 +184,13 @@ PUBLIC = {
         "scorer_settings",
         "scorer_spec",
     ],
-    "uqlm_bert.scorers.settings": [
+    "uqlm_bert.scorers._settings": [
         "CosineSettings",
         "ExactMatchSettings",
         "ScorerSettings",
         "settings_object",
     ],
-    "uqlm_bert.scorers.bert": [
+    "uqlm_bert.scorers._bertscore": [
         "BERTSCORE_SCORERS",
         "BERTScoreConsistency",
         "DEFAULT_THRESHOLD",
@@ -201,8 +201,8 @@ PUBLIC = {
         "punctuation_ids",
         "supports_from_matches",
     ],
-    "uqlm_bert.local_llm": ["EMBEDDED_GGUF", "LocalLLM", "embedded_model_path"],
-    "uqlm_bert.results.identical_samples": [
+    "uqlm_bert._local_llm": ["EMBEDDED_GGUF", "LocalLLM", "embedded_model_path"],
+    "uqlm_bert.results._identical_samples": [
         "HOT_TEMPERATURE",
         "IdenticalSamplesWarning",
         "MIN_PROMPTS",
@@ -210,7 +210,7 @@ PUBLIC = {
         "warn_if_identical_share",
         "warn_if_samples_identical",
     ],
-    "uqlm_bert.scorers.best": ["BestOf", "ORIGINAL", "best_of"],
+    "uqlm_bert.scorers._best": ["BestOf", "ORIGINAL", "best_of"],
     "uqlm_bert.evaluation": [
         "ThresholdChoice",
         "accuracy_vs_fraction_kept",
@@ -226,7 +226,7 @@ PUBLIC = {
         "reliability_curve",
         "spearman",
     ],
-    "uqlm_bert.evaluation.references": [
+    "uqlm_bert.evaluation._references": [
         "ReferenceEvaluation",
         "SUMMARY_KEYS",
         "evaluate_references",
@@ -272,7 +272,7 @@ PUBLIC = {
         "with_scores",
         "write_table",
     ],
-    "uqlm_bert.inputs": [
+    "uqlm_bert._inputs": [
         "NanPolicy",
         "ScoringInputs",
         "as_inputs",
@@ -289,7 +289,7 @@ PUBLIC = {
         "text_list",
         "text_problem",
     ],
-    "uqlm_bert.checks": [
+    "uqlm_bert._checks": [
         "NOT_GIVEN",
         "NotGiven",
         "check_int",
@@ -297,7 +297,7 @@ PUBLIC = {
         "check_number",
         "given",
     ],
-    "uqlm_bert.exceptions": [
+    "uqlm_bert._exceptions": [
         "AuthenticationFailedError",
         "BaselineNotFoundError",
         "CheckpointError",
@@ -315,8 +315,8 @@ PUBLIC = {
         "UQLMBertError",
     ],
     "uqlm_bert.results": ["SentenceUQResult", "UQResult"],
-    "uqlm_bert.results.result": ["SentenceUQResult", "UQResult"],
-    "uqlm_bert.results.fields": [
+    "uqlm_bert.results._result": ["SentenceUQResult", "UQResult"],
+    "uqlm_bert.results._fields": [
         "EXTRA_FIELDS",
         "FIELD_COLUMNS",
         "NOT_SCORES",
@@ -326,20 +326,20 @@ PUBLIC = {
         "shown_prompt",
         "take",
     ],
-    "uqlm_bert.results.render": [
+    "uqlm_bert.results._render": [
         "HTML_STYLE",
         "answer_html",
         "answer_text",
         "terminal_safe",
         "weak_spans",
     ],
-    "uqlm_bert.results.supports": [
+    "uqlm_bert.results._tables": [
         "SENTENCE_FRAME_COLUMNS",
         "WORD_FRAME_COLUMNS",
         "sentence_frame",
         "word_frame",
     ],
-    "uqlm_bert.bertscore.support": [
+    "uqlm_bert.bertscore._token_support": [
         "PairMatches",
         "SENTENCE_AGGREGATION",
         "TokenSupport",
@@ -347,14 +347,14 @@ PUBLIC = {
         "WordRows",
         "aggregate",
     ],
-    "uqlm_bert.scorers.sentences": [
+    "uqlm_bert.scorers._sentences": [
         "PairScorer",
         "locate_sentences",
         "score_sentences",
         "sentence_spans",
         "split_sentences",
     ],
-    "uqlm_bert.results.failures": [
+    "uqlm_bert.results._failures": [
         "FAILED_CALLS_WARNING",
         "FailureGroup",
         "Failures",
@@ -362,7 +362,7 @@ PUBLIC = {
     ],
     "uqlm_bert.blackbox": ["BlackBoxUQ"],
     "uqlm_bert.blackbox._uq": ["BlackBoxUQ"],
-    "uqlm_bert.calibration": ["ScoreCalibrator"],
+    "uqlm_bert.evaluation._calibration": ["ScoreCalibrator"],
     "uqlm_bert.plots": [
         "plot_accuracy_vs_fraction_kept",
         "plot_confidence_histogram",

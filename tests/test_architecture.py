@@ -113,7 +113,7 @@ def test_the_results_page_stays_readable():
 #: and why (docs/architecture.md names them too).
 WARNS_DIRECTLY = {
     # the connection warning of a run's calls: a fixed stacklevel, not yet the one helper
-    "uqlm_bert/generation/caller.py",
+    "uqlm_bert/generation/_caller.py",
 }
 
 
@@ -138,32 +138,32 @@ def test_every_library_warning_goes_through_warn_user():
 #: other part sees. docs/architecture.md names each, and why it is shared.
 SHARED_STATE = {
     # loaded models and tokenizers, keyed by everything that changes the numbers
-    "uqlm_bert/bertscore/cache.py": {"MODELS", "TOKENIZERS"},
+    "uqlm_bert/bertscore/_cache.py": {"MODELS", "TOKENIZERS"},
     # whether this CPU's bfloat16 products beat float32's: measured once per process
-    "uqlm_bert/bertscore/resolve.py": {"cpu_prefers_bfloat16"},
+    "uqlm_bert/bertscore/_resolve.py": {"cpu_prefers_bfloat16"},
     # the idf tables: the shipped ones read once, a tokenizer's table built once
-    "uqlm_bert/bertscore/fixed_idf.py": {
+    "uqlm_bert/bertscore/_fixed_idf.py": {
         "_MEMO",
         "_shipped_embedded",
         "_shipped_tables",
         "_shipped_word_table",
     },
     # what runs learned about a provider: limits belong to the provider, not to a call
-    "uqlm_bert/generation/memory.py": {"_memory"},
+    "uqlm_bert/generation/_learned_limits.py": {"_memory"},
     # the provider's live state on each event loop, shared by the calls in flight on it
-    "uqlm_bert/generation/lanes.py": {"_providers"},
+    "uqlm_bert/generation/_shared_limits.py": {"_providers"},
     # one TLS context for the connection pools made for calls (a cache of the certificates)
-    "uqlm_bert/generation/clients.py": {"_tls_context"},
+    "uqlm_bert/generation/_clients.py": {"_tls_context"},
     # the local LLM servers started and not yet stopped, stopped when the interpreter exits
-    "uqlm_bert/local_llm.py": {"_RUNNING"},
+    "uqlm_bert/_local_llm.py": {"_RUNNING"},
     # the Ray session started for the objects that score on Ray, shut down when the last closes
-    "uqlm_bert/distributed/session.py": {"_HELD"},
+    "uqlm_bert/distributed/_session.py": {"_HELD"},
     # the csv field limit, which the csv module keeps process-wide, lifted while CSV is read
-    "uqlm_bert/io/csv_reading.py": {"_CSV_READERS", "_CSV_SAVED_LIMIT"},
+    "uqlm_bert/io/_csv.py": {"_CSV_READERS", "_CSV_SAVED_LIMIT"},
     # the sentence splitter of each language, built once
-    "uqlm_bert/scorers/sentences.py": {"_segmenter"},
+    "uqlm_bert/scorers/_sentences.py": {"_segmenter"},
     # the scorer names: register_scorer adds one for the whole process
-    "uqlm_bert/scorers/registry.py": {"_REGISTRY"},
+    "uqlm_bert/scorers/_registry.py": {"_REGISTRY"},
 }
 
 _MUTATING_METHODS = {

@@ -13,15 +13,15 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
-from uqlm_bert.blackbox import BlackBoxUQ
-from uqlm_bert.exceptions import (
+from uqlm_bert import (
     AuthenticationFailedError,
     ConfigurationError,
     InputValidationError,
 )
-from uqlm_bert.results.result import UQResult
+from uqlm_bert.blackbox import BlackBoxUQ
+from uqlm_bert.results._result import UQResult
 from uqlm_bert.scorers import Scorer, available_scorers, register_scorer
-from uqlm_bert.scorers.bert import BERTScoreConsistency
+from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
 FAST = {"max_retries": 1, "retry_base_delay": 0.0, "retry_max_delay": 0.0}
 
@@ -356,7 +356,7 @@ def test_bert_score_confidence_is_the_mean_f1_against_present_samples(embedded_m
     from the reference's) is the reference package's BERTScore with the fixed idf weights: the
     reference, given those weights as its idf dictionary, gives the same mean F1."""
     bert_score = pytest.importorskip("bert_score")
-    from uqlm_bert.bertscore.fixed_idf import embedded_idf, idf_mapping
+    from uqlm_bert.bertscore._fixed_idf import embedded_idf, idf_mapping
 
     responses = ["The Eiffel Tower is in Paris.", "Water boils at 100 degrees Celsius."]
     samples = [
@@ -505,7 +505,7 @@ def test_the_default_scorer_gives_a_prompt_the_same_score_alone_or_among_ten_tho
 def test_the_bertscore_settings_built_once_reach_the_engine_as_they_are():
     """Built once (by the command, say) and passed whole, the settings object is the engine's:
     nothing rebuilds it on the way."""
-    from uqlm_bert.scorers.registry import scorer_settings
+    from uqlm_bert.scorers._registry import scorer_settings
 
     built = scorer_settings(["bert_score", "rouge_l"], num_layers=4)
     uq = BlackBoxUQ(scorers=["bert_score", "rouge_l"], bertscore=built["bertscore"])

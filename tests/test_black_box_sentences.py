@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from uqlm_bert import BERTScorer, BlackBoxUQ
-from uqlm_bert.results.result import SentenceUQResult
-from uqlm_bert.scorers.bert import SCORER_DEFAULTS
+from uqlm_bert.results._result import SentenceUQResult
+from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_sentence_scores_take_only_bertscore_settings(settings):
 def test_by_default_sentences_are_scored_from_token_supports(uq):
     """The default is the token-support method: the engine's own score_sentences with no method,
     and every sentence of the answer given its span in the answer."""
-    from uqlm_bert.scorers.sentences import score_sentences
+    from uqlm_bert.scorers._sentences import score_sentences
 
     responses = ["Paris is the capital of France. It has ten moons.", "Lima is in Peru."]
     samples = [["Paris is the capital of France.", "France's capital is Paris."], ["Lima, Peru."]]

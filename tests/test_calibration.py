@@ -22,13 +22,13 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from tests.conftest import REPO_ROOT
-from uqlm_bert.calibration import FILE_FORMAT, FILE_VERSION, ScoreCalibrator
-from uqlm_bert.exceptions import (
+from uqlm_bert import (
     ConfigurationError,
     InputValidationError,
     NotFittedError,
     UQLMBertError,
 )
+from uqlm_bert.evaluation._calibration import FILE_FORMAT, FILE_VERSION, ScoreCalibrator
 
 SEEDS = range(6)
 #: Scores to predict at: below, inside and above the fitted range, and the fitted values' grid.
@@ -416,7 +416,7 @@ def test_predict_rejects_infinite_and_non_numeric_scores():
 def test_fitting_and_predicting_import_neither_sklearn_nor_scipy(tmp_path):
     script = (
         "import sys\n"
-        "from uqlm_bert.calibration import ScoreCalibrator\n"
+        "from uqlm_bert.evaluation._calibration import ScoreCalibrator\n"
         "for m in ('isotonic', 'platt'):\n"
         "    c = ScoreCalibrator(m).fit([0.1, 0.4, 0.5, 0.9], [0, 1, 0, 1])\n"
         "    c.save('c.json'); ScoreCalibrator.load('c.json').predict([0.3])\n"

@@ -1,7 +1,7 @@
 """Every public parameter that takes a count refuses a bool, with a message that names it.
 
 Python says ``True == 1``, so a bool slips through any check that only asks for an int: the
-package checks counts with :func:`uqlm_bert.checks.check_int`, which refuses it. The parameters
+package checks counts with :func:`uqlm_bert._checks.check_int`, which refuses it. The parameters
 are found, not listed by hand: every parameter of the public API (the modules ``test_api``
 pins) annotated as an int. Each one needs a call below that passes it ``True``; a new int
 parameter without one fails :func:`test_every_public_int_parameter_is_covered`.
@@ -20,7 +20,7 @@ import pytest
 
 from tests.scripted_chat import ScriptedChatModel
 from tests.test_api import PUBLIC
-from uqlm_bert.exceptions import UQLMBertError
+from uqlm_bert import UQLMBertError
 
 #: An annotation that says the parameter takes a count.
 INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?( \| NotGiven)?$")
@@ -29,56 +29,56 @@ INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?( \| NotGiven)?
 #: or fields of records it builds and hands back: not values a user gives.
 NOT_GIVEN_BY_USERS = {
     # token supports: built and read by the package (a pair's position, the samples counted)
-    "uqlm_bert.bertscore.support.PairMatches.best_of.pair",
-    "uqlm_bert.bertscore.support.TokenSupport.num_samples",
+    "uqlm_bert.bertscore._token_support.PairMatches.best_of.pair",
+    "uqlm_bert.bertscore._token_support.TokenSupport.num_samples",
     # the cluster limits' keeper and its client: sessions and counts the package's own client
     # sends, and the numbers of a GenerationSettings checked when it was made
-    "uqlm_bert.generation.cluster.ClusterClient.post.session",
-    "uqlm_bert.generation.grants.GrantKeeper.close.session",
-    "uqlm_bert.generation.grants.GrantKeeper.heartbeat.session",
-    "uqlm_bert.generation.grants.GrantKeeper.places.retries",
-    "uqlm_bert.generation.grants.GrantKeeper.places.session",
-    "uqlm_bert.generation.grants.GrantKeeper.places.want",
-    "uqlm_bert.generation.grants.GrantKeeper.report.session",
-    "uqlm_bert.generation.grants.GrantKeeper.tokens.session",
-    "uqlm_bert.generation.grants.GrantKeeper.tokens.want",
-    "uqlm_bert.generation.grants.LimitNumbers.initial_concurrency",
-    "uqlm_bert.generation.grants.LimitNumbers.max_calls_per_min",
-    "uqlm_bert.generation.grants.LimitNumbers.max_concurrency",
-    "uqlm_bert.generation.grants.Opened.session",
-    "uqlm_bert.generation.grants.Reply.tokens",
-    "uqlm_bert.bertscore.encoder.LoadedModel.num_layers",
-    "uqlm_bert.bertscore.resolve.ReadingPlan.max_length",
-    "uqlm_bert.bertscore.resolve.resolve_max_length.max_length",
-    "uqlm_bert.bertscore.resolve.resolve_max_length.default",
-    "uqlm_bert.bertscore.resolve.plan_reading.max_length_default",
-    "uqlm_bert.bertscore.cache.LRUCache.size",
-    "uqlm_bert.bertscore.layer_stack.LayerStack.count",
-    "uqlm_bert.bertscore.layer_stack.truncate_layers.num_layers",
-    "uqlm_bert.bertscore.resolve.default_num_layers.config_layers",
-    "uqlm_bert.evaluation.classification.ThresholdChoice.n_flagged",
-    "uqlm_bert.distributed.dataset.WorkerPlan.num_workers",
-    "uqlm_bert.generation.limits.AdaptiveConcurrency.cap.maximum",
-    "uqlm_bert.generation.retry.RetryPolicy.delay.retry_index",
-    "uqlm_bert.generation.checkpoint.Checkpoint.write.index",
-    "uqlm_bert.generation.checkpoint.Checkpoint.write.slot",
-    "uqlm_bert.generation.records.GenerationResult.empty.num_responses",
-    "uqlm_bert.io.table.Table.location.row",
-    "uqlm_bert.io.rows.RowProblem.row",
-    "uqlm_bert.io.rows.RowProblem.line",
-    "uqlm_bert.scorers.base.mean_by_group.n_groups",
-    "uqlm_bert.checks.check_int.minimum",
-    "uqlm_bert.inputs.paired_arrays.min_items",
-    "uqlm_bert.inputs.reference_lists.n",
-    "uqlm_bert.results.failures.FailureGroup.count",
-    "uqlm_bert.results.identical_samples.warn_if_identical_share.identical",
-    "uqlm_bert.results.identical_samples.warn_if_identical_share.judged",
+    "uqlm_bert.generation._cluster_limits.ClusterClient.post.session",
+    "uqlm_bert.generation._cluster_keeper.GrantKeeper.close.session",
+    "uqlm_bert.generation._cluster_keeper.GrantKeeper.heartbeat.session",
+    "uqlm_bert.generation._cluster_keeper.GrantKeeper.places.retries",
+    "uqlm_bert.generation._cluster_keeper.GrantKeeper.places.session",
+    "uqlm_bert.generation._cluster_keeper.GrantKeeper.places.want",
+    "uqlm_bert.generation._cluster_keeper.GrantKeeper.report.session",
+    "uqlm_bert.generation._cluster_keeper.GrantKeeper.tokens.session",
+    "uqlm_bert.generation._cluster_keeper.GrantKeeper.tokens.want",
+    "uqlm_bert.generation._cluster_keeper.LimitNumbers.initial_concurrency",
+    "uqlm_bert.generation._cluster_keeper.LimitNumbers.max_calls_per_min",
+    "uqlm_bert.generation._cluster_keeper.LimitNumbers.max_concurrency",
+    "uqlm_bert.generation._cluster_keeper.Opened.session",
+    "uqlm_bert.generation._cluster_keeper.Reply.tokens",
+    "uqlm_bert.bertscore._encoder.LoadedModel.num_layers",
+    "uqlm_bert.bertscore._resolve.ReadingPlan.max_length",
+    "uqlm_bert.bertscore._resolve.resolve_max_length.max_length",
+    "uqlm_bert.bertscore._resolve.resolve_max_length.default",
+    "uqlm_bert.bertscore._resolve.plan_reading.max_length_default",
+    "uqlm_bert.bertscore._cache.LRUCache.size",
+    "uqlm_bert.bertscore._layer_truncation.LayerStack.count",
+    "uqlm_bert.bertscore._layer_truncation.truncate_layers.num_layers",
+    "uqlm_bert.bertscore._resolve.default_num_layers.config_layers",
+    "uqlm_bert.evaluation._classification.ThresholdChoice.n_flagged",
+    "uqlm_bert.distributed._dataset.WorkerPlan.num_workers",
+    "uqlm_bert.generation._limiters.AdaptiveConcurrency.cap.maximum",
+    "uqlm_bert.generation._backoff.RetryPolicy.delay.retry_index",
+    "uqlm_bert.generation._checkpoint.Checkpoint.write.index",
+    "uqlm_bert.generation._checkpoint.Checkpoint.write.slot",
+    "uqlm_bert.generation._records.GenerationResult.empty.num_responses",
+    "uqlm_bert.io._table.Table.location.row",
+    "uqlm_bert.io._rows.RowProblem.row",
+    "uqlm_bert.io._rows.RowProblem.line",
+    "uqlm_bert.scorers._base.mean_by_group.n_groups",
+    "uqlm_bert._checks.check_int.minimum",
+    "uqlm_bert._inputs.paired_arrays.min_items",
+    "uqlm_bert._inputs.reference_lists.n",
+    "uqlm_bert.results._failures.FailureGroup.count",
+    "uqlm_bert.results._identical_samples.warn_if_identical_share.identical",
+    "uqlm_bert.results._identical_samples.warn_if_identical_share.judged",
     *(
-        f"uqlm_bert.results.failures.Failures.{name}"
+        f"uqlm_bert.results._failures.Failures.{name}"
         for name in ("responses", "samples", "prompts_with_failures", "failed_prompts")
     ),
     *(
-        f"uqlm_bert.generation.records.CallStats.{name}"
+        f"uqlm_bert.generation._records.CallStats.{name}"
         for name in (
             "attempts",
             "succeeded",
@@ -98,12 +98,12 @@ NOT_GIVEN_BY_USERS = {
         )
     ),
     # passed by the generator from its own counts
-    "uqlm_bert.generation.caller.LLMCaller.call.n",
-    "uqlm_bert.generation.caller.LLMCaller.choices_returned.asked",
-    "uqlm_bert.generation.caller.LLMCaller.choices_returned.got",
-    "uqlm_bert.generation.records.CallFailure.attempts",
-    "uqlm_bert.generation.records.CallFailure.status_code",
-    "uqlm_bert.generation.classify.ErrorInfo.status_code",
+    "uqlm_bert.generation._caller.LLMCaller.call.n",
+    "uqlm_bert.generation._caller.LLMCaller.choices_returned.asked",
+    "uqlm_bert.generation._caller.LLMCaller.choices_returned.got",
+    "uqlm_bert.generation._records.CallFailure.attempts",
+    "uqlm_bert.generation._records.CallFailure.status_code",
+    "uqlm_bert.generation._error_kinds.ErrorInfo.status_code",
 }
 
 
@@ -227,7 +227,7 @@ def _score_dataset(**kwargs: Any) -> Any:
 
 
 def _failure_lines(value: Any) -> Any:
-    from uqlm_bert.results.failures import Failures
+    from uqlm_bert.results._failures import Failures
 
     return Failures.of([], []).lines(str, shown=value)
 
@@ -294,13 +294,13 @@ def _read_baseline(value: Any) -> Any:
 
 
 def _models(fn: str, **kwargs: Any) -> Any:
-    from uqlm_bert.bertscore import models
+    from uqlm_bert.bertscore import _loading as models
 
     return getattr(models, fn)(None, **kwargs)
 
 
 def _windows(fn: str, **kwargs: Any) -> Any:
-    from uqlm_bert.bertscore import windows
+    from uqlm_bert.bertscore import _windows as windows
 
     frame = windows.Frame((101,), (102,), 8)
     calls = {
@@ -350,7 +350,7 @@ def _supports_plot(value: Any) -> Any:
 
 
 def _local_llm(**kwargs: Any) -> Any:
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
 
     return LocalLLM(**kwargs)  # the counts are checked before the model is looked for
 
@@ -364,7 +364,7 @@ def _retry(value: Any) -> Any:
 #: ``parameter -> call(value, tmp_path)``; the parameter's name must appear in the error.
 CALLS: dict[str, Callable[[Any, Any], Any]] = {
     **{
-        f"uqlm_bert.local_llm.LocalLLM.{name}": (lambda v, _, n=name: _local_llm(**{n: v}))
+        f"uqlm_bert._local_llm.LocalLLM.{name}": (lambda v, _, n=name: _local_llm(**{n: v}))
         for name in (
             "num_responses",
             "slots",
@@ -402,7 +402,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         )
     },
     **{
-        f"uqlm_bert.generation.settings.GenerationSettings.{name}": (
+        f"uqlm_bert.generation._settings.GenerationSettings.{name}": (
             lambda v, _, n=name: _generation(**{n: v})
         )
         for name in (
@@ -412,23 +412,23 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
             "max_samples_per_call",
         )
     },
-    "uqlm_bert.generation.retry.RetryPolicy.max_retries": lambda v, _: _retry(v),
+    "uqlm_bert.generation._backoff.RetryPolicy.max_retries": lambda v, _: _retry(v),
     **{
-        f"uqlm_bert.bertscore.settings.BERTScoreSettings.{name}": (
+        f"uqlm_bert.bertscore._settings.BERTScoreSettings.{name}": (
             lambda v, _, n=name: _bertscore_settings(**{n: v})
         )
         for name in ("num_layers", "batch_size", "max_length", "chunk_size")
     },
     **{
-        f"uqlm_bert.bertscore.engine.BERTScorer.{name}": (
+        f"uqlm_bert.bertscore._engine.BERTScorer.{name}": (
             lambda v, _, n=name: _bert_scorer(**{n: v})
         )
         for name in ("num_layers", "batch_size", "max_length", "chunk_size")
     },
-    "uqlm_bert.evaluation.reliability.reliability_curve.n_bins": (
+    "uqlm_bert.evaluation._reliability.reliability_curve.n_bins": (
         lambda v, _: _reliability("reliability_curve", v)
     ),
-    "uqlm_bert.evaluation.reliability.expected_calibration_error.n_bins": (
+    "uqlm_bert.evaluation._reliability.expected_calibration_error.n_bins": (
         lambda v, _: _reliability("expected_calibration_error", v)
     ),
     "uqlm_bert.plots.plot_confidence_histogram.bins": (
@@ -437,85 +437,87 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "uqlm_bert.plots.plot_reliability_diagram.n_bins": (
         lambda v, _: _plot("plot_reliability_diagram", n_bins=v)
     ),
-    "uqlm_bert.distributed.dataset.plan_workers.num_workers": lambda v, _: _plan(num_workers=v),
-    "uqlm_bert.distributed.dataset.score_dataset.num_workers": (
+    "uqlm_bert.distributed._dataset.plan_workers.num_workers": lambda v, _: _plan(num_workers=v),
+    "uqlm_bert.distributed._dataset.score_dataset.num_workers": (
         lambda v, _: _score_dataset(num_workers=v)
     ),
-    "uqlm_bert.distributed.dataset.score_dataset.batch_size": (
+    "uqlm_bert.distributed._dataset.score_dataset.batch_size": (
         lambda v, _: _score_dataset(batch_size=v)
     ),
-    "uqlm_bert.distributed.files.score_file.num_workers": (
+    "uqlm_bert.distributed._files.score_file.num_workers": (
         lambda v, tmp: _score_file(tmp, num_workers=v)
     ),
-    "uqlm_bert.distributed.files.score_file.batch_size": (
+    "uqlm_bert.distributed._files.score_file.batch_size": (
         lambda v, tmp: _score_file(tmp, batch_size=v)
     ),
-    "uqlm_bert.distributed.batches.ScoreBatch.num_threads": lambda v, _: _score_batch(v),
-    "uqlm_bert.results.failures.Failures.lines.shown": lambda v, _: _failure_lines(v),
+    "uqlm_bert.distributed._batches.ScoreBatch.num_threads": lambda v, _: _score_batch(v),
+    "uqlm_bert.results._failures.Failures.lines.shown": lambda v, _: _failure_lines(v),
     **{
-        f"uqlm_bert.distributed.dataset.PoolSettings.{name}": (lambda v, _, n=name: _pool(**{n: v}))
+        f"uqlm_bert.distributed._dataset.PoolSettings.{name}": (
+            lambda v, _, n=name: _pool(**{n: v})
+        )
         for name in ("num_workers", "batch_size")
     },
     **{
-        f"uqlm_bert.distributed.pool.RayScoring.{name}": (
+        f"uqlm_bert.distributed._actor_pool.RayScoring.{name}": (
             lambda v, _, n=name: _ray_scoring(**{n: v})
         )
         for name in ("num_workers", "batch_size", "batches_per_worker")
     },
-    "uqlm_bert.generation.generator.ResponseGenerator.generate.num_responses": (
+    "uqlm_bert.generation._generator.ResponseGenerator.generate.num_responses": (
         lambda v, _: _generate(v)
     ),
-    "uqlm_bert.generation.generator.ResponseGenerator.save_checkpoint.num_responses": (
+    "uqlm_bert.generation._generator.ResponseGenerator.save_checkpoint.num_responses": (
         _save_checkpoint
     ),
-    "uqlm_bert.generation.limits.AdaptiveConcurrency.initial": (
+    "uqlm_bert.generation._limiters.AdaptiveConcurrency.initial": (
         lambda v, _: _limits("AdaptiveConcurrency", initial=v)
     ),
-    "uqlm_bert.generation.limits.AdaptiveConcurrency.maximum": (
+    "uqlm_bert.generation._limiters.AdaptiveConcurrency.maximum": (
         lambda v, _: _limits("AdaptiveConcurrency", initial=1, maximum=v)
     ),
-    "uqlm_bert.generation.limits.RateLimiter.max_calls": (
+    "uqlm_bert.generation._limiters.RateLimiter.max_calls": (
         lambda v, _: _limits("RateLimiter", max_calls=v, period=60.0)
     ),
-    "uqlm_bert.generation.caller.LLMCaller.total_calls": lambda v, _: _caller(v),
-    "uqlm_bert.generation.caller.LLMCaller.first_round": lambda v, _: _caller(1, first_round=v),
+    "uqlm_bert.generation._caller.LLMCaller.total_calls": lambda v, _: _caller(v),
+    "uqlm_bert.generation._caller.LLMCaller.first_round": lambda v, _: _caller(1, first_round=v),
     **{
-        f"uqlm_bert.bertscore.baseline.compute_baseline.{name}": (
+        f"uqlm_bert.bertscore._baseline.compute_baseline.{name}": (
             lambda v, _, n=name: _baseline(**{n: v})
         )
         for name in ("num_pairs", "seed", "batch_size")
     },
-    "uqlm_bert.bertscore.baseline.read_baseline.num_layers": lambda v, _: _read_baseline(v),
-    "uqlm_bert.bertscore.engine.BERTScorer.score.batch_size": lambda v, _: _score(v),
-    "uqlm_bert.bertscore.engine.BERTScorer.score_matches.batch_size": (
+    "uqlm_bert.bertscore._baseline.read_baseline.num_layers": lambda v, _: _read_baseline(v),
+    "uqlm_bert.bertscore._engine.BERTScorer.score.batch_size": lambda v, _: _score(v),
+    "uqlm_bert.bertscore._engine.BERTScorer.score_matches.batch_size": (
         lambda v, _: _score_matches(v)
     ),
-    "uqlm_bert.results.result.UQResult.answer.row": lambda v, _: _one_answer("answer", v),
-    "uqlm_bert.results.result.UQResult.plot_supports.row": (
+    "uqlm_bert.results._result.UQResult.answer.row": lambda v, _: _one_answer("answer", v),
+    "uqlm_bert.results._result.UQResult.plot_supports.row": (
         lambda v, _: _one_answer("plot_supports", v)
     ),
     "uqlm_bert.plots.plot_supports.max_words": lambda v, _: _supports_plot(v),
-    "uqlm_bert.bertscore.models.load_encoder.max_length_default": (
+    "uqlm_bert.bertscore._loading.load_encoder.max_length_default": (
         lambda v, _: _models("load_encoder", max_length_default=v)
     ),
     **{
-        f"uqlm_bert.scorers.settings.CosineSettings.{name}": (
+        f"uqlm_bert.scorers._settings.CosineSettings.{name}": (
             lambda v, _, n=name: _cosine_settings(**{n: v})
         )
         for name in ("batch_size", "max_length")
     },
     **{
-        f"uqlm_bert.bertscore.windows.plan_windows.{name}": (
+        f"uqlm_bert.bertscore._windows.plan_windows.{name}": (
             lambda v, _, n=name: _windows("plan_windows", **{n: v})
         )
         for name in ("n", "capacity", "min_overlap")
     },
-    "uqlm_bert.bertscore.windows.Frame.window": lambda v, _: _windows("Frame", window=v),
-    "uqlm_bert.bertscore.windows.Frame.of.window": lambda v, _: _windows("Frame.of", window=v),
-    "uqlm_bert.bertscore.windows.split_in_windows.min_overlap": (
+    "uqlm_bert.bertscore._windows.Frame.window": lambda v, _: _windows("Frame", window=v),
+    "uqlm_bert.bertscore._windows.Frame.of.window": lambda v, _: _windows("Frame.of", window=v),
+    "uqlm_bert.bertscore._windows.split_in_windows.min_overlap": (
         lambda v, _: _windows("split_in_windows", min_overlap=v)
     ),
-    "uqlm_bert.bertscore.windows.WindowSplit.texts_done.sequences_done": (
+    "uqlm_bert.bertscore._windows.WindowSplit.texts_done.sequences_done": (
         lambda v, _: _windows("texts_done", sequences_done=v)
     ),
 }

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from tests.places import unwritable_directory
-from uqlm_bert.exceptions import InputValidationError
+from uqlm_bert import InputValidationError
 from uqlm_bert.io import (
     ERROR_COLUMN,
     MAX_NESTING,

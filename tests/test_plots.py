@@ -22,8 +22,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from tests.conftest import REPO_ROOT  # noqa: E402
-from uqlm_bert import UQResult  # noqa: E402
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError  # noqa: E402
+from uqlm_bert import (  # noqa: E402
+    ConfigurationError,
+    InputValidationError,
+    UQResult,  # noqa: E402
+)
 from uqlm_bert.plots import (  # noqa: E402
     plot_accuracy_vs_fraction_kept,
     plot_confidence_histogram,

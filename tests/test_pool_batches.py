@@ -18,8 +18,8 @@ import pytest
 from uqlm_bert.blackbox._pipeline import ScoringPipeline, score_rows
 from uqlm_bert.blackbox._pool import PoolBatches
 from uqlm_bert.blackbox._queue import ScoringQueue
-from uqlm_bert.generation.records import GenerationResult
-from uqlm_bert.scorers.base import Scorer
+from uqlm_bert.generation._records import GenerationResult
+from uqlm_bert.scorers._base import Scorer
 
 GUARD_S = 30.0
 

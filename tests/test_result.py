@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from uqlm_bert.exceptions import InputValidationError
-from uqlm_bert.generation.records import CallFailure
-from uqlm_bert.results.result import UQResult
+from uqlm_bert import InputValidationError
+from uqlm_bert.generation._records import CallFailure
+from uqlm_bert.results._result import UQResult
 
 NAN = float("nan")
 FAIL = CallFailure("server", "HTTP 503", attempts=3, status_code=503)
@@ -119,7 +119,7 @@ def test_to_df_does_not_alias_data():
 
 
 def _calibrator(method: str = "isotonic"):
-    from uqlm_bert.calibration import ScoreCalibrator
+    from uqlm_bert.evaluation._calibration import ScoreCalibrator
 
     return ScoreCalibrator(method).fit([0.1, 0.3, 0.5, 0.6, 0.8, 0.95], [0, 0, 1, 0, 1, 1])
 
@@ -173,7 +173,7 @@ def test_filter_and_flag_keep_the_probability_column_aligned():
 
 
 def test_calibrate_another_scorer_twice_and_sentence_results():
-    from uqlm_bert.results.result import SentenceUQResult
+    from uqlm_bert.results._result import SentenceUQResult
 
     r = make().calibrate(_calibrator(), scorer="exact_match")
     r2 = r.calibrate(_calibrator("platt"), scorer="exact_match")
@@ -196,8 +196,8 @@ def test_calibrate_another_scorer_twice_and_sentence_results():
 
 
 def test_calibrate_errors():
-    from uqlm_bert.calibration import ScoreCalibrator
-    from uqlm_bert.exceptions import NotFittedError
+    from uqlm_bert import NotFittedError
+    from uqlm_bert.evaluation._calibration import ScoreCalibrator
 
     with pytest.raises(InputValidationError, match="no scores for scorer 'rouge_l'"):
         make().calibrate(_calibrator(), scorer="rouge_l")
@@ -248,7 +248,7 @@ def test_failures_are_grouped_by_kind_with_their_rows_and_follow_a_filter():
 def test_every_field_is_shown_in_the_column_named_like_it():
     """Each data field's column is the field's name, in the singular where the field holds one
     value per row (responses: response), and every column of to_df comes from a field."""
-    from uqlm_bert.results.fields import FIELD_COLUMNS
+    from uqlm_bert.results._fields import FIELD_COLUMNS
 
     n = 2
     data = {field: [None] * n for field in FIELD_COLUMNS}

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from uqlm_bert.blackbox._pipeline import ScoringPipeline
-from uqlm_bert.generation.records import GenerationResult
-from uqlm_bert.scorers.base import Scorer
+from uqlm_bert.generation._records import GenerationResult
+from uqlm_bert.scorers._base import Scorer
 
 GUARD_S = 30.0  # a bound on each wait, so that a broken pipeline fails instead of hanging
 FOREVER = 1e6

@@ -11,17 +11,17 @@ import pandas as pd
 import pytest
 
 from tests.texts_hostile import random_text
-from uqlm_bert.bertscore.support import TokenSupport
-from uqlm_bert.exceptions import InputValidationError
-from uqlm_bert.inputs import repair_text
-from uqlm_bert.results.supports import (
+from uqlm_bert import InputValidationError
+from uqlm_bert._inputs import repair_text
+from uqlm_bert.bertscore._token_support import TokenSupport
+from uqlm_bert.results._tables import (
     SENTENCE_FRAME_COLUMNS,
     WORD_FRAME_COLUMNS,
     sentence_frame,
     word_frame,
 )
 from uqlm_bert.scorers import build_scorer
-from uqlm_bert.scorers.base import score_with_supports
+from uqlm_bert.scorers._base import score_with_supports
 
 
 @pytest.fixture(scope="module")

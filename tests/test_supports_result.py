@@ -14,8 +14,7 @@ import pytest
 
 from tests.scripted_chat import Recorder, ScriptedChatModel
 from tests.texts_hostile import random_text
-from uqlm_bert import BlackBoxUQ
-from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert import BlackBoxUQ, ConfigurationError
 
 HOSTILE = [
     "<script>alert('x')</script> Paris is the capital of <b>France</b>.",

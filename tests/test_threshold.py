@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from uqlm_bert import BlackBoxUQ, UQResult
-from uqlm_bert.exceptions import ConfigurationError
-from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD
+from uqlm_bert import BlackBoxUQ, ConfigurationError, UQResult
+from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
 
 ANSWERS = [
     "The Eiffel Tower is in Paris and was finished in 1889.",

@@ -1,7 +1,7 @@
 """Every library warning names the user's line, whichever public entry point raised it.
 
 Warnings are raised deep inside the package (a text repaired while checking inputs, NaN items
-dropped while evaluating); a warning that points at ``uqlm_bert/inputs.py`` tells a user nothing
+dropped while evaluating); a warning that points at ``uqlm_bert/_inputs.py`` tells a user nothing
 about which of their calls caused it. Each case below calls a public API from this file and
 expects the warning's filename to be this file.
 """

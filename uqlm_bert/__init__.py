@@ -20,30 +20,33 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from uqlm_bert import exceptions as _exceptions
+from uqlm_bert import _exceptions, _moved
+from uqlm_bert._exceptions import *  # noqa: F403 - every error class is public here
 from uqlm_bert._lazy import lazy_exports
-from uqlm_bert.exceptions import *  # noqa: F403 - every error class is public here
 
 if TYPE_CHECKING:
+    from uqlm_bert._local_llm import LocalLLM
     from uqlm_bert.bertscore import BERTScorer, BERTScoreSettings
     from uqlm_bert.blackbox import BlackBoxUQ
-    from uqlm_bert.calibration import ScoreCalibrator
-    from uqlm_bert.generation.settings import GenerationSettings
+    from uqlm_bert.evaluation import ScoreCalibrator
+    from uqlm_bert.generation._settings import GenerationSettings
     from uqlm_bert.results import UQResult
 
 __version__ = "0.1.0"
 
 logging.getLogger("uqlm_bert").addHandler(logging.NullHandler())
+_moved.install()  # the module paths of earlier releases, with a FutureWarning
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "BlackBoxUQ": "uqlm_bert.blackbox",
         "UQResult": "uqlm_bert.results",
-        "BERTScorer": "uqlm_bert.bertscore.engine",
-        "BERTScoreSettings": "uqlm_bert.bertscore.settings",
-        "GenerationSettings": "uqlm_bert.generation.settings",
-        "ScoreCalibrator": "uqlm_bert.calibration",
+        "BERTScorer": "uqlm_bert.bertscore._engine",
+        "BERTScoreSettings": "uqlm_bert.bertscore._settings",
+        "GenerationSettings": "uqlm_bert.generation._settings",
+        "ScoreCalibrator": "uqlm_bert.evaluation",
+        "LocalLLM": "uqlm_bert._local_llm",
     },
 )
 
@@ -54,6 +57,7 @@ __all__ = [
     "BERTScoreSettings",
     "GenerationSettings",
     "ScoreCalibrator",
+    "LocalLLM",
     *_exceptions.__all__,
     "__version__",
 ]

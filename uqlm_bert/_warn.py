@@ -20,6 +20,8 @@ _ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep
 
 
 def _skipped(filename: str) -> bool:
+    if filename.startswith("<frozen importlib"):  # an import of the package's own
+        return True
     path = os.path.abspath(filename)
     return path.startswith(_PACKAGE_DIR) or path.startswith(_ASYNCIO_DIR)
 

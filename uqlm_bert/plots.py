@@ -53,9 +53,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from uqlm_bert.checks import check_int
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.inputs import float_vector, paired_arrays
+from uqlm_bert._checks import check_int
+from uqlm_bert._exceptions import ConfigurationError, InputValidationError
+from uqlm_bert._inputs import float_vector, paired_arrays
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -352,7 +352,7 @@ def plot_reliability_diagram(
     bin's share of the answers: a point over a thin bar rests on few answers. The title gives
     the expected calibration error and the Brier score (:mod:`uqlm_bert.evaluation`).
 
-    Use it on probabilities, such as a :class:`~uqlm_bert.calibration.ScoreCalibrator`'s
+    Use it on probabilities, such as a :class:`~uqlm_bert.evaluation._calibration.ScoreCalibrator`'s
     predictions on held-out answers; a raw confidence can be drawn too, to see how far its
     values are from probabilities.
 
@@ -386,7 +386,7 @@ def plot_reliability_diagram(
         [0.5, 0.5]
     """
     from uqlm_bert.evaluation import brier_score, reliability_curve
-    from uqlm_bert.evaluation.reliability import ece_of_curve
+    from uqlm_bert.evaluation._reliability import ece_of_curve
 
     curve = reliability_curve(probabilities, labels, n_bins=n_bins, strategy=strategy)
     n = int(curve["count"].sum())

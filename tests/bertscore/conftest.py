@@ -19,8 +19,8 @@ ACCURATE_MODEL_ENV = "UQLM_BERT_ACCURATE_MODEL_DIR"
 @pytest.fixture(scope="session")
 def accurate_model_dir() -> str:
     """The directory of a local copy of the accurate preset's model; skips when there is none."""
-    from uqlm_bert.bertscore.layers import ACCURATE_MODEL_NAME, known_name
-    from uqlm_bert.bertscore.presets import cached_copy
+    from uqlm_bert.bertscore._known_models import ACCURATE_MODEL_NAME, known_name
+    from uqlm_bert.bertscore._presets import cached_copy
 
     given = os.environ.get(ACCURATE_MODEL_ENV)
     if given:
@@ -44,7 +44,7 @@ def overflow_in_bfloat16(monkeypatch):
     ``inf`` (an overflow), and every other text's, and every float32 pass, are the model's."""
     import torch
 
-    from uqlm_bert.bertscore.encoder import Encoder
+    from uqlm_bert.bertscore._encoder import Encoder
 
     real = Encoder.embed_packed
 

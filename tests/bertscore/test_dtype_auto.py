@@ -11,11 +11,10 @@ import pytest
 import torch
 
 from tests.texts import LONG, SHORT, passage
-from uqlm_bert import BERTScorer, BlackBoxUQ
-from uqlm_bert.bertscore import resolve
-from uqlm_bert.bertscore.resolve import auto_dtype, resolve_dtype
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS, BERTScoreSettings
-from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert import BERTScorer, BlackBoxUQ, ConfigurationError
+from uqlm_bert.bertscore import _resolve as resolve
+from uqlm_bert.bertscore._resolve import auto_dtype, resolve_dtype
+from uqlm_bert.bertscore._settings import SCORER_DEFAULTS, BERTScoreSettings
 
 BERT = types.SimpleNamespace(model_type="bert")
 T5 = types.SimpleNamespace(model_type="t5")

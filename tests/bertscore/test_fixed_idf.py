@@ -1,6 +1,6 @@
 """Fixed idf weights: the shipped files, the derivation, tokenizer kinds, batch invariance, cache.
 
-Expected values come from the word table and the formulas of ``uqlm_bert.bertscore.fixed_idf``'s
+Expected values come from the word table and the formulas of ``uqlm_bert.bertscore._fixed_idf``'s
 docstring, computed here independently (plain ``tokenizer.tokenize`` per word, not the module's
 code path), never from the module's own output.
 """
@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from tests.texts import passage
-from uqlm_bert.bertscore import fixed_idf
-from uqlm_bert.bertscore.fixed_idf import (
+from uqlm_bert.bertscore import _fixed_idf as fixed_idf
+from uqlm_bert.bertscore._fixed_idf import (
     DOC_WORDS,
     EMBEDDED_TABLE,
     NUM_DOCS,
@@ -32,7 +32,7 @@ from uqlm_bert.bertscore.fixed_idf import (
     read_token_table,
     tokenizer_key,
 )
-from uqlm_bert.bertscore.idf import IdfWeights, idf_from_mapping
+from uqlm_bert.bertscore._idf import IdfWeights, idf_from_mapping
 
 
 def hand_idf(rate: float) -> float:

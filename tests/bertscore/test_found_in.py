@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 import torch
 
-from uqlm_bert.bertscore import clear_model_cache, pair_scoring, resolve
-from uqlm_bert.bertscore.matching import greedy_match_rows, greedy_match_rows_found_in
-from uqlm_bert.bertscore.models import load_encoder
-from uqlm_bert.bertscore.pair_scoring import FIND_IN_REDUCED_FROM, _aux_table, _block_rows
+from uqlm_bert.bertscore import _pair_scoring as pair_scoring
+from uqlm_bert.bertscore import _resolve as resolve
+from uqlm_bert.bertscore import clear_model_cache
+from uqlm_bert.bertscore._loading import load_encoder
+from uqlm_bert.bertscore._matching import greedy_match_rows, greedy_match_rows_found_in
+from uqlm_bert.bertscore._pair_scoring import FIND_IN_REDUCED_FROM, _aux_table, _block_rows
 
 DIM = 384
 # bfloat16 keeps 8 significant bits: a unit vector's entries are rounded within u = 2**-8 of
@@ -162,7 +164,7 @@ def test_the_engine_finds_in_bfloat16_for_long_pairs_only_and_only_in_bfloat16(m
 
 
 def test_bfloat16_finding_needs_the_cpu_s_bfloat16_instructions(monkeypatch):
-    from uqlm_bert.bertscore.settings import BERTScoreSettings
+    from uqlm_bert.bertscore._settings import BERTScoreSettings
 
     bf16 = BERTScoreSettings(device="cpu", dtype="bfloat16")
     monkeypatch.setattr(resolve, "cpu_prefers_bfloat16", lambda: True)

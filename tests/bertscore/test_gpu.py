@@ -26,7 +26,7 @@ from tests.bertscore.test_parity import (  # noqa: F401 - baseline_file is a fix
 from tests.devices import CUDA_ONLY
 from tests.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, BlackBoxUQ, DeviceOutOfMemoryError
-from uqlm_bert.bertscore.encoder import Encoder
+from uqlm_bert.bertscore._encoder import Encoder
 
 pytestmark = CUDA_ONLY
 

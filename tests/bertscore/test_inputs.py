@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from uqlm_bert import BaselineNotFoundError, BERTScorer, ConfigurationError, InputValidationError
-from uqlm_bert.bertscore.baseline import read_baseline
+from uqlm_bert.bertscore._baseline import read_baseline
 
 
 @pytest.fixture(scope="module")

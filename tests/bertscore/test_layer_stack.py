@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from uqlm_bert.bertscore.layer_stack import (
+from uqlm_bert import ConfigurationError
+from uqlm_bert.bertscore._layer_truncation import (
     config_layers,
     count_layers,
     layer_stack,
     truncate_layers,
 )
-from uqlm_bert.exceptions import ConfigurationError
 
 transformers = pytest.importorskip("transformers")
 

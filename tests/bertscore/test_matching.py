@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from uqlm_bert.bertscore.matching import f1_from_pr, greedy_match, greedy_match_padded
+from uqlm_bert.bertscore._matching import f1_from_pr, greedy_match, greedy_match_padded
 
 # candidate: A cat is sitting on a mat ; reference: The cat sat on the mat
 SIM = torch.tensor(

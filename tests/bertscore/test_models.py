@@ -11,8 +11,8 @@ from tests.texts import LONG, SHORT
 from tests.tiny_models import build_tiny_bert, build_tiny_roberta
 from uqlm_bert import BERTScorer, ConfigurationError, ModelLoadError
 from uqlm_bert.bertscore import MODEL_LAYERS, compute_baseline, read_baseline
-from uqlm_bert.bertscore.models import resolve_device
-from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.bertscore._loading import resolve_device
+from uqlm_bert.bertscore._settings import BERTScoreSettings
 
 bert_score = pytest.importorskip("bert_score")
 TOL = 1e-5
@@ -206,7 +206,7 @@ def _transformers_states(enc, ids: list[list[int]]) -> list[torch.Tensor]:
 
 def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, embedded_model_path):
     """The packed pass (BERT/RoBERTa) gives the transformers forward's hidden states."""
-    from uqlm_bert.bertscore.models import load_encoder
+    from uqlm_bert.bertscore._loading import load_encoder
 
     texts = SHORT + LONG[:2]
     for location, layers in ((None, 6), (tiny_bert, 2), (tiny_roberta, 3)):
@@ -224,7 +224,7 @@ def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, emb
 def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_path):
     """Batches that share one workspace (growing, shrinking, with and without padding, widths on
     and off a multiple of 16) give the same states as batches that each allocate their own."""
-    from uqlm_bert.bertscore.models import load_encoder
+    from uqlm_bert.bertscore._loading import load_encoder
 
     enc = load_encoder(BERTScoreSettings(num_layers=6, device="cpu"))
     ids = enc.tokenize(SHORT + LONG[:3])
@@ -243,8 +243,8 @@ def test_a_big_bfloat16_batch_gives_the_same_states_on_rounded_rows(embedded_mod
     """On the CPU in bfloat16, a batch of at least 16,384 tokens runs its row-wise steps on a
     multiple of 256 rows (spare rows, dropped at the end): each token's states are the ones the
     exact row count gives, and only the tokens' rows come back."""
-    from uqlm_bert.bertscore import packed as packed_module
-    from uqlm_bert.bertscore.models import load_encoder
+    from uqlm_bert.bertscore import _packed_forward as packed_module
+    from uqlm_bert.bertscore._loading import load_encoder
 
     enc = load_encoder(BERTScoreSettings(num_layers=2, device="cpu", dtype="bfloat16"))
     packed = enc.loaded.packed
@@ -318,7 +318,8 @@ def test_scoring_keeps_no_reference_to_the_texts():
 
 
 def test_a_model_and_its_tokenizer_load_once_for_every_scorer_that_uses_them(monkeypatch):
-    from uqlm_bert.bertscore import clear_model_cache, models
+    from uqlm_bert.bertscore import _loading as models
+    from uqlm_bert.bertscore import clear_model_cache
     from uqlm_bert.scorers import build_scorers
 
     clear_model_cache()
@@ -336,7 +337,7 @@ def test_a_model_and_its_tokenizer_load_once_for_every_scorer_that_uses_them(mon
 
 
 def test_lang_selects_the_model_as_the_reference_does():
-    from uqlm_bert.bertscore.models import resolve_model
+    from uqlm_bert.bertscore._loading import resolve_model
 
     assert resolve_model(None, "zh") == ("bert-base-chinese", "bert-base-chinese")
     assert resolve_model(None, "de")[0] == "bert-base-multilingual-cased"
@@ -347,7 +348,7 @@ def test_lang_selects_the_model_as_the_reference_does():
 
 
 def test_compute_baseline_loads_the_model_once_for_every_layer(tmp_path, tiny_bert, monkeypatch):
-    from uqlm_bert.bertscore import models
+    from uqlm_bert.bertscore import _loading as models
 
     loads = []
     original = models._load_model
@@ -363,8 +364,8 @@ def test_compute_baseline_loads_the_model_once_for_every_layer(tmp_path, tiny_be
 
 
 def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):
-    from uqlm_bert.bertscore import models
-    from uqlm_bert.distributed.files import _run_wide_idf
+    from uqlm_bert.bertscore import _loading as models
+    from uqlm_bert.distributed._files import _run_wide_idf
     from uqlm_bert.scorers import scorer_settings
 
     def no_weights(*args, **kwargs):

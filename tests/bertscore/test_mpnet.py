@@ -20,9 +20,9 @@ from tests.devices import DEVICES
 from tests.texts import LONG, SHORT
 from tests.tiny_models import build_tiny_mpnet
 from uqlm_bert import BERTScorer
-from uqlm_bert.bertscore import packed as packed_module
-from uqlm_bert.bertscore.models import load_encoder
-from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert.bertscore import _packed_forward as packed_module
+from uqlm_bert.bertscore._loading import load_encoder
+from uqlm_bert.bertscore._settings import BERTScoreSettings
 
 bert_score = pytest.importorskip("bert_score")
 TOL = 1e-5

@@ -11,14 +11,14 @@ import torch
 
 from tests.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, DeviceOutOfMemoryError, UQLMBertError
-from uqlm_bert.bertscore import pair_scoring
-from uqlm_bert.bertscore.batching import (
+from uqlm_bert.bertscore import _pair_scoring as pair_scoring
+from uqlm_bert.bertscore._batching import (
     embed_in_batches,
     is_out_of_memory,
     plan_batches,
     too_long_message,
 )
-from uqlm_bert.bertscore.encoder import Encoder
+from uqlm_bert.bertscore._encoder import Encoder
 
 CANDS = [passage(300 + i, 20 + 7 * i) for i in range(12)] + SHORT[:4]
 REFS = [passage(400 + i, 90 - 5 * i) for i in range(12)] + LONG[:4]

@@ -16,18 +16,17 @@ import torch
 
 from tests.texts import SHORT
 from tests.tiny_models import build_tiny_mpnet
-from uqlm_bert import BERTScorer, BlackBoxUQ, ModelLoadError
-from uqlm_bert.bertscore import fixed_idf
-from uqlm_bert.bertscore.layers import (
+from uqlm_bert import BERTScorer, BlackBoxUQ, ModelLoadError, ModelUnavailableError
+from uqlm_bert.bertscore import _fixed_idf as fixed_idf
+from uqlm_bert.bertscore._known_models import (
     ACCURATE_MODEL_NAME,
     EMBEDDED_MODEL_NAME,
     MODEL_LAYERS,
     known_name,
 )
-from uqlm_bert.bertscore.presets import PRESETS, cached_copy, preset_location
-from uqlm_bert.bertscore.resolve import resolve_model
+from uqlm_bert.bertscore._presets import PRESETS, cached_copy, preset_location
+from uqlm_bert.bertscore._resolve import resolve_model
 from uqlm_bert.cli import main
-from uqlm_bert.exceptions import ModelUnavailableError
 from uqlm_bert.scorers import build_scorer
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"

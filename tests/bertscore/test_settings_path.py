@@ -16,12 +16,13 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ
-from uqlm_bert.bertscore import engine, layer_stack, models
-from uqlm_bert.bertscore import settings as settings_module
-from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME, MODEL_LAYERS
+from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ, ConfigurationError
+from uqlm_bert.bertscore import _engine as engine
+from uqlm_bert.bertscore import _layer_truncation as layer_stack
+from uqlm_bert.bertscore import _loading as models
+from uqlm_bert.bertscore import _settings as settings_module
+from uqlm_bert.bertscore._known_models import EMBEDDED_MODEL_NAME, MODEL_LAYERS
 from uqlm_bert.cli import main
-from uqlm_bert.exceptions import ConfigurationError
 
 LAYER = 3  # not the embedded model's default (5) and not its last layer (6)
 assert LAYER != MODEL_LAYERS[EMBEDDED_MODEL_NAME]
@@ -202,7 +203,7 @@ def loads(monkeypatch):
         self._idf_from_refs = False
         seen.append(settings)
 
-    from uqlm_bert.scorers.bert import BERTScoreConsistency
+    from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
     monkeypatch.setattr(engine.BERTScorer, "_load", load)
     monkeypatch.setattr(BERTScoreConsistency, "_at_defaults", lambda self: False)  # no model
@@ -237,8 +238,8 @@ def test_every_blackboxuq_bertscore_parameter_is_a_setting_and_reaches_it(loads)
 
 
 def test_every_bertscore_option_of_the_command_is_a_setting_and_reaches_it():
-    from uqlm_bert.cli.options import bertscore_kwargs, bertscore_settings
-    from uqlm_bert.cli.parser import build_parser
+    from uqlm_bert.cli._options import bertscore_kwargs, bertscore_settings
+    from uqlm_bert.cli._parser import build_parser
 
     parser = build_parser()
     score = parser._subparsers._group_actions[0].choices["score"]
@@ -263,9 +264,9 @@ def test_every_bertscore_option_of_the_command_is_a_setting_and_reaches_it():
 
 
 def test_unset_settings_take_the_defaults_of_whoever_scores(loads):
-    from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
+    from uqlm_bert.bertscore._settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
     from uqlm_bert.scorers import build_scorers, scorer_settings
-    from uqlm_bert.scorers.bert import BERTScoreConsistency
+    from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
     given = BERTScoreSettings(num_layers=LAYER)
     scorer_view = SCORER_DEFAULTS.replace(num_layers=LAYER)
@@ -294,9 +295,9 @@ def test_unset_settings_take_the_defaults_of_whoever_scores(loads):
 
 
 def test_the_command_gives_score_the_scorers_defaults_and_evaluate_the_engine_s(tmp_path):
-    from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
-    from uqlm_bert.cli.options import bertscore_settings, checked_scorers
-    from uqlm_bert.cli.parser import build_parser
+    from uqlm_bert.bertscore._settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
+    from uqlm_bert.cli._options import bertscore_settings, checked_scorers
+    from uqlm_bert.cli._parser import build_parser
 
     parser = build_parser()
     args = parser.parse_args(["score", "in.jsonl", "-o", "out.jsonl", "--num-layers", "3"])

@@ -16,11 +16,12 @@ import pytest
 import torch
 
 from tests.texts import LONG, OVERLONG, SHORT
-from uqlm_bert import BERTScorer
-from uqlm_bert.bertscore import clear_model_cache, pair_scoring, resolve
-from uqlm_bert.bertscore.encoder import token_spans
-from uqlm_bert.bertscore.support import PairMatches, TokenSupport, aggregate
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert import BERTScorer, ConfigurationError, InputValidationError
+from uqlm_bert.bertscore import _pair_scoring as pair_scoring
+from uqlm_bert.bertscore import _resolve as resolve
+from uqlm_bert.bertscore import clear_model_cache
+from uqlm_bert.bertscore._encoder import token_spans
+from uqlm_bert.bertscore._token_support import PairMatches, TokenSupport, aggregate
 
 
 def _dot(m: PairMatches) -> np.ndarray:

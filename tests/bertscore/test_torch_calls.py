@@ -35,8 +35,8 @@ def _torch_calls(fn):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_packed_forward_makes_as_many_torch_calls_for_forty_texts_as_for_two(device):
-    from uqlm_bert.bertscore.models import load_encoder
-    from uqlm_bert.bertscore.settings import BERTScoreSettings
+    from uqlm_bert.bertscore._loading import load_encoder
+    from uqlm_bert.bertscore._settings import BERTScoreSettings
 
     enc = load_encoder(BERTScoreSettings(num_layers=6, device=device))
     packed = enc.loaded.packed

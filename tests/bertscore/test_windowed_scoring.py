@@ -23,8 +23,8 @@ from tests.bertscore.test_parity import _pairs, baseline_file  # noqa: F401 (a f
 from tests.texts import LONG, OVERLONG, SHORT
 from tests.tiny_models import build_tiny_bert
 from uqlm_bert import BERTScorer
-from uqlm_bert.bertscore.matching import greedy_match, greedy_match_tiled
-from uqlm_bert.bertscore.windows import MIN_OVERLAP, plan_windows
+from uqlm_bert.bertscore._matching import greedy_match, greedy_match_tiled
+from uqlm_bert.bertscore._windows import MIN_OVERLAP, plan_windows
 
 
 def _stack(prf) -> torch.Tensor:  # in the scores' own dtype (float32), as the matching below
@@ -119,7 +119,7 @@ def _by_hand(scorer, text: str, ref: str, window: int):
         out.append(rows[-1][-1])  # [SEP] from the last
         return torch.stack(out)
 
-    from uqlm_bert.bertscore.fixed_idf import idf_for_tokenizer
+    from uqlm_bert.bertscore._fixed_idf import idf_for_tokenizer
 
     idf = idf_for_tokenizer(tok)
     special = {tok.cls_token_id, tok.sep_token_id}

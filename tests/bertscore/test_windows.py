@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from uqlm_bert.bertscore.models import load_tokenizer
-from uqlm_bert.bertscore.windows import WINDOW_TOKENS, Frame, plan_windows, split_in_windows
+from uqlm_bert.bertscore._loading import load_tokenizer
+from uqlm_bert.bertscore._windows import WINDOW_TOKENS, Frame, plan_windows, split_in_windows
 
 CASES = [
     (n, cap, o)

@@ -13,7 +13,7 @@ import pytest
 from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
-from uqlm_bert.evaluation.references import evaluate_references
+from uqlm_bert.evaluation._references import evaluate_references
 from uqlm_bert.io import read_table
 
 sacrebleu = pytest.importorskip("sacrebleu")
@@ -164,7 +164,7 @@ def test_missing_file_exits_2(tmp_path, capsys):
 
 
 def test_library_function_rejects_mismatched_lists():
-    from uqlm_bert.exceptions import InputValidationError
+    from uqlm_bert import InputValidationError
 
     with pytest.raises(InputValidationError, match="predictions has 2 texts but references has 1"):
         evaluate_references(["a", "b"], ["a"])
@@ -279,7 +279,7 @@ def test_files_that_cannot_be_paired_exit_2(tmp_path, capsys, names, options, me
 
 
 def test_rows_without_a_text_are_kept_with_nan_scores_and_the_reason(tmp_path, capsys):
-    from uqlm_bert.evaluation.references import evaluate_references
+    from uqlm_bert.evaluation._references import evaluate_references
 
     preds = tmp_path / "answers.jsonl"
     preds.write_text(

@@ -28,7 +28,7 @@ ROWS = [
 @pytest.fixture
 def calls(monkeypatch) -> list[dict[str, Any]]:
     """Every call of ``score_table_file``, which still does its work."""
-    from uqlm_bert.io import scoring
+    from uqlm_bert.io import _file_scoring as scoring
 
     seen: list[dict[str, Any]] = []
     real = scoring.score_table_file

@@ -18,7 +18,7 @@ from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import MAX_NESTING, read_table
-from uqlm_bert.scorers.bert import SCORER_DEFAULTS
+from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 #: A model that does not exist: a command that gets as far as loading it fails differently.
 NO_MODEL = ["--model-type", "/nonexistent/model-directory"]

@@ -15,7 +15,7 @@ from tests.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
-from uqlm_bert.scorers.bert import SCORER_DEFAULTS
+from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 pytest.importorskip("langchain_openai")
 

@@ -20,7 +20,7 @@ from tests.deadline import deadline
 from tests.expected import default_confidence
 from tests.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+from uqlm_bert.bertscore._settings import SCORER_DEFAULTS
 from uqlm_bert.cli import main
 
 TAIL_A = OVERLONG[0] + " " + LONG[2]  # the same first 700 words, then different tails
@@ -102,9 +102,9 @@ def test_evaluate_reads_long_references_whole_with_the_option(tmp_path, capsys):
 
 
 def test_run_wide_idf_counts_the_whole_of_a_long_reference():
-    from uqlm_bert.bertscore.models import load_tokenizer
-    from uqlm_bert.distributed.files import _run_wide_idf
-    from uqlm_bert.scorers.registry import scorer_settings
+    from uqlm_bert.bertscore._loading import load_tokenizer
+    from uqlm_bert.distributed._files import _run_wide_idf
+    from uqlm_bert.scorers._registry import scorer_settings
 
     tok = load_tokenizer(None)
     token = tok("Zanzibar", add_special_tokens=False)["input_ids"][0]

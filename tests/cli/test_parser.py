@@ -8,9 +8,9 @@ import io
 
 import pytest
 
-from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
-from uqlm_bert.cli.options import bertscore_settings, checked_scorers, generation_settings
-from uqlm_bert.cli.parser import build_parser
+from uqlm_bert.bertscore._settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
+from uqlm_bert.cli._options import bertscore_settings, checked_scorers, generation_settings
+from uqlm_bert.cli._parser import build_parser
 from uqlm_bert.generation import GenerationSettings, RetryPolicy
 
 GENERATE = ["generate-and-score", "prompts.txt", "-o", "out.csv", "--model", "m"]

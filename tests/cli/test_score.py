@@ -17,7 +17,7 @@ from tests.expected import default_confidence, precision_confidence
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
-from uqlm_bert.scorers.bert import SCORER_DEFAULTS
+from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,6 +20,7 @@ import pytest
 
 from tests.deadline import deadline
 from tests.texts import passage
+from uqlm_bert import ConfigurationError, InputValidationError, UQLMBertError
 from uqlm_bert.cli import main
 from uqlm_bert.distributed import (
     ERROR_COLUMN,
@@ -29,11 +30,10 @@ from uqlm_bert.distributed import (
     score_file,
     start_local_ray,
 )
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError, UQLMBertError
 from uqlm_bert.io import read_table, scoring_inputs, validate_rows
 from uqlm_bert.scorers import Scorer, build_scorer, build_scorers, scorer_settings
-from uqlm_bert.scorers import registry as scorer_registry
-from uqlm_bert.scorers.registry import ScorerSpec
+from uqlm_bert.scorers import _registry as scorer_registry
+from uqlm_bert.scorers._registry import ScorerSpec
 
 TOL = 1e-6
 MALFORMED = {5: (42, ["an answer"]), 9: ("An answer.", "not a list"), 14: ("An answer.", ["ok", 7])}
@@ -105,7 +105,7 @@ def test_score_batch_matches_the_scorer_and_keeps_malformed_rows():
 
 
 def test_run_wide_idf_makes_batches_agree_with_one_call_over_all_rows():
-    from uqlm_bert.distributed.files import _run_wide_idf
+    from uqlm_bert.distributed._files import _run_wide_idf
 
     rows = _rows(16, seed=5)
     frame = pd.DataFrame(rows)
@@ -188,7 +188,7 @@ def test_score_file_checks_its_input_before_starting_ray(tmp_path):
 
 
 def test_score_file_with_no_row_to_score_writes_the_failures_without_ray(tmp_path, monkeypatch):
-    from uqlm_bert.distributed import files
+    from uqlm_bert.distributed import _files as files
 
     def no_ray(address=None):
         raise AssertionError("Ray was started with no row to score")
@@ -498,7 +498,7 @@ def test_score_dataset_refuses_batch_dependent_settings(local_ray):
 
 
 def test_lost_rows_are_an_error_not_a_short_output():
-    from uqlm_bert.distributed.files import ROW_COLUMN, _in_row_order
+    from uqlm_bert.distributed._files import ROW_COLUMN, _in_row_order
 
     with pytest.raises(UQLMBertError, match="3 rows for 4 input rows"):
         _in_row_order(pd.DataFrame({ROW_COLUMN: [0, 1, 3]}), 4)

@@ -22,13 +22,12 @@ import pytest
 from tests.deadline import deadline
 from tests.openai_server import FakeOpenAIServer
 from tests.texts import passage
-from uqlm_bert import BlackBoxUQ
+from uqlm_bert import BlackBoxUQ, ConfigurationError
 from uqlm_bert.cli import main
 from uqlm_bert.distributed import RayScoring, start_local_ray
-from uqlm_bert.exceptions import ConfigurationError
 from uqlm_bert.io import read_table
 from uqlm_bert.scorers import Scorer, register_scorer
-from uqlm_bert.scorers import registry as scorer_registry
+from uqlm_bert.scorers import _registry as scorer_registry
 
 langchain_openai = pytest.importorskip("langchain_openai")
 

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 from sklearn import metrics as skm
 
+from uqlm_bert import ConfigurationError, InputValidationError
 from uqlm_bert.evaluation import (
     accuracy_vs_fraction_kept,
     auc_pr,
@@ -22,7 +23,6 @@ from uqlm_bert.evaluation import (
     rejection_curve,
     spearman,
 )
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 
 SEEDS = range(8)
 

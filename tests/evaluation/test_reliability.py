@@ -7,8 +7,8 @@ import pytest
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 
+from uqlm_bert import ConfigurationError, InputValidationError
 from uqlm_bert.evaluation import brier_score, expected_calibration_error, reliability_curve
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
 
 SEEDS = range(6)
 

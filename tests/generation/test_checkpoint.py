@@ -9,9 +9,9 @@ import re
 import pytest
 
 from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
-from uqlm_bert.exceptions import CheckpointError
+from uqlm_bert import CheckpointError
 from uqlm_bert.generation import Checkpoint, GenerationSettings, ResponseGenerator, RetryPolicy
-from uqlm_bert.generation.records import CallFailure
+from uqlm_bert.generation._records import CallFailure
 
 FAST = RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0)
 PROMPTS = [f"question {i}" for i in range(8)]
@@ -222,7 +222,7 @@ def test_checkpoint_roundtrip_of_failures(tmp_path):
 
 
 def test_checkpoint_argument_type_is_checked():
-    from uqlm_bert.exceptions import ConfigurationError
+    from uqlm_bert import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="checkpoint"):
         asyncio.run(

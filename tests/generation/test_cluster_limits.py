@@ -1,4 +1,4 @@
-"""Limits held for a whole cluster (uqlm_bert.generation.grants and .cluster), without Ray: the
+"""Limits held for a whole cluster (uqlm_bert.generation._cluster_keeper and .cluster), without Ray: the
 keeper runs in the test's event loop, reached through a stand-in for the Ray actor that can die,
 be replaced, or answer late. Several clients stand for several processes.
 
@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from tests.scripted_chat import Recorder, ScriptedChatModel, http_error
-from uqlm_bert.exceptions import ConfigurationError, LimitsUnavailableError
-from uqlm_bert.generation import cluster as cluster_module
-from uqlm_bert.generation.cluster import ClusterClient, ClusterLimits, KeeperLost
-from uqlm_bert.generation.generator import ResponseGenerator
-from uqlm_bert.generation.grants import GrantKeeper, LimitNumbers
-from uqlm_bert.generation.retry import RetryPolicy
-from uqlm_bert.generation.settings import GenerationSettings
+from uqlm_bert import ConfigurationError, LimitsUnavailableError
+from uqlm_bert.generation import _cluster_limits as cluster_module
+from uqlm_bert.generation._backoff import RetryPolicy
+from uqlm_bert.generation._cluster_keeper import GrantKeeper, LimitNumbers
+from uqlm_bert.generation._cluster_limits import ClusterClient, ClusterLimits, KeeperLost
+from uqlm_bert.generation._generator import ResponseGenerator
+from uqlm_bert.generation._settings import GenerationSettings
 
 KEY = ("http://provider", "chat", "model")
 
@@ -312,7 +312,7 @@ async def test_two_generators_with_cluster_limits_share_the_cap_and_the_level(mo
 
 
 def KEY_OF(generator: ResponseGenerator) -> Any:  # noqa: N802 - reads as a constant
-    from uqlm_bert.generation.clients import provider_key
+    from uqlm_bert.generation._clients import provider_key
 
     return provider_key(generator.llm)
 

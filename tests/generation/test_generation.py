@@ -14,7 +14,7 @@ from langchain_core.language_models.fake_chat_models import (
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
-from uqlm_bert.exceptions import (
+from uqlm_bert import (
     AuthenticationFailedError,
     ConfigurationError,
     InputValidationError,
@@ -29,15 +29,15 @@ from uqlm_bert.generation import (
     derive_llm,
     parse_retry_after,
 )
-from uqlm_bert.generation.classify import MalformedReplyError
-from uqlm_bert.generation.clients import llm_temperature, message_text
-from uqlm_bert.generation.prompts import (
+from uqlm_bert.generation._backoff import backoff_cap
+from uqlm_bert.generation._clients import llm_temperature, message_text
+from uqlm_bert.generation._error_kinds import MalformedReplyError
+from uqlm_bert.generation._prompts import (
     fingerprint_prompt,
     fingerprint_run,
     to_messages,
     validate_prompts,
 )
-from uqlm_bert.generation.retry import backoff_cap
 
 FAST = RetryPolicy(max_retries=3, base_delay=0.0, max_delay=0.0)
 

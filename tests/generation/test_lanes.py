@@ -1,4 +1,4 @@
-"""The limits shared by concurrent calls (uqlm_bert.generation.lanes) and the first-come order of
+"""The limits shared by concurrent calls (uqlm_bert.generation._shared_limits) and the first-come order of
 the rate limiter, driven by hand: no network."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import asyncio
 
 from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
 
-from uqlm_bert.generation import forget_learned_limits, memory
-from uqlm_bert.generation.lanes import ProviderState, SharedLimits, provider_state
-from uqlm_bert.generation.limits import AdaptiveConcurrency, LearnedLimit, RateLimiter
-from uqlm_bert.generation.settings import GenerationSettings
+from uqlm_bert.generation import _learned_limits as memory
+from uqlm_bert.generation import forget_learned_limits
+from uqlm_bert.generation._limiters import AdaptiveConcurrency, LearnedLimit, RateLimiter
+from uqlm_bert.generation._settings import GenerationSettings
+from uqlm_bert.generation._shared_limits import ProviderState, SharedLimits, provider_state
 
 
 def state() -> ProviderState:

@@ -11,8 +11,8 @@ import asyncio
 import math
 from collections import deque
 
-from uqlm_bert.generation import limits
-from uqlm_bert.generation.limits import AdaptiveConcurrency, Permit, RateLimiter
+from uqlm_bert.generation import _limiters as limits
+from uqlm_bert.generation._limiters import AdaptiveConcurrency, Permit, RateLimiter
 
 PROBE = limits._PROBE_ROUND_TRIPS
 

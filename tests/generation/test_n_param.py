@@ -12,12 +12,12 @@ import logging
 import pytest
 
 from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
-from uqlm_bert.generation import memory
-from uqlm_bert.generation.checkpoint import Checkpoint
-from uqlm_bert.generation.clients import accepts_n, provider_key
-from uqlm_bert.generation.generator import ResponseGenerator
-from uqlm_bert.generation.retry import RetryPolicy
-from uqlm_bert.generation.settings import GenerationSettings
+from uqlm_bert.generation import _learned_limits as memory
+from uqlm_bert.generation._backoff import RetryPolicy
+from uqlm_bert.generation._checkpoint import Checkpoint
+from uqlm_bert.generation._clients import accepts_n, provider_key
+from uqlm_bert.generation._generator import ResponseGenerator
+from uqlm_bert.generation._settings import GenerationSettings
 
 FAST = RetryPolicy(max_retries=3, base_delay=0.0, max_delay=0.0)
 PROMPTS = [f"q{i}" for i in range(6)]
@@ -213,7 +213,7 @@ async def test_resume_of_part_of_a_prompts_samples_asks_n_for_the_rest(tmp_path)
 
 @pytest.mark.parametrize("bad", ["yes", 2, 1, None])
 def test_use_n_param_takes_auto_true_or_false(bad):
-    from uqlm_bert.exceptions import ConfigurationError
+    from uqlm_bert import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="use_n_param"):
         GenerationSettings(use_n_param=bad)

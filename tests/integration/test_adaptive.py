@@ -12,7 +12,7 @@ import pytest
 
 from tests.openai_server import FakeOpenAIServer
 from uqlm_bert.blackbox import BlackBoxUQ
-from uqlm_bert.scorers.base import Scorer
+from uqlm_bert.scorers._base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")
 

@@ -1,4 +1,4 @@
-"""The example web service (uqlm_bert/examples/asgi_app.py), driven in process through an ASGI
+"""The example web service (uqlm_bert/apps/_asgi.py), driven in process through an ASGI
 client with concurrent requests, against the scripted OpenAI-compatible server on 127.0.0.1.
 
 Every request of the app calls one shared ``BlackBoxUQ``, so the limits set on it hold for the
@@ -27,8 +27,9 @@ httpx = pytest.importorskip("httpx")
 langchain_openai = pytest.importorskip("langchain_openai")
 
 from uqlm_bert import BlackBoxUQ  # noqa: E402
-from uqlm_bert.examples.asgi_app import CLIENT_CLOSED, create_app, create_app_from_env  # noqa: E402
-from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD  # noqa: E402
+from uqlm_bert.apps import create_asgi_app, create_asgi_app_from_env  # noqa: E402
+from uqlm_bert.apps._asgi import CLIENT_CLOSED  # noqa: E402
+from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD  # noqa: E402
 
 pytestmark = pytest.mark.network
 
@@ -108,7 +109,7 @@ async def test_the_rate_limit_holds_for_the_process_across_concurrent_requests()
     with FakeOpenAIServer(default_latency=0.05, request_queue_size=256) as server:
         # one call per sample: each request makes 1 + m = 4 calls, 24 in all, more than the
         # limit allows in one window (with n, 2 calls per request would stay under it)
-        app = create_app(
+        app = create_asgi_app(
             chat(server),
             num_responses=m,
             max_calls_per_min=limit,
@@ -136,7 +137,7 @@ async def test_the_concurrency_cap_holds_for_the_process_across_concurrent_reque
     cap, m = 4, 3
     questions = [f"Question {i}: where does river {i} rise?" for i in range(6)]
     with FakeOpenAIServer(default_latency=0.3, request_queue_size=256) as server:
-        app = create_app(
+        app = create_asgi_app(
             chat(server), num_responses=m, max_concurrency=cap, use_n_param=False, **FAST
         )
         async with client_of(app) as client:
@@ -153,7 +154,7 @@ async def test_with_n_each_request_makes_two_calls_and_gets_its_own_answer():
     m = 2
     questions = [f"Question {i}: what is compound {i} made of?" for i in range(8)]
     with FakeOpenAIServer(default_latency=0.05, request_queue_size=256) as server:
-        app = create_app(chat(server), num_responses=m, **FAST)
+        app = create_asgi_app(chat(server), num_responses=m, **FAST)
         async with client_of(app) as client:
             replies = await ask_all(client, questions)
             health = (await client.get("/health")).json()
@@ -168,7 +169,9 @@ async def test_a_request_past_its_timeout_gets_504_and_gives_its_places_back():
     with FakeOpenAIServer(request_queue_size=64) as server:
         server.add_rule(HUNG, hang=True)  # never answered (until the server stops)
         # two places in flight: the stuck question's two calls take both until cancelled
-        app = create_app(chat(server), num_responses=2, max_concurrency=2, timeout_s=1.0, **FAST)
+        app = create_asgi_app(
+            chat(server), num_responses=2, max_concurrency=2, timeout_s=1.0, **FAST
+        )
         async with client_of(app) as client:
             started = time.monotonic()
             stuck = await asyncio.wait_for(client.post("/ask", json={"question": HUNG}), 20)
@@ -191,7 +194,9 @@ async def test_a_client_that_disconnects_cancels_its_own_work_only():
         # four places: the stuck question's two calls and one other question's; if the stuck
         # calls kept theirs after the disconnect, the two questions asked after it could not
         # both run, and would time out
-        app = create_app(chat(server), num_responses=2, max_concurrency=4, timeout_s=5.0, **FAST)
+        app = create_asgi_app(
+            chat(server), num_responses=2, max_concurrency=4, timeout_s=5.0, **FAST
+        )
         async with client_of(app) as client:
             gone = asyncio.Event()
             sent: list[dict[str, Any]] = []
@@ -231,7 +236,7 @@ async def test_a_client_that_disconnects_cancels_its_own_work_only():
 
 async def test_bad_requests_are_refused_before_any_call():
     with FakeOpenAIServer() as server:
-        app = create_app(chat(server), num_responses=2, max_question_chars=50)
+        app = create_asgi_app(chat(server), num_responses=2, max_question_chars=50)
         async with client_of(app) as client:
             not_json = await client.post(
                 "/ask", content=b"{question", headers={"content-type": "application/json"}
@@ -257,7 +262,7 @@ async def test_the_app_from_the_environment(monkeypatch):
         monkeypatch.setenv("UQLM_BERT_APP_NUM_RESPONSES", "2")
         monkeypatch.setenv("UQLM_BERT_APP_MAX_CONCURRENCY", "3")
         monkeypatch.setenv("UQLM_BERT_APP_TIMEOUT_S", "30")
-        app = create_app_from_env()
+        app = create_asgi_app_from_env()
         async with client_of(app) as client:
             replies = await ask_all(client, ["Question from the environment"])
             uq = app.state.service.uq
@@ -271,11 +276,11 @@ async def test_the_app_from_the_environment(monkeypatch):
 async def test_asked_for_spans_a_reply_says_where_its_answer_is_unsupported():
     """``"spans": true`` adds each counted word of the answer with its offsets and support, the
     same as the result's own word table; without it the reply has no spans."""
-    from uqlm_bert.bertscore.support import WEAK_SUPPORT
+    from uqlm_bert.bertscore._token_support import WEAK_SUPPORT
 
     questions = ["Who wrote <Solaris>?", "Capital & river of Peru?"]
     with FakeOpenAIServer() as server:
-        app = create_app(chat(server), num_responses=2)
+        app = create_asgi_app(chat(server), num_responses=2)
         async with client_of(app) as client:
             with_spans = await asyncio.wait_for(
                 asyncio.gather(

@@ -22,7 +22,7 @@ from benchmarks import bench_vs_uqlm as vs
 from benchmarks import eval_idf, eval_threshold, harness, loopback
 from benchmarks import eval_wikibio as combos
 from tests.deadline import deadline
-from uqlm_bert.bertscore.settings import SCORER_DEFAULTS
+from uqlm_bert.bertscore._settings import SCORER_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "__init__")

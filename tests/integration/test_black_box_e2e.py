@@ -13,10 +13,10 @@ import math
 import pytest
 
 from tests.openai_server import FakeOpenAIServer, answer_text
+from uqlm_bert import AuthenticationFailedError
 from uqlm_bert.blackbox import BlackBoxUQ
-from uqlm_bert.exceptions import AuthenticationFailedError
-from uqlm_bert.results.identical_samples import IdenticalSamplesWarning
-from uqlm_bert.scorers.base import Scorer
+from uqlm_bert.results._identical_samples import IdenticalSamplesWarning
+from uqlm_bert.scorers._base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")
 
@@ -364,7 +364,7 @@ async def test_a_server_that_ignores_n_still_gives_every_prompt_all_its_samples(
 
 
 async def test_more_samples_than_the_server_allows_per_call_are_split():
-    from uqlm_bert.generation.settings import GenerationSettings
+    from uqlm_bert.generation._settings import GenerationSettings
 
     with FakeOpenAIServer(max_n=4) as server:
         uq = BlackBoxUQ(

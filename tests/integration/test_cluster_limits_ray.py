@@ -12,10 +12,10 @@ import time
 import pytest
 
 from tests.deadline import deadline
-from uqlm_bert.distributed.session import start_local_ray
-from uqlm_bert.exceptions import LimitsUnavailableError
-from uqlm_bert.generation.cluster import ClusterLimits
-from uqlm_bert.generation.settings import GenerationSettings
+from uqlm_bert import LimitsUnavailableError
+from uqlm_bert.distributed._session import start_local_ray
+from uqlm_bert.generation._cluster_limits import ClusterLimits
+from uqlm_bert.generation._settings import GenerationSettings
 
 ray = pytest.importorskip("ray")
 

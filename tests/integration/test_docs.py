@@ -157,7 +157,7 @@ def test_every_public_module_is_doctested():
         "uqlm_bert.blackbox",
         "uqlm_bert.results",
         "uqlm_bert.plots",
-        "uqlm_bert.bertscore.engine",
+        "uqlm_bert.bertscore._engine",
         "uqlm_bert.evaluation",
     ):
         assert expected in MODULES
@@ -347,7 +347,7 @@ def _texts_that_show_thresholds() -> list[tuple[str, str]]:
 def test_every_example_uses_the_one_default_threshold_for_the_default_scorer():
     """A number written as the default scorer's threshold anywhere a user reads is the default
     threshold; lines about another scorer, a probability or a precision target are theirs."""
-    from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD
+    from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
 
     found = []
     for name, text in _texts_that_show_thresholds():

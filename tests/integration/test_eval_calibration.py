@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from benchmarks import eval_calibration as ec
-from uqlm_bert.calibration import ScoreCalibrator
+from uqlm_bert.evaluation._calibration import ScoreCalibrator
 
 
 @pytest.mark.parametrize("seed", range(5))

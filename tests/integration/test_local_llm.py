@@ -27,8 +27,8 @@ pytest.importorskip("xllamacpp", reason="the local extra is not installed (xllam
 
 
 def _embedded_or_skip():
-    from uqlm_bert.exceptions import ConfigurationError
-    from uqlm_bert.local_llm import embedded_model_path
+    from uqlm_bert import ConfigurationError
+    from uqlm_bert._local_llm import embedded_model_path
 
     try:
         return embedded_model_path()
@@ -71,7 +71,7 @@ def test_the_embedded_model_is_found_without_importing_its_package():
 def test_serves_a_chat_model_on_loopback_and_stops_on_exit():
     from langchain_openai import ChatOpenAI
 
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
 
     _embedded_or_skip()
     local = LocalLLM(num_responses=2, max_tokens=4)
@@ -92,7 +92,7 @@ def test_serves_a_chat_model_on_loopback_and_stops_on_exit():
 def test_honours_n_up_to_its_slots():
     from langchain_core.messages import HumanMessage
 
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
 
     _embedded_or_skip()
     local = LocalLLM(num_responses=3, max_tokens=4)
@@ -106,7 +106,7 @@ def test_honours_n_up_to_its_slots():
 
 
 def test_an_error_in_the_block_stops_the_server():
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
 
     _embedded_or_skip()
     local = LocalLLM(num_responses=1, max_tokens=4)
@@ -117,7 +117,7 @@ def test_an_error_in_the_block_stops_the_server():
 
 
 async def test_async_block_and_a_cancelled_call_stop_the_server():
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
 
     _embedded_or_skip()
     local = LocalLLM(num_responses=1, max_tokens=64)
@@ -139,8 +139,8 @@ async def test_async_block_and_a_cancelled_call_stop_the_server():
 
 
 def test_a_file_that_is_not_a_model_fails_with_the_servers_log(tmp_path):
-    from uqlm_bert.exceptions import ConfigurationError, LocalServerError
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert import ConfigurationError, LocalServerError
+    from uqlm_bert._local_llm import LocalLLM
 
     bogus = tmp_path / "not-a-model.gguf"
     bogus.write_bytes(b"GGUF" + b"\0" * 64)
@@ -163,7 +163,7 @@ def _start_script(tmp_path):
         # as in a terminal: a process started in the background (nohup, `&`) inherits SIGINT
         # ignored, and Python then never raises KeyboardInterrupt
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-        "from uqlm_bert.local_llm import LocalLLM\n"
+        "from uqlm_bert._local_llm import LocalLLM\n"
         "local = LocalLLM(num_responses=1, max_tokens=4)\n"
         "with local:\n"
         "    print(local.pid, flush=True)\n"

@@ -9,7 +9,7 @@ import pytest
 from benchmarks import bench_long_texts as speed
 from benchmarks import eval_long_texts as quality
 from benchmarks.harness import Passage
-from uqlm_bert.bertscore.windows import plan_windows
+from uqlm_bert.bertscore._windows import plan_windows
 
 
 def _rows(n: int) -> list[Passage]:
@@ -64,7 +64,7 @@ def test_eval_skips_cleanly_without_the_data(tmp_path, capsys):
 
 
 def test_texts_are_cut_at_the_token_count_asked():
-    from uqlm_bert.bertscore.models import load_tokenizer
+    from uqlm_bert.bertscore._loading import load_tokenizer
 
     tok = load_tokenizer(None)
     text = " ".join(["The river city was founded in the early years."] * 60)

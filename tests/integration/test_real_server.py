@@ -3,7 +3,7 @@
 What a real server does that the loopback replay server does not: it decodes at most ``slots``
 sequences at once and queues the rest (it never answers 429 or 503), honours ``n`` up to its slots
 and answers HTTP 400 beyond, and can die in the middle of a run. Each test starts its own server
-(:class:`uqlm_bert.local_llm.LocalLLM`), asks a few short questions (a handful of tokens per
+(:class:`uqlm_bert._local_llm.LocalLLM`), asks a few short questions (a handful of tokens per
 reply), and stops it.
 """
 
@@ -16,7 +16,7 @@ import warnings
 
 import pytest
 
-from uqlm_bert.generation.checkpoint import ORIGINAL_SLOT
+from uqlm_bert.generation._checkpoint import ORIGINAL_SLOT
 
 pytestmark = pytest.mark.network
 
@@ -41,8 +41,8 @@ SYSTEM = "Answer in one short sentence."
 
 @pytest.fixture(autouse=True)
 def _embedded_model():
-    from uqlm_bert.exceptions import ConfigurationError
-    from uqlm_bert.local_llm import embedded_model_path
+    from uqlm_bert import ConfigurationError
+    from uqlm_bert._local_llm import embedded_model_path
 
     try:
         embedded_model_path()
@@ -67,7 +67,7 @@ def _all_filled(result) -> None:
 
 
 def test_samples_within_the_slots_come_in_one_call_per_prompt():
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
 
     prompts, m = QUESTIONS[:3], 3
     with LocalLLM(num_responses=m, max_tokens=8) as llm:
@@ -81,9 +81,9 @@ def test_samples_within_the_slots_come_in_one_call_per_prompt():
 
 
 def test_n_beyond_the_slots_falls_back_to_one_call_per_sample_and_is_remembered():
-    from uqlm_bert.generation import memory
-    from uqlm_bert.generation.clients import provider_key
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
+    from uqlm_bert.generation import _learned_limits as memory
+    from uqlm_bert.generation._clients import provider_key
 
     prompts, m = QUESTIONS[:3], 4
     with LocalLLM(num_responses=m, slots=2, max_tokens=8) as llm:
@@ -110,7 +110,7 @@ def test_a_queue_longer_than_the_timeout_causes_no_storm_of_duplicates():
     the whole queue takes ``long_s``; the last calls of that run waited about that long, so a
     timeout of a quarter of it is shorter than the queue (and still several times one call's
     own time: 2 slots serve the run's calls about ``calls / 2`` at a time)."""
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
 
     prompts, m = QUESTIONS, 2
     with LocalLLM(num_responses=m, slots=2, max_tokens=12) as llm:
@@ -139,7 +139,7 @@ def test_a_queue_longer_than_the_timeout_causes_no_storm_of_duplicates():
 
 async def test_a_server_killed_mid_run_leaves_errors_in_place_and_a_resume_completes(tmp_path):
     from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.local_llm import LocalLLM
+    from uqlm_bert._local_llm import LocalLLM
 
     prompts, m = QUESTIONS[:8], 2
     checkpoint = tmp_path / "run.jsonl"
@@ -215,8 +215,8 @@ def test_identical_samples_at_a_high_temperature_give_one_warning():
     """A server whose sampling ignores the temperature (top_k=1 on the server side: every reply
     is the most likely one) returns identical samples at sampling_temperature=1.0: one warning.
     The same questions on a server that samples give none."""
-    from uqlm_bert.local_llm import LocalLLM
-    from uqlm_bert.results.identical_samples import IdenticalSamplesWarning
+    from uqlm_bert._local_llm import LocalLLM
+    from uqlm_bert.results._identical_samples import IdenticalSamplesWarning
 
     prompts, m = QUESTIONS[:5], 3
     with LocalLLM(num_responses=m, max_tokens=12, top_k=1) as llm:

@@ -1,4 +1,4 @@
-"""The example app on Ray Serve (uqlm_bert/examples/serve_app.py), on a local Ray started here on
+"""The example app on Ray Serve (uqlm_bert/apps/_serve.py), on a local Ray started here on
 127.0.0.1, against the scripted OpenAI-compatible server, through Serve's HTTP proxy.
 
 Three ingress replicas take 200 concurrent questions under ``max_calls_per_min=60`` per 10 s and
@@ -30,10 +30,10 @@ httpx = pytest.importorskip("httpx")
 langchain_openai = pytest.importorskip("langchain_openai")
 
 from uqlm_bert import BlackBoxUQ  # noqa: E402
-from uqlm_bert.distributed.session import start_local_ray  # noqa: E402
-from uqlm_bert.examples.serve_app import ServeAppSettings, build_app  # noqa: E402
-from uqlm_bert.generation.cluster import ClusterLimits  # noqa: E402
-from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD  # noqa: E402
+from uqlm_bert.apps import ServeAppSettings, build_serve_app  # noqa: E402
+from uqlm_bert.distributed._session import start_local_ray  # noqa: E402
+from uqlm_bert.generation._cluster_limits import ClusterLimits  # noqa: E402
+from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.network]
 
@@ -117,7 +117,7 @@ def test_three_replicas_share_the_limits_and_one_scorer(serve_on_loopback):
             api_key="test-key",
             temperature=0.0,
         )
-        serve.run(build_app(settings, llm_factory), route_prefix="/")
+        serve.run(build_serve_app(settings, llm_factory), route_prefix="/")
         started = time.monotonic()
         replies = asyncio.run(ask_all(port, questions))
         elapsed = time.monotonic() - started

@@ -1,4 +1,4 @@
-"""The Serve app's parts without a cluster (uqlm_bert/examples/serve_app.py): an ingress replica
+"""The Serve app's parts without a cluster (uqlm_bert/apps/_serve.py): an ingress replica
 answering requests with a stand-in for the scorer deployment's handle that scores in this
 process, the scorer's split of a joined batch, and the app's arguments. The app on a real Serve
 is tested in test_serve_app.py.
@@ -19,17 +19,19 @@ pytest.importorskip("starlette", reason="the ingress answers with Starlette resp
 
 from starlette.requests import Request  # noqa: E402
 
-from uqlm_bert import BlackBoxUQ  # noqa: E402
-from uqlm_bert.examples.asgi_app import BAD_BODY  # noqa: E402
-from uqlm_bert.examples.serve_app import (  # noqa: E402
+from uqlm_bert import (
+    BlackBoxUQ,  # noqa: E402
+    ConfigurationError,  # noqa: E402
+)
+from uqlm_bert.apps._asgi import BAD_BODY  # noqa: E402
+from uqlm_bert.apps._serve import (  # noqa: E402
     BatchedScorer,
     Ingress,
     ServeAppSettings,
-    app_builder,
+    serve_app_builder,
 )
-from uqlm_bert.exceptions import ConfigurationError  # noqa: E402
 from uqlm_bert.scorers import build_scorer  # noqa: E402
-from uqlm_bert.scorers.base import Pairs  # noqa: E402
+from uqlm_bert.scorers._base import Pairs  # noqa: E402
 
 ANSWER = "Paris is the capital of France."
 #: the dtype's bound on how far a confidence moves with the company it is scored in
@@ -148,4 +150,4 @@ def test_the_apps_arguments_are_typed_and_checked():
     with pytest.raises(ConfigurationError, match="max_calls_per_min must be an int, got 'many'"):
         ServeAppSettings.from_args({"max_calls_per_min": "many"})
     with pytest.raises(ConfigurationError, match="rate_limit_period must be a number > 0"):
-        app_builder({"rate_limit_period": "0"})
+        serve_app_builder({"rate_limit_period": "0"})

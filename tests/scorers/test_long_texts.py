@@ -21,12 +21,11 @@ import torch
 
 from tests.texts import LONG, OVERLONG, SHORT
 from tests.tiny_models import build_tiny_bert
-from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ
-from uqlm_bert.bertscore.settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
-from uqlm_bert.bertscore.windows import MAX_TOKENS, MIN_OVERLAP, plan_windows
-from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ, ConfigurationError
+from uqlm_bert.bertscore._settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
+from uqlm_bert.bertscore._windows import MAX_TOKENS, MIN_OVERLAP, plan_windows
 from uqlm_bert.scorers import build_scorer, build_scorers
-from uqlm_bert.scorers.cosine import CosineSimScorer
+from uqlm_bert.scorers._cosine import CosineSimScorer
 
 MB = 1024 * 1024
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank. "
@@ -64,7 +63,7 @@ def test_one_flat_keyword_sets_every_model_based_scorer():
 
 def test_the_default_threshold_holds_in_both_modes():
     """It was chosen on answers that fit the window, which score the same in both modes."""
-    from uqlm_bert.scorers.bert import DEFAULT_THRESHOLD
+    from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
 
     for mode in ("window", "truncate"):
         assert build_scorer("bert_score", long_texts=mode).default_threshold == DEFAULT_THRESHOLD
@@ -121,7 +120,7 @@ def test_sentence_scores_of_a_long_sentence_follow_the_setting(engines):
             )
         per_mode[mode] = df.to_df()["bert_score"].to_numpy()
     # the long sentence against each sample's best sentence, by the engine of that mode
-    from uqlm_bert.scorers.sentences import split_sentences
+    from uqlm_bert.scorers._sentences import split_sentences
 
     refs = [split_sentences(s) for s in samples[0]]
     for mode, got in per_mode.items():

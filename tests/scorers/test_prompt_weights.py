@@ -1,5 +1,5 @@
 """The BERTScore scorers' default weighting: the prompt's tokens and punctuation weigh 0, and
-``bert_score`` is the F-measure with beta :data:`~uqlm_bert.scorers.bert.F_BETA` (F1).
+``bert_score`` is the F-measure with beta :data:`~uqlm_bert.scorers._bertscore.F_BETA` (F1).
 
 Expected numbers come from a hand computation on the engine's own token embeddings and idf
 weights (``greedy_match`` with the weights masked), from the F-measure's formula, and from
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from uqlm_bert.bertscore.engine import BERTScorer
-from uqlm_bert.bertscore.matching import greedy_match
-from uqlm_bert.scorers.bert import F_BETA, BERTScoreConsistency, f_beta, punctuation_ids
+from uqlm_bert.bertscore._engine import BERTScorer
+from uqlm_bert.bertscore._matching import greedy_match
+from uqlm_bert.scorers._bertscore import F_BETA, BERTScoreConsistency, f_beta, punctuation_ids
 
 QUESTION = "What is the capital of Peru?"
 ANSWER = "The capital of Peru is Lima."

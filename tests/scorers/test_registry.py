@@ -6,10 +6,9 @@ import argparse
 
 import pytest
 
-from uqlm_bert import BERTScoreSettings, BlackBoxUQ
-from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ConfigurationError
 from uqlm_bert.scorers import available_scorers, build_scorer, build_scorers, scorer_spec
-from uqlm_bert.scorers.bert import BERTScoreConsistency
+from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
 
 def _message(call) -> str:
@@ -19,8 +18,8 @@ def _message(call) -> str:
 
 
 def test_every_entry_point_refuses_an_unknown_name_with_the_same_message():
-    from uqlm_bert.cli.options import checked_scorers
-    from uqlm_bert.distributed.files import score_file
+    from uqlm_bert.cli._options import checked_scorers
+    from uqlm_bert.distributed._files import score_file
 
     args = argparse.Namespace(scorers=["bert_scor"], model_type=None, num_layers=None,
                               dtype=None, device=None, batch_size=None, lang=None, idf=None,
@@ -68,7 +67,7 @@ def test_an_unknown_metric_is_refused_when_built_not_when_scoring():
 
 
 def test_p_r_f_variants_compute_bertscore_once_per_call(monkeypatch):
-    from uqlm_bert.bertscore.engine import BERTScorer
+    from uqlm_bert.bertscore._engine import BERTScorer
     from uqlm_bert.scorers import score_all
 
     calls = []
@@ -127,7 +126,7 @@ def test_the_built_in_bertscore_scorers_of_one_object_share_one_engine_with_its_
 
 def test_a_custom_scorer_with_the_bertscore_settings_is_built_by_its_own_factory():
     from uqlm_bert.scorers import register_scorer
-    from uqlm_bert.scorers.registry import _REGISTRY
+    from uqlm_bert.scorers._registry import _REGISTRY
 
     seen = []
 
@@ -181,8 +180,8 @@ def test_bad_values_are_refused_by_the_settings_objects():
 
 def test_a_custom_scorer_with_keyword_settings_gets_those_it_takes():
     from uqlm_bert.scorers import register_scorer
-    from uqlm_bert.scorers.registry import _REGISTRY
-    from uqlm_bert.scorers.text import ExactMatchScorer
+    from uqlm_bert.scorers._lexical import ExactMatchScorer
+    from uqlm_bert.scorers._registry import _REGISTRY
 
     register_scorer("loose_match", lambda loose=True: ExactMatchScorer(normalize=loose), ["loose"])
     try:

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
-from uqlm_bert.scorers.sentences import SENTENCE_COLUMNS, score_sentences, split_sentences
+from uqlm_bert import ConfigurationError, InputValidationError
+from uqlm_bert.scorers._sentences import SENTENCE_COLUMNS, score_sentences, split_sentences
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 WIKIBIO = DATA / "wikibio_gpt3_dev.jsonl"
@@ -272,7 +272,7 @@ def _support_by_hand(scorer, response: str, samples: list[str], sentence: str) -
     """The mean of the lowest tenth (at least one) of the sentence's non-punctuation tokens'
     best cosines, averaged over the samples: embeddings and maxima computed here, straight from
     the encoder."""
-    from uqlm_bert.scorers.bert import punctuation_ids
+    from uqlm_bert.scorers._bertscore import punctuation_ids
 
     enc = scorer.encoder
     tok = enc.tokenizer(response, return_offsets_mapping=True)

@@ -18,10 +18,10 @@ import pytest
 
 from tests.texts import LONG, OVERLONG, SHORT
 from tests.texts_hostile import random_rows
-from uqlm_bert.exceptions import ConfigurationError
-from uqlm_bert.inputs import scoring_lists
+from uqlm_bert import ConfigurationError
+from uqlm_bert._inputs import scoring_lists
 from uqlm_bert.scorers import build_scorer
-from uqlm_bert.scorers.base import score_all, score_with_supports
+from uqlm_bert.scorers._base import score_all, score_with_supports
 
 NAMES = ("bert_score", "bert_score_precision", "bert_score_recall")
 #: dtype="auto" (bfloat16 on CPUs with bfloat16 units, float16 on CUDA): a token's support stays
@@ -161,7 +161,7 @@ def test_score_all_collects_nothing(float32_scorers, monkeypatch):
 
 
 def test_ids_that_differ_from_the_engine_are_an_error(float32_scorers, monkeypatch):
-    from uqlm_bert.bertscore import encoder
+    from uqlm_bert.bertscore import _encoder as encoder
 
     real = encoder.token_spans
 

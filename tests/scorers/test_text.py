@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from uqlm_bert.exceptions import ConfigurationError, InputValidationError
+from uqlm_bert import ConfigurationError, InputValidationError
 from uqlm_bert.scorers import build_scorer
-from uqlm_bert.scorers.text import (
+from uqlm_bert.scorers._lexical import (
     BleuScorer,
     ExactMatchScorer,
     RougeLScorer,

@@ -8,7 +8,7 @@ and the metadata that says how it was scored. :func:`sentence_result` does the s
 sentence-level scores.
 
 Example:
-    >>> from uqlm_bert.inputs import ScoringInputs
+    >>> from uqlm_bert._inputs import ScoringInputs
     >>> assembly = Assembly(postprocessor=str.upper, return_responses="all")
     >>> raw = ScoringInputs(["paris"], [["lyon", None]])
     >>> processed = assembly.scored_texts(raw)
@@ -28,19 +28,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert._exceptions import ConfigurationError
+from uqlm_bert._inputs import ScoringInputs
 from uqlm_bert.blackbox._pipeline import Scored, score_rows
-from uqlm_bert.exceptions import ConfigurationError
-from uqlm_bert.inputs import ScoringInputs
-from uqlm_bert.results.failures import Failures
-from uqlm_bert.results.identical_samples import identical_share
-from uqlm_bert.results.result import SentenceUQResult, UQResult
-from uqlm_bert.scorers.base import Scorer
-from uqlm_bert.scorers.best import ORIGINAL
+from uqlm_bert.results._failures import Failures
+from uqlm_bert.results._identical_samples import identical_share
+from uqlm_bert.results._result import SentenceUQResult, UQResult
+from uqlm_bert.scorers._base import Scorer
+from uqlm_bert.scorers._best import ORIGINAL
 
 if TYPE_CHECKING:
-    from uqlm_bert.bertscore.engine import BERTScorer
-    from uqlm_bert.generation.records import GenerationResult
-    from uqlm_bert.generation.settings import GenerationSettings
+    from uqlm_bert.bertscore._engine import BERTScorer
+    from uqlm_bert.generation._records import GenerationResult
+    from uqlm_bert.generation._settings import GenerationSettings
 
 __all__ = ["Assembly", "RETURN_RESPONSES", "bert_engine", "generation_metadata", "sentence_result"]
 
@@ -59,7 +59,7 @@ class Assembly:
             postprocessed ones, and the raw ones in ``raw_responses`` and
             ``raw_sampled_responses``), ``"raw"`` or ``"postprocessed"``.
         use_best: the answer shown is the candidate chosen by the scorers (see
-            :mod:`uqlm_bert.scorers.best`); the original is kept in ``original_responses``.
+            :mod:`uqlm_bert.scorers._best`); the original is kept in ``original_responses``.
         token_supports: each answer's token supports are collected in the scoring pass and
             kept in the result (``supports()``, ``sentences()``).
     """
@@ -217,7 +217,7 @@ class Assembly:
         (the LLM and its settings, the calls, the failures, the timings, the checkpoint), and
         the texts the scorers saw (``scored.texts``, postprocessed once, as they were
         scored)."""
-        from uqlm_bert.generation.clients import llm_description, llm_temperature
+        from uqlm_bert.generation._clients import llm_description, llm_temperature
 
         raw = ScoringInputs(
             list(generation.responses), [list(s) for s in generation.sampled_responses]
@@ -266,7 +266,7 @@ class Assembly:
 
 def generation_metadata(generation: GenerationResult) -> dict[str, Any]:
     """What a run's metadata says of its calls: ``calls`` (the call counts) and ``failures``
-    (the failed slots, see :class:`~uqlm_bert.results.failures.Failures`); the one place both
+    (the failed slots, see :class:`~uqlm_bert.results._failures.Failures`); the one place both
     are built, for a result and for the warnings of generation alone."""
     failures = Failures.of(generation.response_errors, generation.sample_errors)
     return {"calls": generation.stats.as_dict(), "failures": failures.as_metadata()}
@@ -277,19 +277,19 @@ def bert_engine(scorers: Sequence[Scorer], build: bool) -> BERTScorer | None:
     the scorers' default BERTScore settings (none of the BERTScore settings was accepted then).
 
     Example:
-        >>> from uqlm_bert.scorers.text import ExactMatchScorer
+        >>> from uqlm_bert.scorers._lexical import ExactMatchScorer
         >>> bert_engine([ExactMatchScorer()], build=False) is None
         True
     """
-    from uqlm_bert.scorers.bert import BERTScoreConsistency
+    from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
     for scorer in scorers:
         if isinstance(scorer, BERTScoreConsistency):
             return scorer.engine
     if not build:
         return None
-    from uqlm_bert.bertscore.engine import BERTScorer
-    from uqlm_bert.bertscore.settings import BERTScoreSettings
+    from uqlm_bert.bertscore._engine import BERTScorer
+    from uqlm_bert.bertscore._settings import BERTScoreSettings
 
     return BERTScorer.from_settings(BERTScoreSettings.for_scorers())
 
@@ -306,7 +306,7 @@ def sentence_result(
 ) -> SentenceUQResult:
     """Sentence-level confidences with ``engine`` (see ``BlackBoxUQ.score_sentences``), as a
     result with one row per sentence and how they were scored."""
-    from uqlm_bert.scorers.sentences import score_sentences
+    from uqlm_bert.scorers._sentences import score_sentences
 
     started = time.perf_counter()
     df = score_sentences(

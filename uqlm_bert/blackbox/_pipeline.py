@@ -12,14 +12,14 @@ scorer whose numbers depend on the whole batch (BERTScore with ``idf=True`` and 
 the end instead, so the result never depends on the order in which calls complete, nor on other
 calls. :func:`generate_and_score` runs a generator with a :class:`ScoringPipeline` beside it;
 :func:`score_rows` is the scoring step of every batch and of ``BlackBoxUQ.score`` (the scorers'
-own :func:`~uqlm_bert.scorers.base.score_all`, or :func:`~uqlm_bert.scorers.best.best_of` with
+own :func:`~uqlm_bert.scorers._base.score_all`, or :func:`~uqlm_bert.scorers._best.best_of` with
 ``use_best``). The texts the scorers saw come back with the scores (:attr:`Scored.texts`), so the
 result shows them without postprocessing them again.
 
 Example:
     >>> import asyncio
-    >>> from uqlm_bert.generation.records import GenerationResult
-    >>> from uqlm_bert.scorers.text import ExactMatchScorer
+    >>> from uqlm_bert.generation._records import GenerationResult
+    >>> from uqlm_bert.scorers._lexical import ExactMatchScorer
     >>> async def run():
     ...     pipeline = ScoringPipeline([ExactMatchScorer()], n=2, max_batch=8, show=False)
     ...     pipeline.start()
@@ -40,16 +40,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert._inputs import ScoringInputs, prompt_text
 from uqlm_bert.blackbox._queue import Row, ScoringQueue, recipe_of
-from uqlm_bert.inputs import ScoringInputs, prompt_text
-from uqlm_bert.scorers.base import Scorer, score_all, score_with_supports
-from uqlm_bert.scorers.best import ORIGINAL, best_of
+from uqlm_bert.scorers._base import Scorer, score_all, score_with_supports
+from uqlm_bert.scorers._best import ORIGINAL, best_of
 
 if TYPE_CHECKING:
-    from uqlm_bert.bertscore.support import TokenSupport
-    from uqlm_bert.generation.generator import ResponseGenerator
-    from uqlm_bert.generation.records import GenerationResult
-    from uqlm_bert.generation.settings import GenerationSettings
+    from uqlm_bert.bertscore._token_support import TokenSupport
+    from uqlm_bert.generation._generator import ResponseGenerator
+    from uqlm_bert.generation._records import GenerationResult
+    from uqlm_bert.generation._settings import GenerationSettings
 
 __all__ = ["Scored", "ScoringPipeline", "generate_and_score", "score_rows"]
 
@@ -281,7 +281,7 @@ class Scored:
     """Scores of a run, with ``use_best`` the candidate chosen for each prompt, the texts the
     scorers saw (``None`` where the caller holds them), and each prompt's token supports from
     the same pass (``None`` where no scorer gives them; see
-    :func:`~uqlm_bert.scorers.base.score_with_supports`)."""
+    :func:`~uqlm_bert.scorers._base.score_with_supports`)."""
 
     scores: dict[str, np.ndarray]
     best: list[int] | None

@@ -2,7 +2,7 @@
 
 :func:`scoring_place` turns ``BlackBoxUQ``'s ``scoring`` argument into where its scoring queues
 score their batches: None for this process (each queue's worker thread), or a
-:class:`PoolBatches` over a :class:`~uqlm_bert.distributed.pool.ScorerPool` whose actors build the
+:class:`PoolBatches` over a :class:`~uqlm_bert.distributed._actor_pool.ScorerPool` whose actors build the
 object's scorers from its scorer settings and run :func:`~uqlm_bert.blackbox._pipeline.score_rows`,
 the scoring step of one process. The queue forms the batches (when to send one, how large) and
 sends as many at once as the pool takes; :class:`PoolBatches` sends a batch's texts and prompts,
@@ -28,9 +28,9 @@ from uqlm_bert.blackbox._pipeline import Scored, score_rows
 from uqlm_bert.blackbox._queue import Outcome, QueuedCall, Row, by_call, shares
 
 if TYPE_CHECKING:
-    from uqlm_bert.distributed.pool import ScorerPool
-    from uqlm_bert.scorers.base import Scorer
-    from uqlm_bert.scorers.registry import BuiltSettings
+    from uqlm_bert.distributed._actor_pool import ScorerPool
+    from uqlm_bert.scorers._base import Scorer
+    from uqlm_bert.scorers._registry import BuiltSettings
 
 __all__ = ["PoolBatches", "scoring_place"]
 
@@ -47,8 +47,8 @@ def scoring_place(
     """
     if isinstance(scoring, str) and scoring == "local":
         return None
-    from uqlm_bert.distributed.dataset import require_ray
-    from uqlm_bert.distributed.pool import PoolScorers, RayScoring, ScorerPool
+    from uqlm_bert.distributed._actor_pool import PoolScorers, RayScoring, ScorerPool
+    from uqlm_bert.distributed._dataset import require_ray
 
     ray_scoring = RayScoring.of(scoring)
     if ray_scoring is None:

@@ -37,9 +37,9 @@ being scored are not written back.
 
 Example:
     >>> import asyncio
-    >>> from uqlm_bert.generation.records import GenerationResult
+    >>> from uqlm_bert.generation._records import GenerationResult
     >>> from uqlm_bert.blackbox._pipeline import ScoringPipeline
-    >>> from uqlm_bert.scorers.text import ExactMatchScorer
+    >>> from uqlm_bert.scorers._lexical import ExactMatchScorer
     >>> async def two_calls():
     ...     queue, scorers = ScoringQueue(max_batch=8), [ExactMatchScorer()]
     ...     calls = [ScoringPipeline(scorers, 1, 8, False, queue=queue) for _ in range(2)]
@@ -64,7 +64,7 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from uqlm_bert.checks import check_int
+from uqlm_bert._checks import check_int
 
 __all__ = ["BatchScoring", "QueuedCall", "ScoringQueue", "ScoringQueues"]
 

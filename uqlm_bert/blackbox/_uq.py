@@ -23,7 +23,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from uqlm_bert.bertscore.settings import BERTScoreSettings
+from uqlm_bert._checks import NOT_GIVEN, NotGiven, check_int
+from uqlm_bert._exceptions import ConfigurationError
+from uqlm_bert._inputs import scoring_lists
+from uqlm_bert.bertscore._settings import BERTScoreSettings
 from uqlm_bert.blackbox._assembly import (
     Assembly,
     bert_engine,
@@ -39,25 +42,22 @@ from uqlm_bert.blackbox._uqlm_face import (
     sentence_transformer_setting,
 )
 from uqlm_bert.blackbox._verbose import verbose_logging
-from uqlm_bert.checks import NOT_GIVEN, NotGiven, check_int
-from uqlm_bert.exceptions import ConfigurationError
-from uqlm_bert.generation.loop import EventLoopThread
-from uqlm_bert.generation.settings import (
+from uqlm_bert.generation._event_loop import EventLoopThread
+from uqlm_bert.generation._settings import (
     GenerationSettings,
     checked_generation,
     generation_settings,
 )
-from uqlm_bert.inputs import scoring_lists
-from uqlm_bert.results.failures import warn_failures
-from uqlm_bert.results.result import SentenceUQResult, UQResult
-from uqlm_bert.scorers.base import Scorer
-from uqlm_bert.scorers.registry import build_scorers, scorer_settings
+from uqlm_bert.results._failures import warn_failures
+from uqlm_bert.results._result import SentenceUQResult, UQResult
+from uqlm_bert.scorers._base import Scorer
+from uqlm_bert.scorers._registry import build_scorers, scorer_settings
 
 if TYPE_CHECKING:
     from uqlm_bert.distributed import RayScoring
-    from uqlm_bert.generation.generator import ResponseGenerator
-    from uqlm_bert.generation.lanes import SharedLimits
-    from uqlm_bert.generation.records import GenerationResult
+    from uqlm_bert.generation._generator import ResponseGenerator
+    from uqlm_bert.generation._records import GenerationResult
+    from uqlm_bert.generation._shared_limits import SharedLimits
 
 __all__ = ["BlackBoxUQ"]
 
@@ -70,7 +70,7 @@ class BlackBoxUQ:
     The generation arguments (``system_prompt``, ``max_calls_per_min``, ``max_concurrency``,
     ``sampling_temperature``, ``max_retries``, ``request_timeout``, ``retry_base_delay``,
     ``retry_max_delay``, ``rate_limit_period``, ``use_n_param``) default to
-    :class:`~uqlm_bert.generation.settings.GenerationSettings`' values, which live there only
+    :class:`~uqlm_bert.generation._settings.GenerationSettings`' values, which live there only
     (``NOT_GIVEN`` in the signature: left out); the defaults named below are those.
 
     Args:
@@ -98,7 +98,7 @@ class BlackBoxUQ:
         model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype, long_texts:
             BERTScore settings (see :class:`~uqlm_bert.BERTScorer`; ``long_texts`` also for
             ``cosine_sim``), built once into one :class:`~uqlm_bert.BERTScoreSettings` on top of
-            the scorers' defaults (:data:`~uqlm_bert.bertscore.settings.SCORER_DEFAULTS`: fixed
+            the scorers' defaults (:data:`~uqlm_bert.bertscore._settings.SCORER_DEFAULTS`: fixed
             idf weights, the fastest safe dtype, long texts read whole in windows, not cut).
         scorer_kwargs: further settings for the scorers (``exact_match_normalize``, ...); a
             setting no chosen scorer accepts is an error.
@@ -110,10 +110,10 @@ class BlackBoxUQ:
         scoring: where ``generate_and_score`` scores: ``"local"`` (this process, by default),
             ``"ray"`` or a :class:`~uqlm_bert.distributed.RayScoring` (a pool of Ray actors,
             which each build these scorers, while generation stays here; see
-            :mod:`uqlm_bert.distributed.pool`). :meth:`close` stops the pool, and Ray if it
+            :mod:`uqlm_bert.distributed._actor_pool`). :meth:`close` stops the pool, and Ray if it
             was started for it. ``score`` and ``score_sentences`` score in this process.
         generation: all the generation settings as one
-            :class:`~uqlm_bert.generation.settings.GenerationSettings`; the generation
+            :class:`~uqlm_bert.generation._settings.GenerationSettings`; the generation
             arguments above must then be left out (any of them given beside it, even with its
             default's value, is a :class:`~uqlm_bert.ConfigurationError`).
         bertscore: all the BERTScore settings as one :class:`~uqlm_bert.BERTScoreSettings`,
@@ -123,7 +123,7 @@ class BlackBoxUQ:
             scores as ``num_layers=4`` does.
         use_best: return as each prompt's answer the candidate (original answer or sample) that
             agrees most with the others, scored against them (see
-            :mod:`uqlm_bert.scorers.best`); the result says which was chosen
+            :mod:`uqlm_bert.scorers._best`); the result says which was chosen
             (``best_response_index``: -1 the original) and keeps the original in
             ``original_responses``. Off by default.
         token_supports: keep, from the scoring pass, how well the samples support each token
@@ -287,8 +287,8 @@ class BlackBoxUQ:
     def llm(self, value: Any) -> None:
         self._response_generator: ResponseGenerator | None = None
         if value is not None:
-            from uqlm_bert.generation.generator import ResponseGenerator
-            from uqlm_bert.generation.lanes import SharedLimits
+            from uqlm_bert.generation._generator import ResponseGenerator
+            from uqlm_bert.generation._shared_limits import SharedLimits
 
             if self._limits is None:
                 self._limits = SharedLimits()
@@ -435,7 +435,7 @@ class BlackBoxUQ:
         sentence of each response.
 
         By default a sentence's ``bert_score`` aggregates the token supports of its words from one
-        pass over the whole answers (see :func:`uqlm_bert.scorers.sentences.score_sentences`;
+        pass over the whole answers (see :func:`uqlm_bert.scorers._sentences.score_sentences`;
         it ranks the made-up sentences best in our measurements, docs/supports.md);
         ``method="reembed"`` scores each sentence on its own against each sample's sentences,
         as SelfCheckGPT's BERTScore does. With this instance's BERTScore settings either way.
@@ -444,7 +444,7 @@ class BlackBoxUQ:
             responses: one answer per prompt (``None`` for a failed call).
             sampled_responses: one list of samples per prompt (``None`` samples are skipped).
             sentences: your own split, one list of sentences per response; default: split here
-                with :func:`uqlm_bert.scorers.sentences.split_sentences` (no download needed).
+                with :func:`uqlm_bert.scorers._sentences.split_sentences` (no download needed).
             show_progress_bars: override the instance's setting for this call.
             metric: with ``method="reembed"``: ``"f1"``, ``"precision"`` or ``"recall"``;
                 naming one without a method means ``"reembed"``.
@@ -524,7 +524,7 @@ class BlackBoxUQ:
         show_progress_bars: bool | None,
         checkpoint: CheckpointArg,
     ) -> UQResult:
-        from uqlm_bert.generation.prompts import validate_prompts
+        from uqlm_bert.generation._prompts import validate_prompts
 
         generator = self._generator()
         settings = self.generation  # this call's, whatever later calls change

@@ -8,15 +8,15 @@ Example:
     >>> refuse_what_needs_another_model("microsoft/deberta-large-mnli", None, None, None)
     Traceback (most recent call last):
     ...
-    uqlm_bert.exceptions.ConfigurationError: nli_model_name and nli_batch_size configure an NLI model, which this package does not use: its scorers (bert_score, cosine_sim, rouge_l, bleu, exact_match) need no NLI model. Remove the argument; scorers=['bert_score'] is the closest measure of agreement between the answer and its samples
+    uqlm_bert._exceptions.ConfigurationError: nli_model_name and nli_batch_size configure an NLI model, which this package does not use: its scorers (bert_score, cosine_sim, rouge_l, bleu, exact_match) need no NLI model. Remove the argument; scorers=['bert_score'] is the closest measure of agreement between the answer and its samples
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from uqlm_bert.bertscore.layers import EMBEDDED_MODEL_NAME
-from uqlm_bert.exceptions import ConfigurationError
+from uqlm_bert._exceptions import ConfigurationError
+from uqlm_bert.bertscore._known_models import EMBEDDED_MODEL_NAME
 
 __all__ = ["refuse_what_needs_another_model", "sentence_transformer_setting"]
 

@@ -13,7 +13,7 @@ Needs the ``ray`` extra: ``pip install 'uqlm-bert[ray]'``.
 - :class:`ScoreBatch` is the per-actor work, usable on its own on a pandas frame.
 - :class:`RayScoring` makes ``BlackBoxUQ`` score its main job on a pool of Ray actors
   (``BlackBoxUQ(llm, scoring=RayScoring(num_workers=4))``) while generation stays in the calling
-  process (:mod:`uqlm_bert.distributed.pool`).
+  process (:mod:`uqlm_bert.distributed._actor_pool`).
 
 A row's scores do not depend on which rows share its batch or block, so any partitioning gives
 the numbers of single-process scoring; a row that cannot be scored (by the rules of
@@ -27,17 +27,17 @@ Example:
     >>> frame["bert_score"].describe()  # doctest: +SKIP
 """
 
-from uqlm_bert.distributed.batches import ERROR_COLUMN, ScoreBatch
-from uqlm_bert.distributed.dataset import (
+from uqlm_bert.distributed._actor_pool import RayScoring
+from uqlm_bert.distributed._batches import ERROR_COLUMN, ScoreBatch
+from uqlm_bert.distributed._dataset import (
     DEFAULT_BATCH_SIZE,
     PoolSettings,
     WorkerPlan,
     plan_workers,
     score_dataset,
 )
-from uqlm_bert.distributed.files import ray_rows_scorer, score_file
-from uqlm_bert.distributed.pool import RayScoring
-from uqlm_bert.distributed.session import ray_session, start_local_ray
+from uqlm_bert.distributed._files import ray_rows_scorer, score_file
+from uqlm_bert.distributed._session import ray_session, start_local_ray
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

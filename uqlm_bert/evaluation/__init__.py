@@ -17,11 +17,13 @@ are pure numpy, exact, and tested against scikit-learn and scipy.
 - :func:`reliability_curve`: per probability bin, mean probability, fraction correct and count
   (``calibration_curve``).
 
-The last three judge probabilities, such as those of
-:class:`~uqlm_bert.calibration.ScoreCalibrator`, not raw scores.
+The last three judge probabilities, such as those of :class:`ScoreCalibrator`, not raw scores.
 
-Reference-based metrics, which compare answers with ground truth rather than judge a confidence,
-are in :mod:`uqlm_bert.evaluation.references` (BLEU, ROUGE and BERTScore against references: what
+- :class:`ScoreCalibrator`: turns confidences into probabilities of being correct (isotonic or
+  Platt), fitted on labelled answers and saved as JSON.
+
+Reference-based metrics, which compare answers with ground truth rather than judge a confidence:
+:func:`evaluate_references` (BLEU, ROUGE and BERTScore against references: what
 ``uqlm-bert evaluate`` computes).
 
 Missing values: an item whose score or label is NaN (a scorer gives NaN where a prompt had no
@@ -38,23 +40,28 @@ Example:
     -0.975
 """
 
-from uqlm_bert.evaluation.classification import (
+from uqlm_bert.evaluation._calibration import ScoreCalibrator
+from uqlm_bert.evaluation._classification import (
     ThresholdChoice,
     auc_pr,
     auroc,
     choose_threshold,
 )
-from uqlm_bert.evaluation.correlation import pearson, rankdata, spearman
-from uqlm_bert.evaluation.rejection import accuracy_vs_fraction_kept, prr, rejection_curve
-from uqlm_bert.evaluation.reliability import (
+from uqlm_bert.evaluation._correlation import pearson, rankdata, spearman
+from uqlm_bert.evaluation._references import ReferenceEvaluation, evaluate_references
+from uqlm_bert.evaluation._rejection import accuracy_vs_fraction_kept, prr, rejection_curve
+from uqlm_bert.evaluation._reliability import (
     brier_score,
     expected_calibration_error,
     reliability_curve,
 )
 
 __all__ = [
+    "ReferenceEvaluation",
+    "ScoreCalibrator",
     "ThresholdChoice",
     "accuracy_vs_fraction_kept",
+    "evaluate_references",
     "auc_pr",
     "auroc",
     "brier_score",

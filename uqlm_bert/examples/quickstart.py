@@ -19,9 +19,9 @@ import sys
 import time
 
 from uqlm_bert import BlackBoxUQ
+from uqlm_bert._local_llm import LocalLLM
 from uqlm_bert.evaluation import auroc
 from uqlm_bert.examples import is_correct, load_questions
-from uqlm_bert.local_llm import LocalLLM
 
 #: Short answers, as a screening pipeline would ask for them.
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."

@@ -41,13 +41,13 @@ Dataset, say), so that every engine fails the same rows with the same messages.
 :func:`load_texts` reads the texts of one column (or of a ``.txt`` file, one per line) for
 reference-based evaluation.
 
-The package's modules, one job each: :mod:`~uqlm_bert.io.formats` (which format a suffix names),
-:mod:`~uqlm_bert.io.table` (a table as read), :mod:`~uqlm_bert.io.reading` (the readers' entry
-points) over :mod:`~uqlm_bert.io.json_reading`, :mod:`~uqlm_bert.io.csv_reading` and
-:mod:`~uqlm_bert.io.parquet_reading`, :mod:`~uqlm_bert.io.samples` (a samples cell as a list),
-:mod:`~uqlm_bert.io.rows` (row checks and the scored table), :mod:`~uqlm_bert.io.writing`,
-:mod:`~uqlm_bert.io.paths` (where a table can be written, atomically) and
-:mod:`~uqlm_bert.io.scoring` (:func:`score_table_file`: load, check, score, attach, write, the
+The package's modules, one job each: :mod:`~uqlm_bert.io._formats` (which format a suffix names),
+:mod:`~uqlm_bert.io._table` (a table as read), :mod:`~uqlm_bert.io._reading` (the readers' entry
+points) over :mod:`~uqlm_bert.io._json`, :mod:`~uqlm_bert.io._csv` and
+:mod:`~uqlm_bert.io._parquet`, :mod:`~uqlm_bert.io._samples` (a samples cell as a list),
+:mod:`~uqlm_bert.io._rows` (row checks and the scored table), :mod:`~uqlm_bert.io._writing`,
+:mod:`~uqlm_bert.io._paths` (where a table can be written, atomically) and
+:mod:`~uqlm_bert.io._file_scoring` (:func:`score_table_file`: load, check, score, attach, write, the
 one sequence of every engine).
 
 Example:
@@ -66,10 +66,11 @@ Example:
 
 from __future__ import annotations
 
-from uqlm_bert.io.formats import FORMATS, MAX_NESTING, TEXT_SUFFIXES, table_format
-from uqlm_bert.io.paths import check_output_location, same_file
-from uqlm_bert.io.reading import Texts, load_prompts, load_table, load_texts, read_table
-from uqlm_bert.io.rows import (
+from uqlm_bert.io._file_scoring import RowScorer, ScoredTable, score_table_file
+from uqlm_bert.io._formats import FORMATS, MAX_NESTING, TEXT_SUFFIXES, table_format
+from uqlm_bert.io._paths import check_output_location, same_file
+from uqlm_bert.io._reading import Texts, load_prompts, load_table, load_texts, read_table
+from uqlm_bert.io._rows import (
     ERROR_COLUMN,
     RowCheck,
     RowProblem,
@@ -78,10 +79,9 @@ from uqlm_bert.io.rows import (
     validate_rows,
     with_scores,
 )
-from uqlm_bert.io.samples import parse_samples
-from uqlm_bert.io.scoring import RowScorer, ScoredTable, score_table_file
-from uqlm_bert.io.table import Table
-from uqlm_bert.io.writing import check_writable, write_table
+from uqlm_bert.io._samples import parse_samples
+from uqlm_bert.io._table import Table
+from uqlm_bert.io._writing import check_writable, write_table
 
 __all__ = [
     "ERROR_COLUMN",

@@ -1,7 +1,7 @@
 """What a run gives back: :class:`UQResult` (answers, samples, confidences and failures) and
-:class:`SentenceUQResult`; the failed calls grouped by kind (:mod:`~uqlm_bert.results.failures`)
+:class:`SentenceUQResult`; the failed calls grouped by kind (:mod:`~uqlm_bert.results._failures`)
 and the warning for samples that are all identical
-(:mod:`~uqlm_bert.results.identical_samples`).
+(:mod:`~uqlm_bert.results._identical_samples`).
 
 Example:
     >>> from uqlm_bert.results import UQResult
@@ -11,6 +11,6 @@ Example:
 
 from __future__ import annotations
 
-from uqlm_bert.results.result import SentenceUQResult, UQResult
+from uqlm_bert.results._result import SentenceUQResult, UQResult
 
 __all__ = ["SentenceUQResult", "UQResult"]

@@ -24,14 +24,14 @@ Example:
     (1,)
 """
 
-from uqlm_bert.scorers.base import (
+from uqlm_bert.scorers._base import (
     PairwiseScorer,
     Scorer,
     mean_by_group,
     score_all,
     score_with_supports,
 )
-from uqlm_bert.scorers.registry import (
+from uqlm_bert.scorers._registry import (
     ScorerSpec,
     available_scorers,
     build_scorer,
@@ -41,7 +41,7 @@ from uqlm_bert.scorers.registry import (
     scorer_settings,
     scorer_spec,
 )
-from uqlm_bert.scorers.settings import CosineSettings, ExactMatchSettings
+from uqlm_bert.scorers._settings import CosineSettings, ExactMatchSettings
 
 __all__ = [
     "CosineSettings",

@@ -1,0 +1,420 @@
+"""Generating the original response and the sampled responses for every prompt.
+
+Each prompt has one original-response slot (at the model's own temperature) and
+``num_responses`` sample slots (at the sampling temperature). The answer is one call; the samples
+are one call each, or, where the provider's ``n`` parameter is used, one call for all of them
+(several where there are more than ``max_samples_per_call``). The calls are queued prompt by
+prompt and started as places in flight come free (a run starts with all of them in flight, up to
+the cap; their number then adapts to the provider, see :mod:`uqlm_bert.generation._limiters`), so
+prompts finish roughly in input order and can be scored while later ones are still being
+generated. A failed call fills only its own slots, with the failure beside each. Samples a
+provider did not return (it ignores or caps ``n``) are asked for again, so every prompt gets all
+its samples.
+
+Example:
+    >>> import asyncio
+    >>> from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
+    >>> gen = ResponseGenerator(ParrotFakeChatModel())
+    >>> result = asyncio.run(gen.generate(["hello", "world"], num_responses=2,
+    ...                                   show_progress_bars=False))
+    >>> result.responses, result.sampled_responses
+    (['hello', 'world'], [['hello', 'hello'], ['world', 'world']])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from uqlm_bert._checks import check_int
+from uqlm_bert._exceptions import CheckpointError, ConfigurationError, InputValidationError
+from uqlm_bert.generation._caller import LLMCaller
+from uqlm_bert.generation._checkpoint import ORIGINAL_SLOT, Checkpoint
+from uqlm_bert.generation._clients import accepts_n, llm_description, llm_temperature
+from uqlm_bert.generation._prompts import fingerprint_prompt, to_messages, validate_prompts
+from uqlm_bert.generation._records import CallFailure, GenerationResult
+from uqlm_bert.generation._settings import GenerationSettings, checked_generation
+from uqlm_bert.generation._shared_limits import SharedLimits
+
+__all__ = ["ResponseGenerator"]
+
+OnPromptDone = Callable[[int, str | None, list[str | None]], None]
+
+
+class ResponseGenerator:
+    """Asks a LangChain chat model for an answer and ``num_responses`` samples per prompt.
+
+    Args:
+        llm: a LangChain chat model; never modified (see
+            :func:`~uqlm_bert.generation._clients.derive_llm`).
+        settings: how to sample (temperatures, concurrency, rate limit, retries, timeout);
+            read at every :meth:`generate` call.
+        rng: random source for backoff jitter.
+        sleep: what waits between attempts (``asyncio.sleep``; tests may pass a recorder).
+        limits: the limits shared by the calls in flight (a ``BlackBoxUQ`` passes its own);
+            ``None``: this generator's own, shared by its :meth:`generate` calls running at
+            the same time (see :mod:`uqlm_bert.generation._shared_limits`).
+
+    Example:
+        >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+        >>> gen = ResponseGenerator(FakeListChatModel(responses=["42"]),
+        ...                         GenerationSettings(max_concurrency=4))
+        >>> gen.settings.max_concurrency
+        4
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        settings: GenerationSettings | None = None,
+        *,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[Any]] | None = None,
+        limits: SharedLimits | None = None,
+    ) -> None:
+        if llm is None:
+            raise ConfigurationError(
+                "no LLM to generate with: pass a LangChain chat model as llm=..., or score "
+                "responses you already have with .score(responses, sampled_responses)"
+            )
+        if not hasattr(llm, "ainvoke"):
+            raise ConfigurationError(
+                f"llm must be a LangChain chat model (with .ainvoke), got {type(llm).__name__}"
+            )
+        self.llm = llm
+        self.settings = (
+            GenerationSettings() if settings is None else checked_generation(settings, "settings")
+        )
+        self._rng = rng
+        self._sleep = sleep
+        self.limits = limits if limits is not None else SharedLimits()
+
+    async def generate(
+        self,
+        prompts: Sequence[Any],
+        num_responses: int = 5,
+        *,
+        include_original: bool = True,
+        checkpoint: str | os.PathLike[str] | Checkpoint | None = None,
+        on_prompt_done: OnPromptDone | None = None,
+        show_progress_bars: bool = True,
+        settings: GenerationSettings | None = None,
+    ) -> GenerationResult:
+        """Fill every slot of every prompt; return texts, failures and call counts.
+
+        Args:
+            prompts: strings or lists of LangChain messages.
+            num_responses: samples per prompt (``0`` with ``include_original`` for answers only).
+            include_original: also ask for the original response of each prompt.
+            checkpoint: a JSONL file path (or :class:`Checkpoint`) to record answers in and
+                resume from; locked against other processes while the run lasts.
+            on_prompt_done: called with ``(index, response, samples)`` as soon as all of a
+                prompt's slots are filled (at once for prompts the checkpoint completes). An
+                exception it raises stops the run.
+            show_progress_bars: show a progress bar over the answers and samples.
+            settings: this run's settings, checked already (default: :attr:`settings`).
+
+        Raises:
+            InputValidationError: bad prompts or ``num_responses``.
+            AuthenticationFailedError: the provider rejected the credentials; the run stops.
+            ProviderUnreachableError: the provider cannot be reached; the run stops.
+            CheckpointError: the checkpoint belongs to another run, is damaged, or is in use.
+        """
+        items = validate_prompts(prompts)
+        check_int(
+            "num_responses", num_responses, 0 if include_original else 1, error=InputValidationError
+        )
+        settings = self.settings if settings is None else settings
+        messages = [to_messages(p, settings.system_prompt) for p in items]
+        slots = ([ORIGINAL_SLOT] if include_original else []) + list(range(num_responses))
+        result = GenerationResult.empty(items, num_responses)
+
+        ckpt = _as_checkpoint(checkpoint)
+        done: dict[tuple[int, int], tuple[str | None, CallFailure | None]] = {}
+        if ckpt is not None:
+            fps = [fingerprint_prompt(p, settings.system_prompt) for p in items]
+            done = ckpt.open(
+                fps, self._fingerprint_settings(num_responses, include_original, settings)
+            )
+        try:
+            jobs, remaining, from_checkpoint = _plan(len(items), slots, done, result)
+            async with LLMCaller(
+                self.llm,
+                settings,
+                total_calls=sum(remaining),
+                first_round=_first_round(jobs, settings.use_n_param, self.llm),
+                rng=self._rng,
+                sleep=self._sleep,
+                limits=self.limits,
+            ) as caller:
+                result.stats = caller.stats
+                caller.stats.from_checkpoint = from_checkpoint
+                with tqdm(
+                    total=len(items) * len(slots),
+                    initial=from_checkpoint,
+                    desc="Generating",
+                    unit="response",
+                    disable=not show_progress_bars,
+                ) as bar:
+                    run = _Run(caller, messages, remaining, result, ckpt, bar, on_prompt_done)
+                    for i, left in enumerate(remaining):
+                        if left == 0:
+                            run.prompt_done(i)
+                    await run.dispatch(jobs)
+        finally:
+            if ckpt is not None:
+                ckpt.close()
+        return result
+
+    def save_checkpoint(
+        self,
+        result: GenerationResult,
+        checkpoint: str | os.PathLike[str] | Checkpoint,
+        num_responses: int,
+        *,
+        include_original: bool = True,
+    ) -> None:
+        """Write the slots of a finished run as a new checkpoint file, as if the run had used it.
+
+        A later :meth:`generate` with the same prompts and settings and this checkpoint makes
+        no call for the slots it holds: this keeps the answers of a run whose output could not
+        be written. The file must not exist yet, or be empty.
+
+        Raises:
+            ConfigurationError: ``num_responses`` is not a count (a bool, say).
+            CheckpointError: the file holds something already, or cannot be written.
+        """
+        check_int("num_responses", num_responses, 0)
+        ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else None
+        if ckpt is None:  # one fsync at the end, not one per record
+            ckpt = Checkpoint(checkpoint, fsync=False)
+        prompts = result.prompts
+        fps = [fingerprint_prompt(p, self.settings.system_prompt) for p in prompts]
+        done = ckpt.open(
+            fps, self._fingerprint_settings(num_responses, include_original, self.settings)
+        )
+        try:
+            if done:
+                raise CheckpointError(
+                    f"{str(ckpt.path)!r} already holds answers; give the path of a new file"
+                )
+            for i in range(len(prompts)):
+                if include_original:
+                    ckpt.write(i, ORIGINAL_SLOT, result.responses[i], result.response_errors[i])
+                for slot in range(num_responses):
+                    ckpt.write(
+                        i, slot, result.sampled_responses[i][slot], result.sample_errors[i][slot]
+                    )
+        finally:
+            ckpt.close()
+
+    def _fingerprint_settings(
+        self, num_responses: int, include_original: bool, settings: GenerationSettings
+    ) -> dict[str, Any]:
+        """The settings that change what is generated (a checkpoint must match them)."""
+        return {
+            "num_responses": num_responses,
+            "include_original": include_original,
+            "sampling_temperature": settings.sampling_temperature,
+            "temperature": llm_temperature(self.llm),
+            "system_prompt": settings.system_prompt,
+            "llm": llm_description(self.llm),
+        }
+
+
+#: One call to make: a prompt's index, the slots it fills (``(ORIGINAL_SLOT,)`` for the answer;
+#: sample slots, one or several with ``n``), and whether it asks one by one for samples that a
+#: call with ``n`` was refused (a success then shows that the provider refuses ``n``).
+_Job = tuple[int, tuple[int, ...], bool]
+
+
+class _Run:
+    """The calls of one run: starts them as places in flight free up, and records every slot."""
+
+    def __init__(
+        self,
+        caller: LLMCaller,
+        messages: list[list[Any]],
+        remaining: list[int],
+        result: GenerationResult,
+        ckpt: Checkpoint | None,
+        bar: Any,
+        on_prompt_done: OnPromptDone | None,
+    ) -> None:
+        self.caller = caller
+        self.messages = messages
+        self.remaining = remaining
+        self.result = result
+        self.ckpt = ckpt
+        self.bar = bar
+        self.on_prompt_done = on_prompt_done
+        self.errors: list[BaseException] = []
+        self.queue: deque[_Job] = deque()
+        self._changed = asyncio.Event()
+
+    def prompt_done(self, i: int) -> None:
+        if self.on_prompt_done is not None:
+            self.on_prompt_done(i, self.result.responses[i], list(self.result.sampled_responses[i]))
+
+    async def dispatch(self, jobs: list[_Job]) -> None:
+        """Make every call, and the calls for samples a reply fell short of, until none is left."""
+        self.queue.extend(jobs)
+        tasks: set[asyncio.Task[None]] = set()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            tasks.discard(task)
+            self._changed.set()
+
+        try:
+            while not self.errors:
+                if not self.queue:
+                    if not tasks:
+                        break
+                    self._changed.clear()
+                    await self._changed.wait()
+                    continue
+                job = self._next_job()
+                permit = await self.caller.acquire()
+                if self.errors:  # a call stopped the run: start nothing more
+                    self.caller.release(permit, None)
+                    break
+                task = asyncio.ensure_future(self._call(job, permit))
+                tasks.add(task)
+                task.add_done_callback(finished)
+                # One call started per turn of the event loop, not a whole window in one turn:
+                # replies (a first 429 above all) are read between starts, so a provider that
+                # refuses the first window's early calls lowers the limit before the rest go out.
+                await asyncio.sleep(0)
+            if self.errors:
+                raise self.errors[0]
+        except BaseException:
+            # A fatal error in one call (or cancellation of the run) stops all of them, and none
+            # is left running when this returns.
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*list(tasks), return_exceptions=True)
+            raise
+
+    def _next_job(self) -> _Job:
+        """The next call: a group of samples is cut to what one call may ask for now."""
+        i, slots, fallback = self.queue.popleft()
+        most = self.caller.samples_per_call()
+        if slots[0] != ORIGINAL_SLOT and len(slots) > most:
+            self.queue.appendleft((i, slots[most:], fallback))
+            slots = slots[:most]
+        return i, slots, fallback
+
+    async def _call(self, job: _Job, permit: Any) -> None:
+        i, slots, fallback = job
+        n = len(slots)
+        try:
+            texts, failure = await self.caller.call(
+                self.messages[i], sample=slots[0] != ORIGINAL_SLOT, permit=permit, n=n
+            )
+            if texts is None:
+                assert failure is not None
+                if n > 1 and not failure.transient:
+                    # a provider may refuse n itself: ask for these samples one by one
+                    self.queue.extendleft((i, (s,), True) for s in reversed(slots))
+                    return
+                for slot in slots:
+                    self._record(i, slot, None, failure)
+                return
+            if fallback:
+                self.caller.n_refused()
+            for slot, text in zip(slots, texts, strict=False):  # texts may be fewer
+                self._record(i, slot, text, None)
+            if len(texts) < n:  # the provider caps or ignores n: ask for the rest again
+                self.caller.choices_returned(n, len(texts))
+                self.queue.appendleft((i, slots[len(texts) :], False))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def _record(self, i: int, slot: int, text: str | None, failure: CallFailure | None) -> None:
+        stats = self.caller.stats
+        if failure is None:
+            stats.succeeded += 1
+        else:
+            stats.failed += 1
+            stats.failures_by_kind[failure.kind] += 1
+        _fill(self.result, i, slot, text, failure)
+        if self.ckpt is not None:
+            self.ckpt.write(i, slot, text, failure)
+        self.bar.update(1)
+        self.remaining[i] -= 1
+        if self.remaining[i] == 0:
+            self.prompt_done(i)
+
+
+def _first_round(jobs: list[_Job], use_n: Any, llm: Any) -> int:
+    """How many calls the run starts with: one per slot, or where samples are asked for with
+    ``n``, one per job (a job's samples rarely exceed what one call may ask for)."""
+    if use_n is True or (use_n == "auto" and accepts_n(llm)):
+        return len(jobs)
+    return sum(len(slots) for _, slots, _ in jobs)
+
+
+def _as_checkpoint(checkpoint: Any) -> Checkpoint | None:
+    if checkpoint is None or isinstance(checkpoint, Checkpoint):
+        return checkpoint
+    if isinstance(checkpoint, (str, os.PathLike)):
+        return Checkpoint(checkpoint)
+    raise ConfigurationError(
+        f"checkpoint must be a file path or None, got {type(checkpoint).__name__}"
+    )
+
+
+def _plan(
+    n: int,
+    slots: list[int],
+    done: dict[tuple[int, int], tuple[str | None, CallFailure | None]],
+    result: GenerationResult,
+) -> tuple[list[_Job], list[int], int]:
+    """Fill slots the checkpoint completes; queue a call for the rest of each prompt's answer
+    and one for the rest of its samples, prompt by prompt."""
+    valid = set(slots)
+    for index, slot in done:
+        if slot not in valid:
+            raise CheckpointError(
+                f"the checkpoint holds slot {slot} of prompt {index}, which this run does not have"
+            )
+    jobs: list[_Job] = []
+    remaining = [0] * n
+    from_checkpoint = 0
+    for i in range(n):
+        missing = []
+        for slot in slots:
+            got = done.get((i, slot))
+            if got is not None and (
+                got[0] is not None or (got[1] is not None and not got[1].transient)
+            ):
+                _fill(result, i, slot, got[0], got[1])
+                from_checkpoint += 1
+            else:
+                missing.append(slot)
+        remaining[i] = len(missing)
+        if missing and missing[0] == ORIGINAL_SLOT:
+            jobs.append((i, (ORIGINAL_SLOT,), False))
+            missing = missing[1:]
+        if missing:
+            jobs.append((i, tuple(missing), False))
+    return jobs, remaining, from_checkpoint
+
+
+def _fill(
+    result: GenerationResult, i: int, slot: int, text: str | None, failure: CallFailure | None
+) -> None:
+    if slot == ORIGINAL_SLOT:
+        result.responses[i] = text
+        result.response_errors[i] = failure
+    else:
+        result.sampled_responses[i][slot] = text
+        result.sample_errors[i][slot] = failure

@@ -1,0 +1,135 @@
+"""Answers shown with their weakly supported words marked: as HTML (Jupyter) and as text (a
+terminal, with colour or plain brackets).
+
+A word is marked when it counts in the confidence (the prompt's own words and punctuation do
+not) and its support is below the threshold (by default
+:data:`~uqlm_bert.bertscore._token_support.WEAK_SUPPORT`). Everything else of the answer is shown as it
+is, character for character: the marks are put around ``text[start:end]`` of the word rows
+(:func:`~uqlm_bert.results._tables.word_frame`), and in HTML every character of the answer
+is escaped, so an answer holding markup or ``<script>`` shows as text and runs nothing. In HTML
+a weak word is both highlighted and underlined, so the marks read without colour too; in a
+terminal it is red and underlined where colour is on, and in ``[brackets]`` otherwise, and
+control characters of the answer (escape sequences a model could emit) are shown as ``\\x..``
+instead of being sent to the terminal.
+
+Example:
+    >>> import pandas as pd
+    >>> words = pd.DataFrame({"start": [0, 5, 8, 11, 15], "end": [4, 7, 10, 15, 16],
+    ...                       "support": [0.9, 0.8, 0.8, 0.3, 0.1],
+    ...                       "counted": [True, True, True, True, False]})
+    >>> answer_text("Lima is in Peru.", words, threshold=0.5, colour=False)
+    'Lima is in [Peru].'
+    >>> answer_html("Lima is in <b>Peru</b>", words.iloc[:0], threshold=0.5)
+    '<span class="uqlm-answer">Lima is in &lt;b&gt;Peru&lt;/b&gt;</span>'
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import numpy as np
+
+__all__ = ["HTML_STYLE", "answer_html", "answer_text", "terminal_safe", "weak_spans"]
+
+#: The inline style of a weak word in HTML: a background for colour, and an underline that
+#: still shows without it (printed in black and white, or for readers who cannot tell colours
+#: apart).
+HTML_STYLE = (
+    "background-color:#ffd7d7;color:inherit;text-decoration:underline wavy #b00000;"
+    "text-underline-offset:2px"
+)
+
+# the bidirectional overrides and isolates: they reorder what follows them on screen
+_BIDI_CONTROLS = frozenset([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+_RED_UNDERLINED = "\x1b[4;31m"
+_RESET = "\x1b[0m"
+
+
+def weak_spans(words: Any, threshold: float) -> list[tuple[int, int, float]]:
+    """``(start, end, support)`` of the counted words of one answer whose support is below
+    ``threshold``, in order and not overlapping.
+
+    Args:
+        words: one answer's word rows: a DataFrame (or mapping of arrays) with ``start``,
+            ``end``, ``support`` and ``counted``.
+        threshold: words below it are weak.
+
+    Example:
+        >>> weak_spans({"start": [0, 3], "end": [2, 5], "support": [0.2, 0.9],
+        ...             "counted": [True, True]}, 0.5)
+        [(0, 2, 0.2)]
+    """
+    start = np.asarray(words["start"], dtype=np.int64)
+    end = np.asarray(words["end"], dtype=np.int64)
+    support = np.asarray(words["support"], dtype=np.float64)
+    counted = np.asarray(words["counted"], dtype=bool)
+    weak = counted & (support < threshold)
+    out: list[tuple[int, int, float]] = []
+    last = 0
+    for s, e, v in zip(start[weak], end[weak], support[weak], strict=True):
+        if s >= last and e > s:
+            out.append((int(s), int(e), float(v)))
+            last = int(e)
+    return out
+
+
+def answer_html(text: str, words: Any, threshold: float) -> str:
+    """One answer as an HTML fragment, its weak words in ``<mark>`` (with their support in the
+    ``title``); every character of ``text`` escaped.
+
+    Example:
+        >>> words = {"start": [0], "end": [4], "support": [0.25], "counted": [True]}
+        >>> answer_html("Lima & co", words, 0.5)  # doctest: +ELLIPSIS
+        '<span class="uqlm-answer"><mark class="uqlm-weak" title="support 0.25" style="...">Lima</mark> &amp; co</span>'
+    """
+    parts: list[str] = []
+    last = 0
+    for start, end, support in weak_spans(words, threshold):
+        parts.append(html.escape(text[last:start]))
+        parts.append(
+            f'<mark class="uqlm-weak" title="support {support:.2f}" style="{HTML_STYLE}">'
+            f"{html.escape(text[start:end])}</mark>"
+        )
+        last = end
+    parts.append(html.escape(text[last:]))
+    return f'<span class="uqlm-answer">{"".join(parts)}</span>'
+
+
+def answer_text(text: str, words: Any, threshold: float, colour: bool) -> str:
+    """One answer for a terminal: its weak words red and underlined (``colour``) or in
+    ``[brackets]``, and its control characters made visible (:func:`terminal_safe`).
+
+    Example:
+        >>> words = {"start": [4], "end": [9], "support": [0.1], "counted": [True]}
+        >>> answer_text("The moons\\x1b[2J.", words, 0.5, colour=False)
+        'The [moons]\\\\x1b[2J.'
+    """
+    opening, closing = (_RED_UNDERLINED, _RESET) if colour else ("[", "]")
+    parts: list[str] = []
+    last = 0
+    for start, end, _ in weak_spans(words, threshold):
+        parts.append(terminal_safe(text[last:start]))
+        parts.append(f"{opening}{terminal_safe(text[start:end])}{closing}")
+        last = end
+    parts.append(terminal_safe(text[last:]))
+    return "".join(parts)
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with its control characters (but newlines and tabs) and the bidirectional
+    overrides written as ``\\xNN`` / ``\\uNNNN`` escapes, so that what a model wrote cannot
+    move the cursor, recolour a terminal or reorder the line.
+
+    Example:
+        >>> terminal_safe("ok\\x1b[31m red\\u202e")
+        'ok\\\\x1b[31m red\\\\u202e'
+    """
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in "\n\t" or not (code < 32 or 127 <= code < 160 or code in _BIDI_CONTROLS):
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
