@@ -1,4 +1,6 @@
-"""The public API, pinned: each public module's ``__all__``, as httpx pins its exported members.
+"""The public API, pinned: the public modules (each subpackage's face, and the package) and
+each one's ``__all__``, as httpx pins its exported members; every other module is private by
+name.
 
 A change here is a change of the public API: make it on purpose, with the docs.
 """
@@ -9,6 +11,8 @@ import importlib
 import inspect
 
 import pytest
+
+from tests.conftest import REPO_ROOT
 
 PUBLIC = {
     "uqlm_bert": [
@@ -24,6 +28,7 @@ PUBLIC = {
         "GenerationSettings",
         "InputValidationError",
         "LimitsUnavailableError",
+        "LocalLLM",
         "LocalServerError",
         "ModelLoadError",
         "ModelUnavailableError",
@@ -35,6 +40,15 @@ PUBLIC = {
         "UQResult",
         "__version__",
     ],
+    "uqlm_bert.apps": [
+        "ENVIRONMENT",
+        "QuestionService",
+        "ServeAppSettings",
+        "build_serve_app",
+        "create_asgi_app",
+        "create_asgi_app_from_env",
+        "serve_app_builder",
+    ],
     "uqlm_bert.bertscore": [
         "BERTScoreSettings",
         "BERTScorer",
@@ -42,6 +56,9 @@ PUBLIC = {
         "IdfWeights",
         "LANG_MODELS",
         "MODEL_LAYERS",
+        "SENTENCE_THRESHOLD",
+        "TokenSupport",
+        "WEAK_SUPPORT",
         "clear_model_cache",
         "compute_baseline",
         "find_baseline",
@@ -54,85 +71,51 @@ PUBLIC = {
         "rescale",
         "resolve_device",
     ],
-    "uqlm_bert.bertscore._settings": [
-        "BERTScoreSettings",
-        "DTYPE_NAMES",
-        "ENGINE_DEFAULTS",
-        "IDF_MODES",
-        "LONG_TEXT_MODES",
-        "ModelSettings",
-        "SCORER_DEFAULTS",
-        "check_long_texts",
-        "check_model_type",
-        "dtype_name",
+    "uqlm_bert.cli": [
+        "EXIT_FAILED_ROWS",
+        "EXIT_OK",
+        "EXIT_USAGE",
+        "build_parser",
+        "main",
     ],
-    "uqlm_bert.bertscore._windows": [
-        "Frame",
-        "MAX_TOKENS",
-        "MIN_OVERLAP",
-        "WINDOW_TOKENS",
-        "WindowSplit",
-        "plan_windows",
-        "split_in_windows",
+    "uqlm_bert.distributed": [
+        "DEFAULT_BATCH_SIZE",
+        "ERROR_COLUMN",
+        "PoolSettings",
+        "RayScoring",
+        "ScoreBatch",
+        "WorkerPlan",
+        "plan_workers",
+        "ray_rows_scorer",
+        "ray_session",
+        "score_dataset",
+        "score_file",
+        "start_local_ray",
     ],
-    "uqlm_bert.bertscore._loading": [
-        "LoadedModel",
-        "clear_model_cache",
-        "load_encoder",
-        "load_model",
-        "load_token_limit",
-        "load_tokenizer",
-        "resolve_device",
-        "resolve_dtype",
-        "resolve_model",
+    "uqlm_bert.evaluation": [
+        "ReferenceEvaluation",
+        "ScoreCalibrator",
+        "ThresholdChoice",
+        "accuracy_vs_fraction_kept",
+        "auc_pr",
+        "auroc",
+        "brier_score",
+        "choose_threshold",
+        "evaluate_references",
+        "expected_calibration_error",
+        "pearson",
+        "prr",
+        "rankdata",
+        "rejection_curve",
+        "reliability_curve",
+        "spearman",
     ],
-    "uqlm_bert.bertscore._resolve": [
-        "BFLOAT16_MIN_GAIN",
-        "ComputePlan",
-        "FLOAT16_UNSAFE_MODEL_TYPES",
-        "MODEL_KINDS",
-        "ModelKind",
-        "ReadingPlan",
-        "auto_dtype",
-        "cpu_has_bfloat16_units",
-        "cpu_prefers_bfloat16",
-        "default_num_layers",
-        "model_kind",
-        "plan_compute",
-        "plan_reading",
-        "resolve_device",
-        "resolve_dtype",
-        "resolve_max_length",
-        "resolve_model",
-    ],
-    "uqlm_bert.bertscore._cache": ["LRUCache", "MODELS", "TOKENIZERS", "clear_model_cache"],
-    "uqlm_bert.bertscore._presets": ["PRESETS", "Preset", "cached_copy", "preset_location"],
-    "uqlm_bert.bertscore._layer_truncation": [
-        "LayerStack",
-        "config_layers",
-        "count_layers",
-        "layer_stack",
-        "truncate_layers",
-    ],
-    "uqlm_bert.bertscore._fixed_idf": [
-        "ACCURATE_TABLE",
-        "DOC_WORDS",
-        "EMBEDDED_TABLE",
-        "NUM_DOCS",
-        "PUNCTUATION",
-        "WORD_TABLE",
-        "WordTable",
-        "build_idf",
-        "cache_dir",
-        "embedded_idf",
-        "embedded_tokenizer",
-        "idf_for_tokenizer",
-        "idf_mapping",
-        "load_word_table",
-        "read_token_table",
-        "tokenizer_key",
-        "write_gz_text",
-        "write_token_table",
+    "uqlm_bert.examples": [
+        "EXAMPLE_ANSWERS",
+        "QUESTIONS",
+        "is_correct",
+        "load_example_answers",
+        "load_questions",
     ],
     "uqlm_bert.generation": [
         "AdaptiveConcurrency",
@@ -152,98 +135,6 @@ PUBLIC = {
         "derive_llm",
         "forget_learned_limits",
         "parse_retry_after",
-    ],
-    "uqlm_bert.generation._settings": [
-        "GenerationSettings",
-        "checked_generation",
-        "generation_settings",
-    ],
-    "uqlm_bert.generation._cluster_limits": ["ClusterClient", "ClusterLimits", "KeeperLost"],
-    "uqlm_bert.generation._cluster_keeper": [
-        "GrantKeeper",
-        "LimitNumbers",
-        "Opened",
-        "POLL_S",
-        "Reply",
-        "Standing",
-    ],
-    "uqlm_bert.scorers": [
-        "CosineSettings",
-        "ExactMatchSettings",
-        "PairwiseScorer",
-        "Scorer",
-        "ScorerSpec",
-        "available_scorers",
-        "build_scorer",
-        "build_scorers",
-        "check_scorer_names",
-        "mean_by_group",
-        "register_scorer",
-        "score_all",
-        "score_with_supports",
-        "scorer_settings",
-        "scorer_spec",
-    ],
-    "uqlm_bert.scorers._settings": [
-        "CosineSettings",
-        "ExactMatchSettings",
-        "ScorerSettings",
-        "settings_object",
-    ],
-    "uqlm_bert.scorers._bertscore": [
-        "BERTSCORE_SCORERS",
-        "BERTScoreConsistency",
-        "DEFAULT_THRESHOLD",
-        "F_BETA",
-        "PROMPT_AND_PUNCTUATION",
-        "SCORER_DEFAULTS",
-        "f_beta",
-        "punctuation_ids",
-        "supports_from_matches",
-    ],
-    "uqlm_bert._local_llm": ["EMBEDDED_GGUF", "LocalLLM", "embedded_model_path"],
-    "uqlm_bert.results._identical_samples": [
-        "HOT_TEMPERATURE",
-        "IdenticalSamplesWarning",
-        "MIN_PROMPTS",
-        "identical_share",
-        "warn_if_identical_share",
-        "warn_if_samples_identical",
-    ],
-    "uqlm_bert.scorers._best": ["BestOf", "ORIGINAL", "best_of"],
-    "uqlm_bert.evaluation": [
-        "ThresholdChoice",
-        "accuracy_vs_fraction_kept",
-        "auc_pr",
-        "auroc",
-        "brier_score",
-        "choose_threshold",
-        "expected_calibration_error",
-        "pearson",
-        "prr",
-        "rankdata",
-        "rejection_curve",
-        "reliability_curve",
-        "spearman",
-    ],
-    "uqlm_bert.evaluation._references": [
-        "ReferenceEvaluation",
-        "SUMMARY_KEYS",
-        "evaluate_references",
-    ],
-    "uqlm_bert.distributed": [
-        "DEFAULT_BATCH_SIZE",
-        "ERROR_COLUMN",
-        "PoolSettings",
-        "RayScoring",
-        "ScoreBatch",
-        "WorkerPlan",
-        "plan_workers",
-        "ray_rows_scorer",
-        "ray_session",
-        "score_dataset",
-        "score_file",
-        "start_local_ray",
     ],
     "uqlm_bert.io": [
         "ERROR_COLUMN",
@@ -272,97 +163,6 @@ PUBLIC = {
         "with_scores",
         "write_table",
     ],
-    "uqlm_bert._inputs": [
-        "NanPolicy",
-        "ScoringInputs",
-        "as_inputs",
-        "check_binary",
-        "check_not_constant",
-        "float_vector",
-        "is_missing",
-        "paired_arrays",
-        "present_pairs",
-        "prompt_text",
-        "reference_lists",
-        "repair_text",
-        "scoring_lists",
-        "text_list",
-        "text_problem",
-    ],
-    "uqlm_bert._checks": [
-        "NOT_GIVEN",
-        "NotGiven",
-        "check_int",
-        "check_names",
-        "check_number",
-        "given",
-    ],
-    "uqlm_bert._exceptions": [
-        "AuthenticationFailedError",
-        "BaselineNotFoundError",
-        "CheckpointError",
-        "ConfigurationError",
-        "DeviceOutOfMemoryError",
-        "GenerationError",
-        "InputValidationError",
-        "LimitsUnavailableError",
-        "LocalServerError",
-        "ModelLoadError",
-        "ModelUnavailableError",
-        "NotFittedError",
-        "ProviderUnreachableError",
-        "ScoringWorkerError",
-        "UQLMBertError",
-    ],
-    "uqlm_bert.results": ["SentenceUQResult", "UQResult"],
-    "uqlm_bert.results._result": ["SentenceUQResult", "UQResult"],
-    "uqlm_bert.results._fields": [
-        "EXTRA_FIELDS",
-        "FIELD_COLUMNS",
-        "NOT_SCORES",
-        "column_dtype",
-        "common_length",
-        "errors_as_text",
-        "shown_prompt",
-        "take",
-    ],
-    "uqlm_bert.results._render": [
-        "HTML_STYLE",
-        "answer_html",
-        "answer_text",
-        "terminal_safe",
-        "weak_spans",
-    ],
-    "uqlm_bert.results._tables": [
-        "SENTENCE_FRAME_COLUMNS",
-        "WORD_FRAME_COLUMNS",
-        "sentence_frame",
-        "word_frame",
-    ],
-    "uqlm_bert.bertscore._token_support": [
-        "PairMatches",
-        "SENTENCE_AGGREGATION",
-        "TokenSupport",
-        "WEAK_SUPPORT",
-        "WordRows",
-        "aggregate",
-    ],
-    "uqlm_bert.scorers._sentences": [
-        "PairScorer",
-        "locate_sentences",
-        "score_sentences",
-        "sentence_spans",
-        "split_sentences",
-    ],
-    "uqlm_bert.results._failures": [
-        "FAILED_CALLS_WARNING",
-        "FailureGroup",
-        "Failures",
-        "warn_failures",
-    ],
-    "uqlm_bert.blackbox": ["BlackBoxUQ"],
-    "uqlm_bert.blackbox._uq": ["BlackBoxUQ"],
-    "uqlm_bert.evaluation._calibration": ["ScoreCalibrator"],
     "uqlm_bert.plots": [
         "plot_accuracy_vs_fraction_kept",
         "plot_confidence_histogram",
@@ -370,7 +170,36 @@ PUBLIC = {
         "plot_supports",
         "plot_threshold",
     ],
-    "uqlm_bert.cli": ["EXIT_FAILED_ROWS", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"],
+    "uqlm_bert.results": [
+        "Answer",
+        "FailureGroup",
+        "Failures",
+        "UQResult",
+    ],
+    "uqlm_bert.scorers": [
+        "CosineSettings",
+        "DEFAULT_THRESHOLD",
+        "ExactMatchSettings",
+        "PairwiseScorer",
+        "Scorer",
+        "ScorerSpec",
+        "available_scorers",
+        "build_scorer",
+        "build_scorers",
+        "check_scorer_names",
+        "mean_by_group",
+        "register_scorer",
+        "score_all",
+        "score_with_supports",
+        "scorer_settings",
+        "scorer_spec",
+    ],
+}
+
+#: Modules inside a subpackage that are public by name without being its face, and why.
+PUBLIC_BY_NAME = {
+    # a command: ``python -m uqlm_bert.examples.quickstart`` is the README's first command
+    "uqlm_bert.examples.quickstart": "run as a command",
 }
 
 
@@ -395,3 +224,30 @@ def test_what_a_module_defines_in_public_is_exported(module_name):
         and getattr(obj, "__module__", None) == module_name
     }
     assert defined <= set(module.__all__), sorted(defined - set(module.__all__))
+
+
+def test_the_public_modules_are_few():
+    assert len(PUBLIC) <= 12
+
+
+def _module_names() -> list[str]:
+    names = []
+    for path in sorted((REPO_ROOT / "uqlm_bert").rglob("*.py")):
+        parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names.append(".".join(parts))
+    return names
+
+
+def test_every_module_but_the_faces_is_private_by_name():
+    """A module is public when it is a face pinned above, a ``__main__``, or one of the few
+    named in PUBLIC_BY_NAME (each with why); every other module has a private name (a leading
+    underscore in its own name or a folder's), so a reader sees at once what may change."""
+    public_by_name = [
+        name
+        for name in _module_names()
+        if not any(part.startswith("_") for part in name.split(".")[1:])
+    ]
+    assert sorted(set(public_by_name) - set(PUBLIC)) == sorted(PUBLIC_BY_NAME)
+    assert len(PUBLIC_BY_NAME) <= 3

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from uqlm_bert import BERTScorer, BlackBoxUQ
-from uqlm_bert.results._result import SentenceUQResult
 from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 
@@ -26,12 +25,18 @@ def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
         [["x"]],
     ]
     sample_texts = [[" ".join(s) for s in group] for group in samples]
-    result = uq.score_sentences(responses, sample_texts, sentences=sentences, method="reembed")
-    assert isinstance(result, SentenceUQResult)
-    df = result.to_df()
-    assert list(df.columns) == ["response_index", "sentence_index", "sentence", "bert_score"]
-    assert df["response_index"].tolist() == [0, 0]
+    df = uq.score_sentences(responses, sample_texts, sentences=sentences, method="reembed")
+    assert isinstance(df, pd.DataFrame)
+    assert list(df.columns) == [
+        "prompt_index", "sentence_index", "start", "end", "sentence", "support", "flagged",
+        "method",
+    ]  # fmt: skip
+    assert df["prompt_index"].tolist() == [0, 0]
     assert df["sentence"].tolist() == sentences[0]
+    assert df["method"].tolist() == ["reembed", "reembed"]
+    assert df["flagged"].isna().all()  # re-embedded scores are not supports: no threshold
+    for start, end, sentence in zip(df["start"], df["end"], df["sentence"], strict=True):
+        assert responses[0][start:end] == sentence
 
     engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)  # as uq's
     for k, sentence in enumerate(sentences[0]):
@@ -39,18 +44,18 @@ def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
         for sample_sentences in samples[0]:
             F = [float(engine.score([sentence], [t])[2][0]) for t in sample_sentences]
             per_sample.append(max(F))
-        assert df["bert_score"].iloc[k] == pytest.approx(np.mean(per_sample), abs=1e-5)
+        assert df["support"].iloc[k] == pytest.approx(np.mean(per_sample), abs=1e-5)
 
 
 def test_precision_metric_and_missing_samples(uq):
-    res = uq.score_sentences(
-        ["A cat sat. A dog ran."], [[None, "A cat sat on a mat."]], metric="precision"
-    )
-    df = res.to_df()
+    df = uq.score_sentences(
+        ["A cat sat. A dog ran."], [[None, "A cat sat on a mat."]], method="reembed",
+        metric="precision",
+    )  # fmt: skip
     engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
     expected = float(engine.score(["A cat sat."], ["A cat sat on a mat."])[0][0])
-    assert df["bert_score"].iloc[0] == pytest.approx(expected, abs=1e-5)
-    assert res.metadata["metric"] == "precision"
+    assert df["support"].iloc[0] == pytest.approx(expected, abs=1e-5)
+    assert df.attrs["metric"] == "precision" and df.attrs["method"] == "reembed"
 
 
 def test_nan_from_pandas_counts_as_missing(uq):
@@ -79,12 +84,12 @@ def test_sentence_scores_take_only_bertscore_settings(settings):
     sample = "The sky is blue. It is dry."
     df = uq.score_sentences(
         [" ".join(sentences)], [[sample]], sentences=[sentences], method="reembed"
-    ).to_df()
+    )
     own = {k: v for k, v in settings.items() if k == "num_layers"}
     engine = BERTScorer.from_settings(SCORER_DEFAULTS.replace(**own), show_progress_bars=False)
     for k, sentence in enumerate(sentences):
         F = [float(engine.score([sentence], [t])[2][0]) for t in ["The sky is blue.", "It is dry."]]
-        assert df["bert_score"].iloc[k] == pytest.approx(max(F), abs=1e-5)
+        assert df["support"].iloc[k] == pytest.approx(max(F), abs=1e-5)
 
 
 def test_by_default_sentences_are_scored_from_token_supports(uq):
@@ -94,7 +99,7 @@ def test_by_default_sentences_are_scored_from_token_supports(uq):
 
     responses = ["Paris is the capital of France. It has ten moons.", "Lima is in Peru."]
     samples = [["Paris is the capital of France.", "France's capital is Paris."], ["Lima, Peru."]]
-    got = uq.score_sentences(responses, samples).to_df()
+    got = uq.score_sentences(responses, samples)
     assert got["sentence"].tolist() == [
         "Paris is the capital of France.",
         "It has ten moons.",
@@ -102,5 +107,24 @@ def test_by_default_sentences_are_scored_from_token_supports(uq):
     ]
     engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)  # as uq's
     expected = score_sentences(responses, samples, engine)
-    np.testing.assert_allclose(got["bert_score"], expected["bert_score"], atol=1e-6)
-    assert got["bert_score"].iloc[0] > got["bert_score"].iloc[1]  # the made-up claim is lowest
+    np.testing.assert_allclose(got["support"], expected["support"], atol=1e-6)
+    assert got["support"].iloc[0] > got["support"].iloc[1]  # the made-up claim is lowest
+
+
+def test_score_sentences_gives_the_sentence_table_of_a_result(uq):
+    """One shape for one number: score_sentences and score(...).sentences() give the same
+    columns, and with the support method the same rows."""
+    responses = ["Paris is the capital of France. It has ten moons.", None, "Lima is in Peru."]
+    samples = [["Paris is the capital of France.", "France's capital is Paris."], ["x"], ["Lima."]]
+    table = uq.score_sentences(responses, samples)
+    from_result = uq.score(responses, samples).sentences()
+    assert list(table.columns) == list(from_result.columns)
+    pd.testing.assert_frame_equal(
+        table.drop(columns="support"), from_result.drop(columns="support")
+    )
+    np.testing.assert_allclose(table["support"], from_result["support"], atol=1e-6)
+    reembedded = uq.score_sentences(responses, samples, method="reembed")
+    assert list(reembedded.columns) == list(from_result.columns)
+    assert reembedded[["prompt_index", "start", "end"]].equals(
+        from_result[["prompt_index", "start", "end"]]
+    )

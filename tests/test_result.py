@@ -172,9 +172,7 @@ def test_filter_and_flag_keep_the_probability_column_aligned():
     )
 
 
-def test_calibrate_another_scorer_twice_and_sentence_results():
-    from uqlm_bert.results._result import SentenceUQResult
-
+def test_calibrate_another_scorer_twice():
     r = make().calibrate(_calibrator(), scorer="exact_match")
     r2 = r.calibrate(_calibrator("platt"), scorer="exact_match")
     assert r2.scorers == ["bert_score", "exact_match", "exact_match_probability"]
@@ -182,16 +180,6 @@ def test_calibrate_another_scorer_twice_and_sentence_results():
     np.testing.assert_array_equal(
         r2.to_df()["exact_match_probability"].to_numpy(),
         _calibrator("platt").predict(np.array([1.0, NAN, 0.0, NAN])),
-    )
-    s = SentenceUQResult(
-        {"response_index": [0, 0], "sentence_index": [0, 1], "sentence": ["A.", "B."],
-         "bert_score": [0.9, 0.2]},
-        {"scorers": ["bert_score"]},
-    )  # fmt: skip
-    cs = s.calibrate(_calibrator())
-    assert isinstance(cs, SentenceUQResult)
-    assert (
-        cs.to_df()["bert_score_probability"].tolist() == _calibrator().predict([0.9, 0.2]).tolist()
     )
 
 
@@ -237,11 +225,11 @@ def test_failures_are_grouped_by_kind_with_their_rows_and_follow_a_filter():
     assert failures.lines(lambda i: f"p.txt:{i + 1}", shown=1)[1] == (
         f"2 call(s) failed for good (server) in 2 row(s): p.txt:1 and 1 more; first: {server}"
     )
-    kept = result.filter(0.85, keep="below").failures()  # rows b, c and d
+    kept = result.filter(0.85, keep="below").failures()  # rows b, c and d: labels 1, 2, 3
     assert [(g.kind, g.prompts) for g in kept.groups] == [
-        ("other", (1,)),
-        ("server", (0,)),
-        ("timeout", (0, 1)),
+        ("other", (2,)),
+        ("server", (1,)),
+        ("timeout", (1, 2)),
     ]
 
 

@@ -51,13 +51,13 @@ def test_columns_and_types_also_when_empty():
         assert empty.columns.tolist() == columns and len(empty) == 0
         full = frame([None, _two_sentences()])
         assert full.columns.tolist() == columns
-        assert full["response_index"].dtype == np.int64 and full["support"].dtype == np.float64
-        assert set(full["response_index"]) == {1}
+        assert full["prompt_index"].dtype == np.int64 and full["support"].dtype == np.float64
+        assert set(full["prompt_index"]) == {1}
 
 
 def test_word_and_sentence_rows_by_hand():
     words = word_frame([_two_sentences()])
-    assert words["text"].tolist() == ["Ab", "cd", ".", "Ef", "."]
+    assert words["word"].tolist() == ["Ab", "cd", ".", "Ef", "."]
     assert words["counted"].tolist() == [True, True, False, True, False]
     sentences = sentence_frame([_two_sentences()], how="min")
     assert sentences["sentence"].tolist() == ["Ab cd.", "Ef."]
@@ -92,9 +92,9 @@ def test_every_row_is_the_response_s_own_text(scorer, seed):
         warnings.simplefilter("ignore")
         _, supports = score_with_supports([scorer], responses, samples)
     texts = [repair_text(r)[0] for r in responses]  # the text scored
-    for frame, column in ((word_frame(supports), "text"), (sentence_frame(supports), "sentence")):
+    for frame, column in ((word_frame(supports), "word"), (sentence_frame(supports), "sentence")):
         for row in frame.itertuples():
-            assert getattr(row, column) == texts[row.response_index][row.start : row.end]
+            assert getattr(row, column) == texts[row.prompt_index][row.start : row.end]
     words = word_frame(supports)
     assert words["support"].between(-1, 1 + 1e-6).all()
 
@@ -104,5 +104,5 @@ def test_a_response_without_supports_has_no_rows(scorer):
         [scorer], ["A cat. A dog.", None, "x"], [["A cat."], ["y"], [None]]
     )
     assert supports[1] is None and supports[2] is None
-    assert set(sentence_frame(supports)["response_index"]) == {0}
+    assert set(sentence_frame(supports)["prompt_index"]) == {0}
     assert isinstance(word_frame(supports), pd.DataFrame)

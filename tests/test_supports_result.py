@@ -14,7 +14,7 @@ import pytest
 
 from tests.scripted_chat import Recorder, ScriptedChatModel
 from tests.texts_hostile import random_text
-from uqlm_bert import BlackBoxUQ, ConfigurationError
+from uqlm_bert import BlackBoxUQ, ConfigurationError, InputValidationError
 
 HOSTILE = [
     "<script>alert('x')</script> Paris is the capital of <b>France</b>.",
@@ -42,7 +42,7 @@ def exact_uq() -> BlackBoxUQ:
 def _check_invariant_and_spans(result) -> None:
     """Each answer's weighted token supports are its mean precision (float32: 1e-6), and every
     word and sentence row is the answer's own characters."""
-    supports = result.data["token_supports"]
+    supports = result.data["supports"]
     precision = result.data["bert_score_precision"]
     for response, ts, p in zip(result.data["responses"], supports, precision, strict=True):
         if ts is None:
@@ -52,10 +52,10 @@ def _check_invariant_and_spans(result) -> None:
         got = float(np.dot(ts.weights.astype(np.float64), ts.support.astype(np.float64)))
         assert got == pytest.approx(p, abs=1e-6)
     responses = dict(zip(result.index, result.data["responses"], strict=True))
-    for table in (result.supports(), result.sentences()):
-        text = table["text"] if "text" in table else table["sentence"]
+    for table in (result.words(), result.sentences()):
+        text = table["word"] if "word" in table else table["sentence"]
         for label, start, end, shown in zip(
-            table["response_index"], table["start"], table["end"], text, strict=True
+            table["prompt_index"], table["start"], table["end"], text, strict=True
         ):
             assert responses[label][start:end] == shown
 
@@ -74,14 +74,14 @@ def test_score_keeps_token_supports_tied_to_the_confidence(exact_uq):
     prompts.append("q")
     result = exact_uq.score(responses, samples, prompts=prompts)
     _check_invariant_and_spans(result)
-    words = result.supports()
-    assert list(words.columns) == ["response_index", "start", "end", "text", "support", "counted"]
+    words = result.words()
+    assert list(words.columns) == ["prompt_index", "start", "end", "word", "support", "counted"]
     assert words["support"].between(0, 1 + 1e-6).all()
     # the prompt's own words and punctuation are listed, not counted
-    first = words[words["response_index"] == 0]
-    assert not first[first["text"] == "."]["counted"].any()
-    assert not first[first["text"].str.lower() == "capital"]["counted"].any()
-    assert first[first["text"] == "Paris"]["counted"].all()
+    first = words[words["prompt_index"] == 0]
+    assert not first[first["word"] == "."]["counted"].any()
+    assert not first[first["word"].str.lower() == "capital"]["counted"].any()
+    assert first[first["word"] == "Paris"]["counted"].all()
 
 
 def test_windowed_long_answers_get_a_support_for_every_word(exact_uq):
@@ -91,7 +91,7 @@ def test_windowed_long_answers_get_a_support_for_every_word(exact_uq):
     samples = [head, head + "She won two Nobel prizes."]
     result = exact_uq.score([long_answer], [samples])
     _check_invariant_and_spans(result)
-    words = result.supports()
+    words = result.words()
     assert words["end"].max() > 3000  # past the model's window of 512 tokens
     sentences = result.sentences()
     made_up = sentences[sentences["sentence"].str.contains("Moon")]["support"]
@@ -104,21 +104,21 @@ def test_generate_and_score_results_hold_supports_at_the_default_dtype():
     uq = BlackBoxUQ(llm, show_progress_bars=False, score_batch_size=2)
     prompts = [f"Tell me about <city {i}> & its river" for i in range(5)]
     result = uq.generate_and_score_sync(prompts, num_responses=3)
-    supports = result.data["token_supports"]
+    supports = result.data["supports"]
     assert len(supports) == len(prompts) and all(s is not None for s in supports)
-    words = result.supports()
-    assert sorted(set(words["response_index"])) == list(range(len(prompts)))
+    words = result.words()
+    assert sorted(set(words["prompt_index"])) == list(range(len(prompts)))
     for label, start, end, text in zip(
-        words["response_index"], words["start"], words["end"], words["text"], strict=True
+        words["prompt_index"], words["start"], words["end"], words["word"], strict=True
     ):
         assert result.data["responses"][label][start:end] == text
     # a filtered result keeps each row's own supports and labels
     kept = result.filter(-1.0).filter(keep="above", threshold=-1.0)
-    assert kept.supports().equals(words)
+    assert kept.words().equals(words)
     low = result.filter(2.0, keep="below")
     assert low.index == result.index
     # the result travels as JSON, supports included
-    restored = json.loads(json.dumps(result.to_dict()))["data"]["token_supports"]
+    restored = json.loads(json.dumps(result.to_dict()))["data"]["supports"]
     assert restored[0]["starts"] == supports[0].starts.tolist()
 
 
@@ -127,10 +127,10 @@ def test_token_supports_off_gives_the_same_confidences_and_says_why_there_are_no
     on = BlackBoxUQ(show_progress_bars=False).score(responses, samples)
     off = BlackBoxUQ(token_supports=False, show_progress_bars=False).score(responses, samples)
     assert off.data["bert_score"] == on.data["bert_score"]
-    assert "token_supports" not in off.data
-    with pytest.raises(ConfigurationError, match="token supports"):
-        off.supports()
-    with pytest.raises(ConfigurationError, match="token supports"):
+    assert "supports" not in off.data
+    with pytest.raises(ConfigurationError, match="holds no supports"):
+        off.words()
+    with pytest.raises(ConfigurationError, match="holds no supports"):
         BlackBoxUQ(scorers=["rouge_l"], show_progress_bars=False).score(
             responses, samples
         ).sentences()
@@ -168,10 +168,10 @@ def test_the_html_views_escape_every_answer_and_mark_the_weak_words(exact_uq):
     for response in HOSTILE:
         assert response.strip()[:30] in shown
     for row in range(len(result)):
-        answer = result.answer(row)
+        answer = result.answer(position=row)
         one = _Page()
         one.feed(answer._repr_html_())
-        assert set(one.tags) <= {"div", "b", "span", "mark"}
+        assert set(one.tags) <= {"div", "b", "span", "mark", "del"}
         assert one.tags.count("b") == 1  # the prompt's bold, none of the answer's markup
         assert "".join(one.marked) == "".join(answer.weak_words)
         # readable without colour: a weak word is underlined as well as highlighted
@@ -189,5 +189,7 @@ def test_an_answer_in_a_terminal_marks_weak_words_and_shows_control_characters()
     assert "[Paris]" in plain and "[.]" not in plain  # punctuation is not counted
     coloured = answer.terminal(colour=True)
     assert "\x1b[4;31mParis\x1b[0m" in coloured and "\x1b[2J" not in coloured
-    with pytest.raises(Exception, match="row"):
+    with pytest.raises(InputValidationError, match="no row labelled prompt_index=5"):
         result.answer(5)
+    with pytest.raises(InputValidationError, match="position must be from 0 to 0"):
+        result.answer(position=5)

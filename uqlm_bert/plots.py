@@ -19,7 +19,7 @@ and returning it:
 
 :class:`~uqlm_bert.UQResult` has the same plots as methods (``result.plot_histogram()``,
 ``result.plot_accuracy_vs_fraction_kept(correct)``, ``result.plot_threshold(0.7)``,
-``result.plot_supports(0)``).
+``result.plot_supports(0)``); their options are keyword-only, ``ax=`` among them.
 
 Labels follow :mod:`uqlm_bert.evaluation`: 1 (or ``True``) for a correct answer, 0 for an
 incorrect one, ``None``/NaN where it is unknown. A confidence of NaN (no samples to judge by) has
@@ -56,6 +56,8 @@ import numpy as np
 from uqlm_bert._checks import check_int
 from uqlm_bert._exceptions import ConfigurationError, InputValidationError
 from uqlm_bert._inputs import float_vector, paired_arrays
+from uqlm_bert._warn import options_by_keyword
+from uqlm_bert.bertscore._token_support import is_weak
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -79,11 +81,12 @@ NEUTRAL_COLOR = "#4c72b0"
 THRESHOLD_COLOR = "#264653"
 
 
+@options_by_keyword(2, "ax")
 def plot_confidence_histogram(
     confidence: ArrayLike,
     labels: ArrayLike | None = None,
-    ax: Axes | None = None,
     *,
+    ax: Axes | None = None,
     bins: int | Sequence[float] = 20,
     score_name: str = "confidence",
 ) -> Axes:
@@ -154,11 +157,12 @@ def plot_confidence_histogram(
     return ax
 
 
+@options_by_keyword(2, "ax")
 def plot_accuracy_vs_fraction_kept(
     confidence: ArrayLike,
     correct: ArrayLike,
-    ax: Axes | None = None,
     *,
+    ax: Axes | None = None,
     threshold: float | None = None,
     score_name: str = "confidence",
 ) -> Axes:
@@ -248,12 +252,13 @@ def plot_accuracy_vs_fraction_kept(
     return ax
 
 
+@options_by_keyword(2, "labels", "ax")
 def plot_threshold(
     confidence: ArrayLike,
     threshold: float,
+    *,
     labels: ArrayLike | None = None,
     ax: Axes | None = None,
-    *,
     score_name: str = "confidence",
 ) -> Axes:
     """Every answer by increasing confidence, the threshold, and what it flags.
@@ -334,11 +339,12 @@ def plot_threshold(
     return ax
 
 
+@options_by_keyword(2, "ax")
 def plot_reliability_diagram(
     probabilities: ArrayLike,
     labels: ArrayLike,
-    ax: Axes | None = None,
     *,
+    ax: Axes | None = None,
     n_bins: int = 10,
     strategy: Literal["uniform", "quantile"] = "uniform",
     score_name: str = "predicted probability",
@@ -429,15 +435,16 @@ def plot_reliability_diagram(
     return ax
 
 
+@options_by_keyword(2, "ax")
 def plot_supports(
-    words: Any, threshold: float, ax: Axes | None = None, *, max_words: int = 80
+    words: Any, threshold: float, *, ax: Axes | None = None, max_words: int = 80
 ) -> Axes:
     """One answer word by word: a bar per word with how well the samples support it, the weakly
     supported ones (below ``threshold``) in red, the words that do not count (the prompt's own
     words, punctuation) hatched and grey, and the threshold as a line.
 
     Args:
-        words: the answer's word rows, as ``UQResult.supports()`` gives them (``text``,
+        words: the answer's word rows, as ``UQResult.words()`` gives them (``word``,
             ``support``, ``counted``): one answer's.
         threshold: words below it are weakly supported.
         ax: a matplotlib Axes to draw on (default: a new figure).
@@ -448,23 +455,23 @@ def plot_supports(
         The Axes.
 
     Example:
-        >>> words = {"text": ["Lima", "is", "in", "Peru", "."], "counted": [1, 1, 1, 1, 0],
+        >>> words = {"word": ["Lima", "is", "in", "Peru", "."], "counted": [1, 1, 1, 1, 0],
         ...          "support": [0.95, 0.9, 0.9, 0.4, 0.99]}
         >>> ax = plot_supports(words, threshold=0.59)
         >>> [t.get_text() for t in ax.get_xticklabels()], len(ax.patches)
         (['Lima', 'is', 'in', 'Peru', '.'], 5)
     """
     check_int("max_words", max_words, 1)
-    text = [str(t) for t in words["text"]]
+    text = [str(t) for t in words["word"]]
     support = np.asarray(words["support"], dtype=np.float64)
     counted = np.asarray(words["counted"], dtype=bool)
     if not len(text) == len(support) == len(counted):
-        raise InputValidationError("words: text, support and counted differ in length")
+        raise InputValidationError("words: word, support and counted differ in length")
     cut = _as_threshold(threshold)
     shown = min(len(text), max_words)
     ax = _new_axes(ax)
     x = np.arange(shown)
-    weak = counted[:shown] & (support[:shown] < cut)
+    weak = is_weak({"support": support, "counted": counted}, cut)[:shown]
     colours = np.where(weak, "#c0392b", np.where(counted[:shown], "#2e86c1", "#bbbbbb"))
     bars = ax.bar(x, support[:shown], color=colours)
     for bar, is_counted in zip(bars, counted[:shown], strict=True):

@@ -282,33 +282,46 @@ def test_prompt_table_with_invalid_unicode_is_repaired_and_run(
     assert read_table(out)["note"].tolist() == ["fine", "bad \ufffd"]
 
 
-def test_explain_prints_marked_answers_and_spans_go_to_the_table(
+def test_explain_prints_marked_answers_and_words_go_to_the_table(
     tmp_path, capsys, server, monkeypatch
 ):
     """--explain prints every answer with its weakly supported words in brackets (no terminal
-    under pytest: no colour), --spans writes each counted word's [start, end, support]; both
-    from the run's own token supports."""
+    under pytest: no colour), --words writes each counted word (offsets, the word, its support,
+    weak), --refine the answer without its unsupported sentences; all from the run's own token
+    supports. --spans, the option's earlier name, still works and says so."""
     monkeypatch.setenv(KEY_VAR, KEY)
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Capital of <Peru>?\nWhat is 2+2?\n", encoding="utf-8")
     out = tmp_path / "scored.jsonl"
     argv = ["generate-and-score", prompts, "-o", out, "--model", "fake-model",
             "--base-url", server.base_url, "--api-key-env", KEY_VAR, "-m", "2",
-            "--temperature", "0.25", "-q", "--explain", "--spans"]  # fmt: skip
+            "--temperature", "0.25", "-q", "--explain", "--words", "--refine"]  # fmt: skip
     code, stdout, _ = run(argv, capsys)
     assert code == 0
     df = read_table(str(out))
-    assert "word_supports" in df.columns
-    for response, spans in zip(df["response"], df["word_supports"], strict=True):
-        spans = json.loads(spans) if isinstance(spans, str) else spans
-        assert spans and all(0 <= s <= e <= len(response) for s, e, _ in spans)
-        assert all(0.0 <= v <= 1.0 + 1e-6 for _, _, v in spans)
-        words = [response[s:e] for s, e, _ in spans]
-        assert "." not in words and "?" not in words  # punctuation is not counted
+    assert {"words", "refined_response", "removed_sentences", "refinement"} <= set(df.columns)
+    for response, words in zip(df["response"], df["words"], strict=True):
+        words = json.loads(words) if isinstance(words, str) else words
+        assert words and all(0 <= w["start"] <= w["end"] <= len(response) for w in words)
+        assert all(0.0 <= w["support"] <= 1.0 + 1e-6 for w in words)
+        assert all(response[w["start"] : w["end"]] == w["word"] for w in words)
+        assert "." not in [w["word"] for w in words] and "?" not in [w["word"] for w in words]
+    for response, refined, status in zip(
+        df["response"], df["refined_response"], df["refinement"], strict=True
+    ):
+        assert status in ("unchanged", "refined", "all_removed")
+        assert (refined == response) == (status == "unchanged")
     assert "[0] Capital of <Peru>?" in stdout and "[1] What is 2+2?" in stdout
     assert "\x1b" not in stdout
-    assert "in [brackets])" in stdout
-    # every answer is printed whole once its brackets are taken out
+    assert "in [brackets]" in stdout
+    # every answer is printed whole once its marks are taken out
     for response in df["response"]:
         shown = [line.strip() for line in stdout.splitlines() if "'" in line and "Answer" in line]
-        assert any(line.replace("[", "").replace("]", "") == response for line in shown), shown
+        bare = [line.replace("[", "").replace("]", "").replace("~~", "") for line in shown]
+        assert response in bare, shown
+    # the option's earlier name
+    again = tmp_path / "again.jsonl"
+    argv = [*argv[:3], again, *argv[4:-3], "--spans"]
+    code, _, stderr = run(argv, capsys)
+    assert code == 0 and "--spans is now --words" in stderr
+    assert read_table(str(again))["words"].tolist() == df["words"].tolist()

@@ -334,3 +334,58 @@ def test_a_warning_on_the_terminal_reads_as_the_commands_own_message(tmp_path):
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith(f"uqlm-bert: warning: {src}: 1 record(s) held text"), lines
     assert "runpy" not in proc.stderr and "Warning:" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_score_explains_words_and_refines_a_file_of_answers(tmp_path, capsys, suffix):
+    """``score --explain --words --refine``: each answer marked on stdout, its words and its
+    refined form beside its scores in the output, the same as the library's result of the
+    scored rows gives them; a row that cannot be scored gets none of them."""
+    from uqlm_bert import BlackBoxUQ
+
+    rows = [
+        {"response": "Lima is the capital of Peru. It has nine moons.",
+         "sampled_responses": ["Lima is the capital of Peru.", "Peru's capital is Lima."]},
+        {"response": None, "sampled_responses": ["x"]},
+        {"response": "Water boils at 100 C. It is made of cheese.",
+         "sampled_responses": ["Water boils at 100 C at sea level.", "It boils at 100 C."]},
+    ]  # fmt: skip
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / f"out{suffix}"
+    code, stdout, _ = run(
+        ["score", src, "-o", out, "-q", "--explain", "--words", "--refine"], capsys
+    )
+    assert code == 1  # the row without a response
+    table = read_table(str(out))
+    good = [rows[0], rows[2]]
+    result = BlackBoxUQ(show_progress_bars=False).score(
+        [r["response"] for r in good], [r["sampled_responses"] for r in good]
+    )
+    refined = result.refine()
+    for row, position in ((0, 0), (2, 1)):
+        words = table["words"][row]
+        words = json.loads(words) if isinstance(words, str) else words
+        expected = result.words()
+        expected = expected[(expected["prompt_index"] == position) & expected["counted"]]
+        assert [w["word"] for w in words] == expected["word"].tolist()
+        assert table["refinement"][row] == refined["refinement"][position]
+        if refined["refined_response"][position] is None:
+            assert pd.isna(table["refined_response"][row])
+        else:
+            assert table["refined_response"][row] == refined["refined_response"][position]
+    assert table["refined_response"][0] == "Lima is the capital of Peru."
+    assert pd.isna(table["refined_response"][1]) and pd.isna(table["words"][1])
+    assert "Lima is the capital of Peru. ~~It has [nine] [moons].~~" in stdout
+    assert "in ~~tildes~~" in stdout
+
+
+def test_score_refuses_what_the_ray_engine_cannot_give(tmp_path, capsys):
+    src = write_jsonl(tmp_path / "in.jsonl", ROWS[:1])
+    code, _, stderr = run(
+        ["score", src, "-o", tmp_path / "o.jsonl", "-q", "--refine", "--engine", "ray"], capsys
+    )
+    assert code == 2 and "--engine local" in stderr
+    code, _, stderr = run(
+        ["score", src, "-o", tmp_path / "o.jsonl", "-q", "--refine", "hi"], capsys
+    )
+    assert code == 2 and "--refine takes a sentence threshold" in stderr

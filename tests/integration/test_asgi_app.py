@@ -273,35 +273,72 @@ async def test_the_app_from_the_environment(monkeypatch):
     check_replies(["Question from the environment"], replies, 2)
 
 
-async def test_asked_for_spans_a_reply_says_where_its_answer_is_unsupported():
-    """``"spans": true`` adds each counted word of the answer with its offsets and support, the
-    same as the result's own word table; without it the reply has no spans."""
-    from uqlm_bert.bertscore._token_support import WEAK_SUPPORT
+async def test_asked_for_words_a_reply_says_where_its_answer_is_unsupported():
+    """``"words": true`` adds each counted word of the answer with its offsets and support, the
+    same as the result's own word table; ``"refine": true`` the answer without its unsupported
+    sentences; without them the reply has neither. ``"spans"``, the earlier name of
+    ``"words"``, still works and says so."""
+    from uqlm_bert.bertscore import WEAK_SUPPORT
 
     questions = ["Who wrote <Solaris>?", "Capital & river of Peru?"]
     with FakeOpenAIServer() as server:
         app = create_asgi_app(chat(server), num_responses=2)
         async with client_of(app) as client:
-            with_spans = await asyncio.wait_for(
+            asked = await asyncio.wait_for(
                 asyncio.gather(
-                    *(client.post("/ask", json={"question": q, "spans": True}) for q in questions)
+                    *(
+                        client.post("/ask", json={"question": q, "words": True, "refine": True})
+                        for q in questions
+                    )
                 ),
                 60,
             )
             plain = await client.post("/ask", json={"question": questions[0]})
-    assert "spans" not in plain.json()
-    for q, reply in zip(questions, with_spans, strict=True):
+            old = await client.post("/ask", json={"question": questions[0], "spans": True})
+    assert not {"words", "spans", "refined_answer"} & set(plain.json())
+    assert old.json()["warnings"] == ['"spans" is now "words"'] and "words" in old.json()
+    for q, reply in zip(questions, asked, strict=True):
         body = reply.json()
         assert reply.status_code == 200 and body["question"] == q
         alone = BlackBoxUQ(show_progress_bars=False).score(
             [body["answer"]], [[answer_text(q, 1.0)] * 2], prompts=[q]
         )
-        words = alone.supports()
+        words = alone.words()
         words = words[words["counted"]]
-        assert [s["text"] for s in body["spans"]] == words["text"].tolist()
-        for span in body["spans"]:
-            assert body["answer"][span["start"] : span["end"]] == span["text"]
-            assert span["weak"] == (span["support"] < WEAK_SUPPORT)
-        assert [s["support"] for s in body["spans"]] == pytest.approx(
+        assert [w["word"] for w in body["words"]] == words["word"].tolist()
+        for word in body["words"]:
+            assert body["answer"][word["start"] : word["end"]] == word["word"]
+            assert word["weak"] == (word["support"] < WEAK_SUPPORT)
+        assert [w["support"] for w in body["words"]] == pytest.approx(
             words["support"].tolist(), abs=COMPANY_BOUND + 1e-4
         )
+        assert body["refinement"] in ("unchanged", "refined", "all_removed")
+        for removed in body["removed_sentences"]:
+            assert body["answer"][removed["start"] : removed["end"]] == removed["sentence"]
+            assert removed["sentence"] not in (body["refined_answer"] or "")
+
+
+async def test_the_command_and_the_app_serialise_an_answer_s_words_alike(tmp_path, monkeypatch):
+    """One serialised form of word supports: for the same question, answered and sampled by the
+    same server, the command's ``words`` column and the app's ``"words"`` are the same."""
+    from uqlm_bert.cli import main
+    from uqlm_bert.io import read_table
+
+    question = "Capital & river of Peru?"
+    monkeypatch.setenv("UQLM_BERT_TEST_KEY", "test-key")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(question + "\n", encoding="utf-8")
+    out = tmp_path / "scored.jsonl"
+    with FakeOpenAIServer() as server:
+        app = create_asgi_app(chat(server), num_responses=2)
+        async with client_of(app) as client:
+            reply = await asyncio.wait_for(
+                client.post("/ask", json={"question": question, "words": True}), 60
+            )
+        argv = ["generate-and-score", str(prompts), "-o", str(out), "--model", "fake-model",
+                "--base-url", server.base_url, "--api-key-env", "UQLM_BERT_TEST_KEY", "-m", "2",
+                "--temperature", "0.0", "-q", "--words"]  # fmt: skip
+        assert await asyncio.to_thread(main, argv) == 0
+    table = read_table(str(out))
+    assert table["response"][0] == reply.json()["answer"]
+    assert table["words"][0] == reply.json()["words"]

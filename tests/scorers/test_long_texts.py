@@ -118,7 +118,7 @@ def test_sentence_scores_of_a_long_sentence_follow_the_setting(engines):
             df = uq.score_sentences(
                 [TAIL_B + " " + SHORT[0]], samples, sentences=sentences, method="reembed"
             )
-        per_mode[mode] = df.to_df()["bert_score"].to_numpy()
+        per_mode[mode] = df["support"].to_numpy()
     # the long sentence against each sample's best sentence, by the engine of that mode
     from uqlm_bert.scorers._sentences import split_sentences
 

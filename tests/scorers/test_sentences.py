@@ -167,22 +167,22 @@ def test_sentence_scores_follow_the_formula(reference_scorer):
     assert list(df.columns) == SENTENCE_COLUMNS
     assert len(counting.calls) == 1  # batched: one engine call for all sentences of all responses
     # response 1 failed (no rows); response 3 has a row but no sample to score against
-    assert df["response_index"].tolist() == [0, 0, 0, 2, 3]
+    assert df["prompt_index"].tolist() == [0, 0, 0, 2, 3]
     assert df["sentence_index"].tolist() == [0, 1, 2, 0, 0]
     assert df["sentence"].tolist() == split_sentences(RESPONSES[0]) + RESPONSES[2:]
     for row in df.itertuples():
-        expected = _expected(reference_scorer, row.sentence, SAMPLES[row.response_index])
-        assert row.bert_score == pytest.approx(expected, abs=1e-6, nan_ok=True)
-    assert np.isnan(df["bert_score"].iloc[4])
+        expected = _expected(reference_scorer, row.sentence, SAMPLES[row.prompt_index])
+        assert row.support == pytest.approx(expected, abs=1e-6, nan_ok=True)
+    assert np.isnan(df["support"].iloc[4])
     # the unsupported claim scores below the supported ones
-    scores = df["bert_score"].tolist()
+    scores = df["support"].tolist()
     assert scores[2] < scores[0]
 
 
 def test_reference_and_own_engine_agree(reference_scorer, our_scorer):
     ours = score_sentences(RESPONSES, SAMPLES, our_scorer, method="reembed")
     ref = score_sentences(RESPONSES, SAMPLES, reference_scorer, method="reembed")
-    np.testing.assert_allclose(ours["bert_score"], ref["bert_score"], atol=1e-5)
+    np.testing.assert_allclose(ours["support"], ref["support"], atol=1e-5)
 
 
 @pytest.mark.parametrize(("metric", "index"), [("precision", 0), ("recall", 1)])
@@ -190,16 +190,25 @@ def test_precision_and_recall_variants(reference_scorer, metric, index):
     df = score_sentences(RESPONSES[:1], SAMPLES[:1], reference_scorer, metric=metric)
     for row in df.itertuples():
         expected = _expected(reference_scorer, row.sentence, SAMPLES[0], metric=index)
-        assert row.bert_score == pytest.approx(expected, abs=1e-6)
+        assert row.support == pytest.approx(expected, abs=1e-6)
 
 
 def test_given_sentences_are_used_and_missing_ones_split(our_scorer):
-    given = [["Marie Curie was a Polish physicist.", ""], None, None, ["Water boils."]]
+    given = [["Marie Curie was a Polish physicist.", ""], None, None, ["Water boils at 100 C."]]
     df = score_sentences(RESPONSES, SAMPLES, our_scorer, sentences=given, method="reembed")
     assert df["sentence"].tolist() == [
-        "Marie Curie was a Polish physicist.", "", "The Eiffel Tower is in Paris.", "Water boils."
+        "Marie Curie was a Polish physicist.", "", "The Eiffel Tower is in Paris.",
+        "Water boils at 100 C.",
     ]  # fmt: skip
-    scores = df["bert_score"].to_numpy()
+    # every row is the response's own characters, given sentences too
+    for row in df.itertuples():
+        assert RESPONSES[row.prompt_index][row.start : row.end] == row.sentence
+    # a given sentence must be a piece of its response, with either method: the table's
+    # offsets say where it is
+    with pytest.raises(InputValidationError, match="is not in the response"):
+        score_sentences(RESPONSES, SAMPLES, our_scorer, sentences=[None, None, None, ["Water boils."]],
+                        method="reembed")  # fmt: skip
+    scores = df["support"].to_numpy()
     assert np.isnan(scores[1])  # empty sentence
     assert np.isnan(scores[3])  # no present sample
     assert np.isfinite(scores[[0, 2]]).all()
@@ -208,7 +217,7 @@ def test_given_sentences_are_used_and_missing_ones_split(our_scorer):
 def test_no_scorable_pairs_gives_nan_without_calling_the_engine(our_scorer):
     counting = _CountingScorer(our_scorer)
     df = score_sentences(["A claim. Another."], [[None, ""]], counting, method="reembed")
-    assert len(df) == 2 and df["bert_score"].isna().all()
+    assert len(df) == 2 and df["support"].isna().all()
     assert counting.calls == []
     assert len(score_sentences([], [], counting, method="reembed")) == 0
 
@@ -248,9 +257,10 @@ def test_pandas_inputs_are_read_by_position(our_scorer):
 def test_caller_lists_are_not_mutated(our_scorer):
     responses = list(RESPONSES)
     samples = [list(s) for s in SAMPLES]
-    given = [["x."], None, None, None]
+    given = [["Marie Curie was a Polish physicist."], None, None, None]
     score_sentences(responses, samples, our_scorer, sentences=given, method="reembed")
-    assert responses == RESPONSES and samples == SAMPLES and given == [["x."], None, None, None]
+    assert responses == RESPONSES and samples == SAMPLES
+    assert given == [["Marie Curie was a Polish physicist."], None, None, None]
 
 
 def test_a_missing_list_of_samples_is_no_samples_for_sentences_too():
@@ -260,9 +270,9 @@ def test_a_missing_list_of_samples_is_no_samples_for_sentences_too():
 
     uq = BlackBoxUQ(show_progress_bars=False)
     assert math.isnan(uq.score(["A cat."], [float("nan")]).data["bert_score"][0])
-    df = uq.score_sentences(["A cat. A dog."], [float("nan")]).to_df()
+    df = uq.score_sentences(["A cat. A dog."], [float("nan")])
     assert df["sentence"].tolist() == ["A cat.", "A dog."]
-    assert df["bert_score"].isna().all()
+    assert df["support"].isna().all()
 
 
 # --------------------------------------------------------------------------- the support method
@@ -296,13 +306,13 @@ def _support_by_hand(scorer, response: str, samples: list[str], sentence: str) -
 def test_support_is_the_default_and_follows_its_formula(our_scorer):
     df = score_sentences(RESPONSES, SAMPLES, our_scorer)
     assert list(df.columns) == SENTENCE_COLUMNS
-    assert df["response_index"].tolist() == [0, 0, 0, 2, 3]
+    assert df["prompt_index"].tolist() == [0, 0, 0, 2, 3]
     assert df["sentence"].tolist() == split_sentences(RESPONSES[0]) + RESPONSES[2:]
     present = [s for s in SAMPLES[0] if s]
     for k, sentence in enumerate(split_sentences(RESPONSES[0])):
         expected = _support_by_hand(our_scorer, RESPONSES[0], present, sentence)
-        assert df["bert_score"][k] == pytest.approx(expected, abs=1e-5)
-    assert np.isnan(df["bert_score"].iloc[4])  # no sample
+        assert df["support"][k] == pytest.approx(expected, abs=1e-5)
+    assert np.isnan(df["support"].iloc[4])  # no sample
     precision = score_sentences(
         RESPONSES, SAMPLES, our_scorer, metric="precision", method="support"
     )
@@ -317,7 +327,7 @@ def test_naming_a_metric_keeps_the_reembedding_method(our_scorer):
 
     pd.testing.assert_frame_equal(named, reembedded)
     default = score_sentences(RESPONSES, SAMPLES, our_scorer)
-    assert not np.allclose(named["bert_score"], default["bert_score"], equal_nan=True)
+    assert not np.allclose(named["support"], default["support"], equal_nan=True)
 
 
 def test_support_method_errors(our_scorer):
@@ -335,7 +345,11 @@ def test_given_sentences_are_found_in_the_response(our_scorer):
     response = "Marie Curie was a  Polish physicist.  She won two Nobel Prizes."
     given = [["Marie Curie was a Polish physicist.", "She won two Nobel Prizes."]]
     df = score_sentences([response], [SAMPLES[0][:1]], our_scorer, sentences=given)
-    assert df["sentence"].tolist() == given[0]  # the caller's sentences, as given
-    assert np.isfinite(df["bert_score"]).all()
+    # found up to white space: each row is the response's own characters at the span found
+    assert df["sentence"].tolist() == ["Marie Curie was a  Polish physicist.", given[0][1]]
+    assert [response[a:b] for a, b in zip(df["start"], df["end"], strict=True)] == df[
+        "sentence"
+    ].tolist()
+    assert np.isfinite(df["support"]).all()
     split = score_sentences([response], [SAMPLES[0][:1]], our_scorer)
-    assert np.allclose(split["bert_score"], df["bert_score"])  # the same spans either way
+    assert np.allclose(split["support"], df["support"])  # the same spans either way

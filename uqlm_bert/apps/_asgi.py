@@ -8,12 +8,19 @@ whether it is flagged (confidence below the threshold, or none)::
      "confidence": 0.91, "flagged": false, "threshold": 0.72, "scorer": "bert_score",
      "samples": 5, "failed_samples": 0, "error": null}
 
-With ``"spans": true`` in the body the reply also says where the answer is unsupported: a
-``spans`` list with each counted word of the answer (the question's own words and punctuation
+With ``"words": true`` in the body the reply also says where the answer is unsupported: a
+``words`` list with each counted word of the answer (the question's own words and punctuation
 are left out), its character offsets into ``answer``, its support (0 to 1: how well the samples
-support it) and ``weak`` (support below :data:`~uqlm_bert.bertscore._token_support.WEAK_SUPPORT`)::
+support it) and ``weak`` (support below the word threshold; the one serialised form of word
+supports, as the command's ``--words`` column gives it)::
 
-    "spans": [{"start": 0, "end": 8, "text": "Stanislaw", "support": 0.93, "weak": false}, ...]
+    "words": [{"start": 0, "end": 9, "word": "Stanislaw", "support": 0.93, "weak": false}, ...]
+
+With ``"refine": true`` it also gives the answer without its unsupported sentences
+(``UQResult.refine()``): ``refined_answer`` (None when every sentence went), ``removed_sentences``
+(each with its offsets into ``answer``, its support and why it went) and ``refinement``
+(``"unchanged"``, ``"refined"``, ``"all_removed"``, ...). ``"spans": true``, the earlier name
+of ``"words"``, is read as it, with a note in the reply's ``warnings``.
 
 ``GET /health`` says whether the service is up and how many questions it is answering.
 
@@ -26,7 +33,7 @@ scored together (see "In an async app" in docs/black_box.md).
 
 Timeouts and cancellation:
 
-- ``request_timeout`` (20 s here unless given) bounds each attempt of each LLM call; a call that
+- ``request_timeout`` (:data:`APP_DEFAULTS`, unless given) bounds each attempt of each LLM call; a call that
   times out is retried like any transient failure;
 - ``timeout_s`` (60 s) bounds a whole request: past it the request's work is cancelled and the
   client gets HTTP 504;
@@ -85,7 +92,9 @@ from uqlm_bert._exceptions import ConfigurationError, UQLMBertError
 __all__ = [
     "ENVIRONMENT",
     "QuestionService",
-    "answer_spans",
+    "answer_words",
+    "asked_for",
+    "refined_answer",
     "create_asgi_app",
     "create_asgi_app_from_env",
     "read_question",
@@ -167,9 +176,12 @@ class QuestionService:
         self.threshold = float(first.default_threshold if threshold is None else threshold)
         self.in_flight = 0
 
-    async def answer(self, question: str, spans: bool = False) -> tuple[int, dict[str, Any]]:
-        """``(HTTP status, JSON body)`` for one question, with ``spans`` where the answer is
-        unsupported (see the module docstring); cancelling it cancels its LLM calls."""
+    async def answer(
+        self, question: str, words: bool = False, refine: bool = False
+    ) -> tuple[int, dict[str, Any]]:
+        """``(HTTP status, JSON body)`` for one question, with its ``words`` and its refined
+        answer where asked for (see the module docstring); cancelling it cancels its LLM
+        calls."""
         self.in_flight += 1
         try:
             result = await asyncio.wait_for(
@@ -197,8 +209,10 @@ class QuestionService:
             failed_samples=int(row["num_failed_samples"]),
             error=row["error"],
         )
-        if spans:
-            body["spans"] = answer_spans(result)
+        if words:
+            body["words"] = answer_words(result)
+        if refine:
+            body.update(refined_answer(result))
         return (200 if row["response"] is not None else 502), body
 
     def _body(self, question: str, **fields: Any) -> dict[str, Any]:
@@ -228,32 +242,55 @@ async def read_question(request: Any, max_chars: int) -> tuple[dict[str, Any], A
     return payload, None
 
 
-def answer_spans(result: Any) -> list[dict[str, Any]] | None:
-    """The counted words of a one-question result's answer with their supports (``"spans"`` of
-    the reply), or None where the scorers gave none (no ``bert_score`` scorer).
+def asked_for(body: Mapping[str, Any]) -> tuple[dict[str, bool], list[str]]:
+    """What a ``POST /ask`` body asks for beside the answer, as :meth:`QuestionService.answer`
+    takes it (``words``, ``refine``), and the warnings for the reply (``"spans"``, the earlier
+    name of ``"words"``).
+
+    Example:
+        >>> asked_for({"question": "q", "spans": True})
+        ({'words': True, 'refine': False}, ['"spans" is now "words"'])
+    """
+    warnings = ['"spans" is now "words"'] if body.get("spans") is True else []
+    asked = {
+        "words": body.get("words") is True or body.get("spans") is True,
+        "refine": body.get("refine") is True,
+    }
+    return asked, warnings
+
+
+def answer_words(result: Any) -> list[dict[str, Any]] | None:
+    """The counted words of a one-question result's answer with their supports (``"words"`` of
+    the reply, in the one serialised form, :func:`~uqlm_bert.results._tables.word_records`), or
+    None where the scorers gave none (no ``bert_score`` scorer) or the answer is missing.
 
     Example:
         >>> from uqlm_bert import BlackBoxUQ
         >>> r = BlackBoxUQ(show_progress_bars=False).score(["Lima, Peru."], [["Lima is in Peru."]])
-        >>> [(s["text"], s["weak"]) for s in answer_spans(r)]
+        >>> [(w["word"], w["weak"]) for w in answer_words(r)]
         [('Lima', False), ('Peru', False)]
     """
-    from uqlm_bert.bertscore._token_support import WEAK_SUPPORT
+    from uqlm_bert.results._fields import SUPPORTS
+    from uqlm_bert.results._tables import word_records
 
-    if result.data.get("token_supports") is None:
+    if result.data.get(SUPPORTS) is None or result.data["responses"][0] is None:
         return None
-    words = result.supports()
-    words = words[words["counted"]]
-    return [
-        {
-            "start": int(w.start),
-            "end": int(w.end),
-            "text": w.text,
-            "support": round(float(w.support), 4),
-            "weak": bool(w.support < WEAK_SUPPORT),
-        }
-        for w in words.itertuples(index=False)
-    ]
+    return word_records(result.words(), result.threshold(level="word"))
+
+
+def refined_answer(result: Any) -> dict[str, Any]:
+    """``refined_answer``, ``removed_sentences`` and ``refinement`` of a one-question result
+    (``UQResult.refine()``; None each where the scorers gave no supports)."""
+    from uqlm_bert.results._fields import SUPPORTS
+
+    if result.data.get(SUPPORTS) is None:
+        return {"refined_answer": None, "removed_sentences": None, "refinement": None}
+    row = result.refine().iloc[0]
+    return {
+        "refined_answer": row["refined_response"],
+        "removed_sentences": row["removed_sentences"],
+        "refinement": row["refinement"],
+    }
 
 
 async def _client_gone(receive: Callable[[], Awaitable[Mapping[str, Any]]]) -> None:
@@ -351,12 +388,16 @@ def create_asgi_app(
         if refused is not None:
             return refused
         service: QuestionService = request.app.state.service
-        asked = service.answer(body["question"], body.get("spans") is True)
-        answered, got = await until_disconnect(asked, request.receive)
+        options, warnings = asked_for(body)
+        answered, got = await until_disconnect(
+            service.answer(body["question"], **options), request.receive
+        )
         if not answered:
             return Response(status_code=CLIENT_CLOSED)
-        status, body = got
-        return JSONResponse(body, status_code=status)
+        status, reply = got
+        if warnings:
+            reply["warnings"] = warnings
+        return JSONResponse(reply, status_code=status)
 
     async def health(request: Request) -> Response:
         service: QuestionService = request.app.state.service

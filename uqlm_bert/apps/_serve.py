@@ -322,7 +322,7 @@ class Ingress:
         """Route a request: ``POST /ask``, ``GET /health``; 404 and 405 otherwise."""
         from starlette.responses import JSONResponse
 
-        from uqlm_bert.apps._asgi import read_question
+        from uqlm_bert.apps._asgi import asked_for, read_question
 
         path = request.url.path.rstrip("/")
         if path.endswith("/health") or path == "health":
@@ -334,7 +334,10 @@ class Ingress:
         asked, refused = await read_question(request, self.settings.max_question_chars)
         if refused is not None:
             return refused
-        status, body = await self.service.answer(asked["question"], asked.get("spans") is True)
+        options, warnings = asked_for(asked)
+        status, body = await self.service.answer(asked["question"], **options)
+        if warnings:
+            body["warnings"] = warnings
         return JSONResponse(body, status_code=status)
 
     def __del__(self) -> None:

@@ -4,8 +4,8 @@
 ``return_responses`` says which texts the result holds; with ``use_best`` the answer it shows is
 the candidate that agrees most with the others. :class:`Assembly` holds those three, as they are
 at a call, and builds what every result holds from them: the texts, the scores, the failures,
-and the metadata that says how it was scored. :func:`sentence_result` does the same for
-sentence-level scores.
+and the metadata that says how it was scored. :func:`sentence_result` gives the sentence table
+of ``BlackBoxUQ.score_sentences``.
 
 Example:
     >>> from uqlm_bert._inputs import ScoringInputs
@@ -27,13 +27,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from uqlm_bert._exceptions import ConfigurationError
 from uqlm_bert._inputs import ScoringInputs
 from uqlm_bert.blackbox._pipeline import Scored, score_rows
 from uqlm_bert.results._failures import Failures
+from uqlm_bert.results._fields import SUPPORTS
 from uqlm_bert.results._identical_samples import identical_share
-from uqlm_bert.results._result import SentenceUQResult, UQResult
+from uqlm_bert.results._result import UQResult
 from uqlm_bert.scorers._base import Scorer
 from uqlm_bert.scorers._best import ORIGINAL
 
@@ -42,7 +44,14 @@ if TYPE_CHECKING:
     from uqlm_bert.generation._records import GenerationResult
     from uqlm_bert.generation._settings import GenerationSettings
 
-__all__ = ["Assembly", "RETURN_RESPONSES", "bert_engine", "generation_metadata", "sentence_result"]
+__all__ = [
+    "Assembly",
+    "RETURN_RESPONSES",
+    "bert_engine",
+    "generation_metadata",
+    "sentence_result",
+    "support_thresholds",
+]
 
 #: The values of ``return_responses``.
 RETURN_RESPONSES = ("all", "raw", "postprocessed")
@@ -176,7 +185,7 @@ class Assembly:
         data["errors"] = list(errors[0])
         data["sample_errors"] = [list(e) for e in errors[1]]
         if scored.supports is not None:
-            data["token_supports"] = list(scored.supports)
+            data[SUPPORTS] = list(scored.supports)
         return UQResult(data, {**metadata, **self.metadata(scorers)})
 
     def score_result(
@@ -254,6 +263,8 @@ class Assembly:
         dtypes = {s.name: s.model_dtype for s in scorers if hasattr(s, "model_dtype")}
         if dtypes:  # the dtype each model ran in ("auto" resolves by device and model)
             meta["model_dtypes"] = dtypes
+        if any(hasattr(s, "support_thresholds") for s in scorers):
+            meta["support_thresholds"] = support_thresholds(scorers)
         if self.use_best:
             meta["use_best"] = True
         if self.postprocessor is not None:
@@ -270,6 +281,16 @@ def generation_metadata(generation: GenerationResult) -> dict[str, Any]:
     are built, for a result and for the warnings of generation alone."""
     failures = Failures.of(generation.response_errors, generation.sample_errors)
     return {"calls": generation.stats.as_dict(), "failures": failures.as_metadata()}
+
+
+def support_thresholds(scorers: Sequence[Scorer]) -> dict[str, float] | None:
+    """The support thresholds of the first ``bert_score`` scorer among ``scorers`` (whose token
+    supports a result holds): None for another encoder or layer than they were chosen for; the
+    defaults where there is no such scorer (:func:`bert_engine` builds one at the defaults)."""
+    from uqlm_bert.scorers._bertscore import SUPPORT_THRESHOLDS
+
+    found = next((s for s in scorers if hasattr(s, "support_thresholds")), None)
+    return SUPPORT_THRESHOLDS if found is None else found.support_thresholds
 
 
 def bert_engine(scorers: Sequence[Scorer], build: bool) -> BERTScorer | None:
@@ -303,13 +324,16 @@ def sentence_result(
     metric: str | None,
     language: str,
     method: str | None = None,
-) -> SentenceUQResult:
-    """Sentence-level confidences with ``engine`` (see ``BlackBoxUQ.score_sentences``), as a
-    result with one row per sentence and how they were scored."""
+    thresholds: dict[str, float] | None = None,
+) -> pd.DataFrame:
+    """The sentence table of ``BlackBoxUQ.score_sentences``: with ``engine``, the columns of
+    ``UQResult.sentences()``; ``flagged`` by the sentence threshold of ``thresholds`` for the
+    ``"support"`` method (``<NA>`` without one, and for ``"reembed"``, whose scores are of
+    another kind)."""
+    from uqlm_bert.results._answers import with_flags
     from uqlm_bert.scorers._sentences import score_sentences
 
-    started = time.perf_counter()
-    df = score_sentences(
+    table = score_sentences(
         responses,
         sampled_responses,
         engine,
@@ -319,13 +343,10 @@ def sentence_result(
         language=language,
         method=method,
     )
-    metadata = {
-        "scorers": ["bert_score"],
-        "level": "sentence",
-        "method": method or ("reembed" if metric is not None else "support"),
-        "metric": metric,
-        "num_responses": len(responses),
-        "num_sentences": len(df),
-        "timings": {"scoring_s": time.perf_counter() - started},
-    }
-    return SentenceUQResult({col: df[col].tolist() for col in df.columns}, metadata)
+    support = method in (None, "support") and metric in (None, "precision")
+    cut = (thresholds or {}).get("sentence") if support else None
+    table = with_flags(table, cut)
+    table.attrs.update(
+        {"method": "support" if support else "reembed", "metric": metric, "threshold": cut}
+    )
+    return table

@@ -32,6 +32,7 @@ from uqlm_bert.blackbox._assembly import (
     bert_engine,
     generation_metadata,
     sentence_result,
+    support_thresholds,
 )
 from uqlm_bert.blackbox._fields import SettingsField
 from uqlm_bert.blackbox._pipeline import generate_and_score
@@ -49,11 +50,13 @@ from uqlm_bert.generation._settings import (
     generation_settings,
 )
 from uqlm_bert.results._failures import warn_failures
-from uqlm_bert.results._result import SentenceUQResult, UQResult
+from uqlm_bert.results._result import UQResult
 from uqlm_bert.scorers._base import Scorer
 from uqlm_bert.scorers._registry import build_scorers, scorer_settings
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from uqlm_bert.distributed import RayScoring
     from uqlm_bert.generation._generator import ResponseGenerator
     from uqlm_bert.generation._records import GenerationResult
@@ -430,11 +433,11 @@ class BlackBoxUQ:
         metric: str | None = None,
         language: str = "en",
         method: str | None = None,
-    ) -> SentenceUQResult:
+    ) -> pd.DataFrame:
         """Sentence-level confidence (SelfCheckGPT style): how well the samples support each
-        sentence of each response.
+        sentence of each response, as the sentence table of ``UQResult.sentences()``.
 
-        By default a sentence's ``bert_score`` aggregates the token supports of its words from one
+        By default a sentence's ``support`` aggregates the token supports of its words from one
         pass over the whole answers (see :func:`uqlm_bert.scorers._sentences.score_sentences`;
         it ranks the made-up sentences best in our measurements, docs/supports.md);
         ``method="reembed"`` scores each sentence on its own against each sample's sentences,
@@ -452,14 +455,17 @@ class BlackBoxUQ:
             method: ``"support"`` (the default) or ``"reembed"``.
 
         Returns:
-            A result whose ``to_df()`` has one row per sentence: ``response_index``,
-            ``sentence_index``, ``sentence`` and ``bert_score``.
+            The sentence table, one row per sentence: ``prompt_index`` (the response's
+            position), ``sentence_index``, ``start``, ``end``, ``sentence``, ``support``,
+            ``flagged`` (below the sentence threshold, for ``"support"`` at the default encoder
+            and layer; ``<NA>`` otherwise) and ``method``: the columns of
+            ``score(...).sentences()``.
 
         Example:
             >>> uq = BlackBoxUQ(show_progress_bars=False)
             >>> res = uq.score_sentences(["Paris is in France. It has the Eiffel Tower."],
             ...                          [["Paris is a French city.", "The Eiffel Tower is in Paris."]])
-            >>> res.to_df()[["response_index", "sentence"]].values.tolist()
+            >>> res[["prompt_index", "sentence"]].values.tolist()
             [[0, 'Paris is in France.'], [0, 'It has the Eiffel Tower.']]
         """
         return sentence_result(
@@ -471,6 +477,7 @@ class BlackBoxUQ:
             metric,
             language,
             method,
+            support_thresholds(self.scorers),
         )
 
     def score(

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -40,11 +39,9 @@ from uqlm_bert.cli._options import (
     refuse_same_file,
 )
 from uqlm_bert.cli._reporting import EXIT_FAILED_ROWS, EXIT_OK, report_lines, summary
+from uqlm_bert.cli._supports import colour, explanation, support_columns, wants_supports
 
-__all__ = ["LOCAL_EMBEDDED", "SPANS_COLUMN", "explanation", "run", "word_supports"]
-
-#: ``--spans``: the column of each answer's word supports.
-SPANS_COLUMN = "word_supports"
+__all__ = ["LOCAL_EMBEDDED", "run"]
 
 #: ``--local`` without a file: the embedded model.
 LOCAL_EMBEDDED = "embedded"
@@ -55,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from uqlm_bert.io import check_output_location, check_writable, load_prompts
 
     names, settings = checked_scorers(args)
+    wants_supports(args)  # checks --refine's threshold before any call
     generation = generation_settings(args)
     pool = ray_pool(args)
     check_output_location(args.output)
@@ -82,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace, uq: Any, names: list[str], prompts: Any) -> int:
     """Generate, score and write the table, with ``uq``."""
+    import pandas as pd
+
     from uqlm_bert.io import write_table
     from uqlm_bert.results._failures import FAILED_CALLS_WARNING
 
@@ -98,8 +98,8 @@ def _generate(args: argparse.Namespace, uq: Any, names: list[str], prompts: Any)
     for column in generated.columns:
         if column != "prompt":
             out[column] = generated[column].to_numpy()
-    if args.spans:
-        out[SPANS_COLUMN] = word_supports(result)
+    for column, values in support_columns(result, args).items():
+        out[column] = pd.Series(values, index=out.index, dtype=object)
     try:
         write_table(out, args.output)
     except (OSError, UQLMBertError) as exc:
@@ -112,7 +112,7 @@ def _generate(args: argparse.Namespace, uq: Any, names: list[str], prompts: Any)
     )
     failed = failures.failed_prompts
     if args.explain:
-        print(explanation(result, colour=_colour()))
+        print(explanation(result, colour=colour()))
     print(summary(out, names, failed=failed, title=f"{args.prompts} -> {args.output}"))
     return EXIT_FAILED_ROWS if failed else EXIT_OK
 
@@ -226,45 +226,3 @@ def _chat_model(args: argparse.Namespace) -> Any:
     if args.temperature is not None:
         kwargs["temperature"] = args.temperature
     return ChatOpenAI(**kwargs)
-
-
-def word_supports(result: Any) -> list[list[list[float]] | None]:
-    """``--spans``: each row's counted words as ``[start, end, support]`` (None without an
-    answer); character offsets into the response.
-
-    Raises:
-        ConfigurationError: the scorers give no token supports (no ``bert_score`` scorer).
-    """
-    words = result.supports()
-    counted = words[words["counted"]]
-    by_row: dict[int, list[list[float]]] = {}
-    for row in counted.itertuples(index=False):
-        span = [int(row.start), int(row.end), round(float(row.support), 4)]
-        by_row.setdefault(row.response_index, []).append(span)
-    responses = result.data.get("responses") or [None] * len(result)
-    return [
-        None if response is None else by_row.get(label, [])
-        for label, response in zip(result.index, responses, strict=True)
-    ]
-
-
-def explanation(result: Any, colour: bool) -> str:
-    """``--explain``: every answer with its weakly supported words marked, one block per row
-    (its prompt, the marked answer and its confidences)."""
-    from uqlm_bert.results._render import terminal_safe
-
-    blocks = []
-    for i in range(len(result)):
-        answer = result.answer(i)
-        scores = ", ".join(f"{k} {v:.3f}" for k, v in answer.scores.items())
-        text = answer.terminal(colour) if answer.response is not None else "(no answer)"
-        prompt = terminal_safe(answer.prompt or "")
-        blocks.append(f"[{answer.index}] {prompt}\n    {text}\n    {scores}")
-    weak = result.answer(0).threshold if len(result) else 0.0
-    marks = "red and underlined" if colour else "in [brackets]"
-    return "\n".join([*blocks, f"(words the samples support below {weak:g} are {marks})"])
-
-
-def _colour() -> bool:
-    """Colour on a terminal, unless NO_COLOR is set (https://no-color.org)."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")

@@ -26,6 +26,7 @@ from uqlm_bert.cli._evaluate import run as run_evaluate
 from uqlm_bert.cli._generate import run as run_generate
 from uqlm_bert.cli._options import IDF_WORDS, N_PARAM_WORDS
 from uqlm_bert.cli._score import run as run_score
+from uqlm_bert.cli._supports import support_options
 
 __all__ = ["NUM_RESPONSES", "build_parser"]
 
@@ -64,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scorer_bert = _bertscore_options(vars(SCORER_DEFAULTS))
     engine = _engine_options()
-    _score_command(commands, [scorers, scorer_bert, engine, quiet])
-    _generate_command(commands, [scorers, scorer_bert, engine, quiet])
+    supports = support_options()
+    _score_command(commands, [scorers, scorer_bert, engine, supports, quiet])
+    _generate_command(commands, [scorers, scorer_bert, engine, supports, quiet])
     _evaluate_command(commands, [_bertscore_options(vars(ENGINE_DEFAULTS)), quiet])
     return parser
 
@@ -329,18 +331,6 @@ def _generate_command(commands: argparse._SubParsersAction, parents: list) -> No
         metavar="FILE",
         help="JSONL file recording every answer as it arrives; rerunning with it skips what "
         "is done",
-    )
-    command.add_argument(
-        "--explain",
-        action="store_true",
-        help="print each answer with its weakly supported words marked (red and underlined on "
-        "a terminal, in [brackets] otherwise; NO_COLOR turns colour off)",
-    )
-    command.add_argument(
-        "--spans",
-        action="store_true",
-        help="add a word_supports column: for each counted word of the answer, [start, end, "
-        "support] (character offsets into the response; support 0 to 1)",
     )
     command.set_defaults(run=run_generate)
 

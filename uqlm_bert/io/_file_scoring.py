@@ -78,6 +78,7 @@ def score_table_file(
     samples_column: str = SAMPLES,
     on_checked: Callable[[Table, np.ndarray, list[RowProblem]], None] | None = None,
     make_directory: bool = False,
+    extra_columns: Sequence[str] = (),
 ) -> ScoredTable:
     """Score the rows of a table file and write the scored table, atomically.
 
@@ -97,6 +98,9 @@ def score_table_file(
         on_checked: called with the table, the mask of good rows and the problems once the rows
             are checked, before any scoring (the command reports the problems there).
         make_directory: create the output's directory if it is missing.
+        extra_columns: more columns ``score`` gives beside the scores (one value per good row,
+            any type: the command's ``words`` or ``refined_response``, say), written after them;
+            None in the rows not scored.
 
     Returns:
         The :class:`ScoredTable`.
@@ -104,7 +108,8 @@ def score_table_file(
     Raises:
         InputValidationError: the input cannot be read, lacks a column, or holds a value the
             output's format cannot hold.
-        UQLMBertError: ``score`` gave no score, or the wrong number, for a scorer.
+        UQLMBertError: ``score`` gave no score, or the wrong number, for a scorer or an extra
+            column.
     """
     table = source if isinstance(source, Table) else load_table(source)
     check_writable(table.frame, output, source=table.path, lines=table.lines)
@@ -121,18 +126,27 @@ def score_table_file(
     if on_checked is not None:
         on_checked(table, good, problems)
     scores = {name: np.full(len(table.frame), np.nan) for name in scorers}
+    extra: dict[str, list] = {name: [None] * len(table.frame) for name in extra_columns}
     if good.any():
         responses, samples = scoring_inputs(table.frame, good, **columns)
         given = score(responses, samples)
-        for name in scorers:
-            values = np.asarray(given.get(name, ()), dtype=np.float64)
-            if values.shape != (len(responses),):
+        rows = np.flatnonzero(good)
+        for name in (*scorers, *extra_columns):
+            values = list(given.get(name, ()))
+            if len(values) != len(responses):
+                what = "score(s)" if name in scores else "value(s)"
                 raise UQLMBertError(
-                    f"scoring gave {values.size} {name!r} score(s) for {len(responses)} rows; "
+                    f"scoring gave {len(values)} {name!r} {what} for {len(responses)} rows; "
                     "the output was not written"
                 )
-            scores[name][good] = values
+            if name in scores:
+                scores[name][good] = np.asarray(values, dtype=np.float64)
+            else:
+                for row, value in zip(rows, values, strict=True):
+                    extra[name][row] = value
     out = with_scores(table.frame, scores, problems)
+    for name, values in extra.items():
+        out[name] = pd.Series(values, index=out.index, dtype=object)
     if make_directory:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
     write_table(out, output)

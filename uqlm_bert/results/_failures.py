@@ -41,7 +41,8 @@ class FailureGroup:
     Attributes:
         kind: the kind of failure (``"server"``, ``"timeout"``, ...).
         count: how many calls failed so.
-        prompts: the positions of the prompts they belong to, distinct, first seen first.
+        prompts: the prompts they belong to (in a result, their labels: ``prompt_index``),
+            distinct, first seen first.
         example: the message of the first of them.
     """
 
@@ -71,9 +72,14 @@ class Failures:
     groups: tuple[FailureGroup, ...]
 
     @classmethod
-    def of(cls, response_errors: Sequence[Any], sample_errors: Sequence[Sequence[Any]]) -> Failures:
+    def of(
+        cls,
+        response_errors: Sequence[Any],
+        sample_errors: Sequence[Sequence[Any]],
+        labels: Sequence[int] | None = None,
+    ) -> Failures:
         """Group the failures of a run: one entry per prompt in each list, ``None`` where the
-        call did not fail."""
+        call did not fail; a group names its prompts by ``labels`` (by default their positions)."""
         found: dict[str, list[tuple[int, Any]]] = {}
         with_failures = failed = failed_samples = 0
         for i, (error, errors) in enumerate(zip(response_errors, sample_errors, strict=True)):
@@ -84,7 +90,7 @@ class Failures:
             for failure in [error, *errors]:
                 if failure is not None:
                     kind = str(getattr(failure, "kind", "other"))
-                    found.setdefault(kind, []).append((i, failure))
+                    found.setdefault(kind, []).append((i if labels is None else labels[i], failure))
         groups = tuple(
             FailureGroup(
                 kind,

@@ -20,6 +20,7 @@ __all__ = [
     "EXTRA_FIELDS",
     "FIELD_COLUMNS",
     "NOT_SCORES",
+    "SUPPORTS",
     "column_dtype",
     "common_length",
     "errors_as_text",
@@ -41,10 +42,12 @@ FIELD_COLUMNS = {
 }
 
 
-#: Data fields that are neither scores nor shown as columns: each answer's token supports
-#: (:class:`~uqlm_bert.bertscore._token_support.TokenSupport`, read by ``UQResult.supports()`` and
-#: ``sentences()``).
-NOT_SCORES = frozenset([*FIELD_COLUMNS, "token_supports"])
+#: The data field of each answer's token supports (:class:`~uqlm_bert.bertscore.TokenSupport`,
+#: read by ``UQResult.words()``, ``sentences()`` and ``refine()``): neither a score nor a column.
+SUPPORTS = "supports"
+
+#: Data fields that are not scores.
+NOT_SCORES = frozenset([*FIELD_COLUMNS, SUPPORTS])
 
 #: The optional fields, shown where a result has them.
 EXTRA_FIELDS = (

@@ -2,11 +2,19 @@
 
 ``data`` holds one list per field, all in prompt order: ``prompts``, ``responses``,
 ``sampled_responses``, one list per scorer (keyed by the scorer's name, e.g. ``bert_score``),
-``errors`` and ``sample_errors``. A failed LLM call leaves ``None`` in its slot and a
+``errors``, ``sample_errors`` and, with the ``bert_score`` scorers, ``supports`` (each answer's
+token supports, read by :meth:`UQResult.words`, :meth:`~UQResult.sentences` and
+:meth:`~UQResult.refine`). A failed LLM call leaves ``None`` in its slot and a
 :class:`~uqlm_bert.generation._records.CallFailure` at the same place in the errors. A field is
 named as the column :meth:`UQResult.to_df` shows it in (:data:`FIELD_COLUMNS`): in the plural
 where it holds one value per row (``responses``: the column ``response``; ``errors``:
 ``error``), as uqlm names them.
+
+A result has one shape per level, each keyed by ``prompt_index``, the label of a row (its
+prompt's index in the run, kept by :meth:`UQResult.filter`): answers (:meth:`UQResult.to_df`,
+indexed by it), words (:meth:`UQResult.words`) and sentences (:meth:`UQResult.sentences`). A
+method that takes a row takes its label (``answer(prompt_index)``), or its place by name
+(``answer(position=0)``).
 
 Example:
     >>> result = UQResult(
@@ -31,31 +39,38 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert._exceptions import ConfigurationError, InputValidationError
+from uqlm_bert._warn import warn_user
 from uqlm_bert.results._failures import Failures
 from uqlm_bert.results._fields import (
     EXTRA_FIELDS,
     FIELD_COLUMNS,
     NOT_SCORES,
+    SUPPORTS,
     column_dtype,
     common_length,
     errors_as_text,
     shown_prompt,
     take,
 )
+from uqlm_bert.results._plotting import ResultPlots
 
 if TYPE_CHECKING:
     from uqlm_bert.evaluation._calibration import ScoreCalibrator
 
-__all__ = ["SentenceUQResult", "UQResult"]
+__all__ = ["UQResult"]
+
+#: The thresholds a result has: the answers' (per scorer), and the supports' (per level).
+THRESHOLD_LEVELS = ("answer", "word", "sentence")
 
 
-class UQResult:
+class UQResult(ResultPlots):
     """Results of a BlackBoxUQ run: ``data``, ``metadata`` and ways to look at them.
 
     Args:
         data: lists keyed by field (see the module docstring); all the same length.
         metadata: run settings and counts; ``metadata["scorers"]`` names the score fields.
-        index: the original prompt index of each row (set by :meth:`filter`).
+        index: each row's label, its prompt's index in the run (by default 0, 1, ...; kept by
+            :meth:`filter`).
 
     Example:
         >>> r = UQResult({"prompts": ["q"], "responses": [None], "sampled_responses": [[None]],
@@ -71,6 +86,12 @@ class UQResult:
         index: Sequence[int] | None = None,
     ) -> None:
         self.data: dict[str, Any] = dict(data)
+        if "token_supports" in self.data:  # the field's name in earlier releases
+            warn_user(
+                'data["token_supports"] is now data["supports"]; the old key is read as it',
+                FutureWarning,
+            )
+            self.data[SUPPORTS] = self.data.pop("token_supports")
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.metadata.setdefault("scorers", [k for k in self.data if k not in NOT_SCORES])
         n = common_length(self.data)
@@ -85,7 +106,8 @@ class UQResult:
 
     @property
     def index(self) -> list[int]:
-        """Each row's label: its prompt's index in the run (kept by :meth:`filter`)."""
+        """Each row's label, ``prompt_index``: its prompt's index in the run (kept by
+        :meth:`filter`); the row at position ``p`` is labelled ``index[p]``."""
         return list(self._index)
 
     def __len__(self) -> int:
@@ -149,78 +171,136 @@ class UQResult:
             index=index,
         )
 
-    def supports(self) -> pd.DataFrame:
+    def words(self) -> pd.DataFrame:
         """Where the answers are unsupported: one row per word of every answer, with how well
         the answer's samples support it, from the pass that gave the confidence.
 
-        Columns: ``response_index`` (the row's label, as :meth:`to_df`'s index), ``start`` and
-        ``end`` (character offsets: ``text == response[start:end]``, in the text that was
-        scored), ``text``, ``support`` (0 to 1: the mean over the samples of the word's best
+        Columns: ``prompt_index`` (the row's label, as :meth:`to_df`'s index), ``start`` and
+        ``end`` (character offsets: ``word == response[start:end]``, in the text that was
+        scored), ``word``, ``support`` (0 to 1: the mean over the samples of the word's best
         match in each) and ``counted`` (False for the prompt's own words and punctuation, which
-        weigh 0 in the confidence). See docs/supports.md.
+        weigh 0 in the confidence). A word is weakly supported below ``threshold(level="word")``.
+        See docs/supports.md.
 
         Raises:
-            ConfigurationError: the result holds no token supports (no ``bert_score`` scorer,
-                or ``use_best``).
+            ConfigurationError: the result holds no supports (no ``bert_score`` scorer,
+                ``use_best``, or ``ScoringSettings(supports=False)``).
 
         Example:
             >>> from uqlm_bert import BlackBoxUQ
             >>> r = BlackBoxUQ(show_progress_bars=False).score(
             ...     ["Lima is in Peru."], [["Lima is the capital of Peru."]])
-            >>> r.supports()[["text", "counted"]].values.tolist()[-2:]
+            >>> r.words()[["word", "counted"]].values.tolist()[-2:]
             [['Peru', True], ['.', False]]
         """
         from uqlm_bert.results._answers import word_table
 
         return word_table(self)
 
+    def supports(self) -> pd.DataFrame:
+        """:meth:`words`, with the column names of earlier releases (``response_index``,
+        ``text``); deprecated: use :meth:`words`."""
+        warn_user(
+            "UQResult.supports() is now UQResult.words(), whose columns are prompt_index, start, "
+            "end, word, support and counted",
+            FutureWarning,
+        )
+        return self.words().rename(columns={"prompt_index": "response_index", "word": "text"})
+
     def sentences(
-        self, sentences: Sequence[Sequence[str] | None] | None = None, language: str = "en"
+        self,
+        sentences: Sequence[Sequence[str] | None] | None = None,
+        language: str = "en",
+        *,
+        threshold: float | None = None,
     ) -> pd.DataFrame:
         """Each sentence of every answer, scored from its words' supports (same pass, no model
-        call): ``response_index``, ``sentence_index``, ``start``, ``end``, ``sentence`` and
-        ``support``; the lowest are the likely made-up claims. ``sentences`` gives your own
-        split (one list per row); ``language`` the splitter's rules. See docs/supports.md.
+        call); the lowest are the likely made-up claims.
+
+        Columns: ``prompt_index``, ``sentence_index``, ``start``, ``end`` (``sentence ==
+        response[start:end]``), ``sentence``, ``support``, ``flagged`` (support below
+        ``threshold``, by default the result's sentence threshold, ``threshold(level=
+        "sentence")``; ``<NA>`` where there is none, as for another encoder or layer, or the
+        support is NaN) and ``method`` (``"support"``). ``BlackBoxUQ.score_sentences`` gives the
+        same table. ``sentences`` gives your own split (one list per row); ``language`` the
+        splitter's rules. See docs/supports.md.
 
         Example:
             >>> from uqlm_bert import BlackBoxUQ
             >>> r = BlackBoxUQ(show_progress_bars=False).score(
             ...     ["Lima is in Peru. It has nine moons."], [["Lima is the capital of Peru."]])
-            >>> r.sentences()["sentence"].tolist()
-            ['Lima is in Peru.', 'It has nine moons.']
+            >>> r.sentences()[["sentence", "flagged"]].values.tolist()
+            [['Lima is in Peru.', False], ['It has nine moons.', True]]
         """
         from uqlm_bert.results._answers import sentence_table
 
-        return sentence_table(self, sentences, language)
+        return sentence_table(self, sentences, language, threshold)
 
-    def answer(self, row: int, threshold: float | None = None) -> Any:
-        """Row ``row`` (a position) as an :class:`~uqlm_bert.results._answers.Answer`: shown in
-        Jupyter with its weakly supported words marked (below ``threshold``, by default
-        :data:`~uqlm_bert.bertscore._token_support.WEAK_SUPPORT`), ``str()`` in ``[brackets]``.
+    def refine(
+        self,
+        threshold: float | None = None,
+        *,
+        sentences: Sequence[Sequence[str] | None] | None = None,
+        language: str = "en",
+    ) -> pd.DataFrame:
+        """Each answer with its unsupported sentences removed: :meth:`to_df` with
+        ``refined_response``, ``removed_sentences`` and ``refinement``.
 
-        Example:
-            >>> r = UQResult({"prompts": ["q"], "responses": ["Lima"], "bert_score": [0.9]})
-            >>> r.answer(0).response, r.answer(0).scores
-            ('Lima', {'bert_score': 0.9})
-        """
-        from uqlm_bert.results._answers import answer_of
+        A sentence goes when its support (:meth:`sentences`) is below ``threshold`` (by default
+        the result's sentence threshold, chosen for the scorers' default encoder and layer).
+        The kept sentences keep their order and the answer's own characters and white space.
+        ``removed_sentences`` lists, per answer, what went and why (``sentence_index``,
+        ``start``, ``end``, ``sentence``, ``support``, ``reason``); ``refinement`` says what
+        happened: ``"unchanged"``, ``"refined"``, ``"all_removed"`` (every sentence went:
+        ``refined_response`` is None, never a silent empty string, and a warning says how
+        many), ``"no_answer"`` (a failed call: kept as None) or ``"unscored"`` (no sample to
+        judge by: kept as it is). The threshold used is in the frame's
+        ``attrs["sentence_threshold"]``. See docs/supports.md.
 
-        return answer_of(self, row, threshold)
-
-    def plot_supports(self, row: int, threshold: float | None = None, ax: Any = None) -> Any:
-        """Row ``row``'s answer word by word, with how well its samples support each word
-        (:func:`uqlm_bert.plots.plot_supports`; the threshold as in :meth:`answer`).
+        Raises:
+            ConfigurationError: no supports, or no default sentence threshold for these
+                settings and none given.
 
         Example:
             >>> from uqlm_bert import BlackBoxUQ
-            >>> r = BlackBoxUQ(show_progress_bars=False).score(["Lima is in Peru."], [["Lima."]])
-            >>> r.plot_supports(0).get_ylabel()
-            'support'
+            >>> r = BlackBoxUQ(show_progress_bars=False).score(
+            ...     ["Lima is in Peru. It has nine moons."], [["Lima is the capital of Peru."]])
+            >>> refined = r.refine()
+            >>> refined["refined_response"].tolist(), refined["refinement"].tolist()
+            (['Lima is in Peru.'], ['refined'])
+            >>> [s["sentence"] for s in refined["removed_sentences"][0]]
+            ['It has nine moons.']
         """
-        from uqlm_bert.plots import plot_supports
+        from uqlm_bert.results._refine import refine_table
 
-        answer = self.answer(row, threshold)
-        return plot_supports(answer.words, answer.threshold, ax=ax)
+        return refine_table(self, threshold, sentences, language)
+
+    def answer(
+        self,
+        prompt_index: int | None = None,
+        threshold: float | None = None,
+        *,
+        position: int | None = None,
+    ) -> Any:
+        """One row as an :class:`~uqlm_bert.results.Answer`, named by its label
+        (``prompt_index``, as :meth:`to_df`'s index) or by its place (``position=``, 0 to
+        ``len(result) - 1``): shown in Jupyter with its weakly supported words marked (below
+        ``threshold``, by default ``threshold(level="word")``) and the sentences :meth:`refine`
+        removes struck through; ``str()`` gives ``[brackets]`` and ``~~tildes~~``.
+
+        Raises:
+            InputValidationError: neither or both of ``prompt_index`` and ``position``, or no
+                such row.
+
+        Example:
+            >>> r = UQResult({"prompts": ["a", "b"], "responses": ["Lima", "Quito"],
+            ...               "bert_score": [0.9, 0.3]}).filter(0.5, keep="below")
+            >>> r.answer(1).response, r.answer(position=0).response
+            ('Quito', 'Quito')
+        """
+        from uqlm_bert.results._answers import answer_of
+
+        return answer_of(self, prompt_index, position, threshold)
 
     def _repr_html_(self) -> str:
         from uqlm_bert.results._answers import result_html
@@ -231,9 +311,9 @@ class UQResult:
         """The failed LLM calls of these rows, counted and grouped by kind.
 
         Returns:
-            A :class:`~uqlm_bert.results._failures.Failures`: the answers and samples that failed, the
+            A :class:`~uqlm_bert.results.Failures`: the answers and samples that failed, the
             prompts with a failure and those left without a confidence, and per kind how many
-            calls, in which rows (positions in this result) and the first message.
+            calls, in which rows (their labels, ``prompt_index``) and the first message.
 
         Example:
             >>> from uqlm_bert.generation._records import CallFailure
@@ -248,7 +328,7 @@ class UQResult:
         n = len(self)
         response_errors = self.data.get("errors") or [None] * n
         sample_errors = self.data.get("sample_errors") or [[] for _ in range(n)]
-        return Failures.of(response_errors, sample_errors)
+        return Failures.of(response_errors, sample_errors, self._index)
 
     def filter(
         self, threshold: float | None = None, scorer: str | None = None, keep: str = "above"
@@ -298,23 +378,39 @@ class UQResult:
         df["flagged"] = self._below(threshold, scorer)
         return df
 
-    def threshold(self, scorer: str | None = None) -> float:
-        """The default threshold of ``scorer`` (default: the first scorer) for this result.
+    def threshold(self, scorer: str | None = None, *, level: str = "answer") -> float:
+        """A default threshold of this result: of ``scorer``'s confidence (``level="answer"``;
+        default: the first scorer), or of the supports (``"word"``: weak words are marked below
+        it; ``"sentence"``: sentences below it are flagged and removed by :meth:`refine`).
 
-        Only ``bert_score`` at its default settings has one
-        (:data:`~uqlm_bert.scorers._bertscore.DEFAULT_THRESHOLD`, chosen on labelled data);
-        ``metadata["default_thresholds"]`` lists it.
+        Each holds for the settings it was chosen at: the answers' for ``bert_score`` at its
+        default settings (:data:`~uqlm_bert.scorers.DEFAULT_THRESHOLD`), the supports' for
+        the default encoder and layer (:data:`~uqlm_bert.bertscore.WEAK_SUPPORT`,
+        :data:`~uqlm_bert.bertscore.SENTENCE_THRESHOLD`), each chosen on labelled data by the
+        rule written at its constant; ``metadata["default_thresholds"]`` and
+        ``metadata["support_thresholds"]`` list them.
 
         Raises:
-            ConfigurationError: the scorer has no default threshold: pass one, chosen on
-                your own labelled answers with :func:`uqlm_bert.evaluation.choose_threshold`.
+            ConfigurationError: there is no default for these settings: pass one, chosen on
+                your own labelled answers (or sentences) with
+                :func:`uqlm_bert.evaluation.choose_threshold`.
+            InputValidationError: an unknown ``level``.
 
         Example:
             >>> r = UQResult({"prompts": ["a"], "bert_score": [0.9]},
-            ...              {"scorers": ["bert_score"], "default_thresholds": {"bert_score": 0.72}})
-            >>> r.threshold()
-            0.72
+            ...              {"scorers": ["bert_score"], "default_thresholds": {"bert_score": 0.72},
+            ...               "support_thresholds": {"word": 0.59, "sentence": 0.52}})
+            >>> r.threshold(), r.threshold(level="sentence")
+            (0.72, 0.52)
         """
+        if level not in THRESHOLD_LEVELS:
+            raise InputValidationError(
+                f"level must be one of {', '.join(THRESHOLD_LEVELS)}, got {level!r}"
+            )
+        if level != "answer":
+            from uqlm_bert.results._answers import support_threshold
+
+            return support_threshold(self, level)
         name, _ = self._scores(scorer)
         value = self.metadata.get("default_thresholds", {}).get(name)
         if value is None:
@@ -338,7 +434,7 @@ class UQResult:
         for key, values in self.data.items():
             if key in ("errors", "sample_errors") and values is not None:
                 values = errors_as_text(values)
-            elif key == "token_supports" and values is not None:
+            elif key == SUPPORTS and values is not None:
                 values = [None if s is None else s.to_dict() for s in values]
             elif isinstance(values, np.ndarray):
                 values = values.tolist()
@@ -398,94 +494,6 @@ class UQResult:
         }
         return type(self)(data, metadata, index=self._index)
 
-    def plot_histogram(
-        self,
-        scorer: str | None = None,
-        labels: Sequence[Any] | None = None,
-        ax: Any = None,
-        **kwargs: Any,
-    ) -> Any:
-        """Histogram of one scorer's confidence, split by correct/incorrect when labels are given.
-
-        Args:
-            scorer: whose confidence (default: the first scorer).
-            labels: one 1/0/``None`` correctness label per row of this result.
-            ax: a matplotlib Axes to draw on (default: a new figure).
-            kwargs: passed to :func:`uqlm_bert.plots.plot_confidence_histogram` (``bins``).
-
-        Returns:
-            The matplotlib Axes. Needs matplotlib: ``pip install 'uqlm-bert[plot]'``.
-
-        Example:
-            >>> r = UQResult({"prompts": ["a", "b", "c"], "bert_score": [0.9, 0.2, 0.8]})
-            >>> ax = r.plot_histogram(labels=[1, 0, 1], bins=4)
-            >>> ax.get_xlabel(), len(ax.patches)
-            ('bert_score', 8)
-        """
-        from uqlm_bert.plots import plot_confidence_histogram
-
-        name, values = self._scores(scorer)
-        kwargs.setdefault("score_name", name)
-        return plot_confidence_histogram(values, labels, ax=ax, **kwargs)
-
-    def plot_accuracy_vs_fraction_kept(
-        self, correct: Sequence[Any], scorer: str | None = None, ax: Any = None, **kwargs: Any
-    ) -> Any:
-        """Accuracy of the rows kept against the fraction kept, most confident first.
-
-        Args:
-            correct: one label per row: 1/0 correctness or a graded quality.
-            scorer: whose confidence (default: the first scorer).
-            ax: a matplotlib Axes to draw on (default: a new figure).
-            kwargs: passed to :func:`uqlm_bert.plots.plot_accuracy_vs_fraction_kept`
-                (``threshold`` marks that operating point).
-
-        Returns:
-            The matplotlib Axes. Needs matplotlib: ``pip install 'uqlm-bert[plot]'``.
-
-        Example:
-            >>> r = UQResult({"prompts": ["a", "b", "c"], "bert_score": [0.9, 0.2, 0.8]})
-            >>> ax = r.plot_accuracy_vs_fraction_kept([1, 0, 1])
-            >>> ax.lines[0].get_ydata().tolist()
-            [1.0, 1.0, 0.6666666666666666]
-        """
-        from uqlm_bert.plots import plot_accuracy_vs_fraction_kept
-
-        name, values = self._scores(scorer)
-        kwargs.setdefault("score_name", name)
-        return plot_accuracy_vs_fraction_kept(values, correct, ax=ax, **kwargs)
-
-    def plot_threshold(
-        self,
-        threshold: float,
-        scorer: str | None = None,
-        labels: Sequence[Any] | None = None,
-        ax: Any = None,
-        **kwargs: Any,
-    ) -> Any:
-        """Every row by increasing confidence, with the threshold and the rows :meth:`flag` flags.
-
-        Args:
-            threshold: rows below it (or with a NaN confidence) are flagged.
-            scorer: whose confidence (default: the first scorer).
-            labels: optional 1/0/``None`` correctness labels, one per row.
-            ax: a matplotlib Axes to draw on (default: a new figure).
-            kwargs: passed to :func:`uqlm_bert.plots.plot_threshold`.
-
-        Returns:
-            The matplotlib Axes. Needs matplotlib: ``pip install 'uqlm-bert[plot]'``.
-
-        Example:
-            >>> r = UQResult({"prompts": ["a", "b", "c"], "bert_score": [0.9, 0.2, 0.8]})
-            >>> r.plot_threshold(0.5).get_title()
-            'threshold 0.5: 1 of 3 flagged'
-        """
-        from uqlm_bert.plots import plot_threshold
-
-        name, values = self._scores(scorer)
-        kwargs.setdefault("score_name", name)
-        return plot_threshold(values, threshold, labels, ax=ax, **kwargs)
-
     def _scores(self, scorer: str | None) -> tuple[str, np.ndarray]:
         if not self.scorers:
             raise InputValidationError("this result holds no scores")
@@ -503,24 +511,3 @@ class UQResult:
             raise InputValidationError("threshold is NaN; give a number such as 0.8")
         _, values = self._scores(scorer)
         return [bool(np.isnan(v) or v < threshold) for v in values]
-
-
-class SentenceUQResult(UQResult):
-    """Sentence-level results of :meth:`BlackBoxUQ.score_sentences`: one row per sentence.
-
-    Example:
-        >>> r = SentenceUQResult({"response_index": [0, 0], "sentence_index": [0, 1],
-        ...                       "sentence": ["A.", "B."], "bert_score": [0.9, 0.4]},
-        ...                      {"scorers": ["bert_score"]})
-        >>> r.to_df()["bert_score"].tolist()
-        [0.9, 0.4]
-    """
-
-    def to_df(self) -> pd.DataFrame:
-        """Columns ``response_index``, ``sentence_index``, ``sentence`` and one per scorer."""
-        columns: dict[str, Any] = {
-            k: list(self.data[k]) for k in ("response_index", "sentence_index", "sentence")
-        }
-        for name in self.scorers:
-            columns[name] = np.asarray(self.data[name], dtype=np.float64)
-        return pd.DataFrame(columns, index=pd.Index(self._index, name="sentence_row"))

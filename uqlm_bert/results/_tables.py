@@ -1,9 +1,11 @@
-"""Token supports as tables: one row per word, or one per sentence, of every answer.
+"""Token supports as tables: one row per word, or one per sentence, of every answer; and the one
+serialised form of an answer's words (:func:`word_records`).
 
-Both take one :class:`~uqlm_bert.bertscore._token_support.TokenSupport` per response (``None`` where
+Both tables take one :class:`~uqlm_bert.bertscore.TokenSupport` per response (``None`` where
 there is nothing to show: a failed answer, or one without samples) and give a pandas DataFrame
-whose first column is ``response_index`` (the position in the list). Every row's text is the
-answer's own characters: ``text == response[start:end]``.
+whose first column is ``prompt_index`` (here the position in the list; a result puts its own row
+labels there). Every row's text is the answer's own characters: ``word == response[start:end]``
+and ``sentence == response[start:end]``.
 
 Example:
     >>> from uqlm_bert.scorers import build_scorer
@@ -13,7 +15,7 @@ Example:
     ...     [["Lima is the capital of Peru.", "Lima, in Peru, is a big city."]])
     >>> words = word_frame(supports)
     >>> words.columns.tolist()
-    ['response_index', 'start', 'end', 'text', 'support', 'counted']
+    ['prompt_index', 'start', 'end', 'word', 'support', 'counted']
     >>> sentences = sentence_frame(supports)
     >>> sentences["sentence"].tolist()
     ['Lima is in Peru.', 'It has 9 moons.']
@@ -29,28 +31,39 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert._exceptions import InputValidationError
-from uqlm_bert.bertscore._token_support import SENTENCE_AGGREGATION, TokenSupport
+from uqlm_bert.bertscore._token_support import SENTENCE_AGGREGATION, TokenSupport, is_weak
+from uqlm_bert.scorers._sentences import SENTENCE_COLUMNS, locate_sentences, sentence_spans
 
-__all__ = ["SENTENCE_FRAME_COLUMNS", "WORD_FRAME_COLUMNS", "sentence_frame", "word_frame"]
+__all__ = [
+    "SENTENCE_FRAME_COLUMNS",
+    "SUPPORT_METHOD",
+    "WORD_FRAME_COLUMNS",
+    "sentence_frame",
+    "word_frame",
+    "word_records",
+]
 
-#: The columns of :func:`word_frame`.
-WORD_FRAME_COLUMNS = ["response_index", "start", "end", "text", "support", "counted"]
-#: The columns of :func:`sentence_frame`.
-SENTENCE_FRAME_COLUMNS = ["response_index", "sentence_index", "start", "end", "sentence", "support"]
+#: The columns of :func:`word_frame` (``UQResult.words()``).
+WORD_FRAME_COLUMNS = ["prompt_index", "start", "end", "word", "support", "counted"]
+#: The columns of :func:`sentence_frame`, the sentence table's (as
+#: :func:`~uqlm_bert.scorers._sentences.score_sentences` gives it).
+SENTENCE_FRAME_COLUMNS = SENTENCE_COLUMNS
+#: The ``method`` of sentence supports read from the confidence's own pass.
+SUPPORT_METHOD = "support"
 
 
 def word_frame(supports: Sequence[TokenSupport | None]) -> pd.DataFrame:
     """One row per word of every answer (see
-    :meth:`~uqlm_bert.bertscore._token_support.TokenSupport.word_rows`): ``response_index``,
-    ``start``, ``end`` (character offsets into the answer), ``text`` (the answer's characters
-    there), ``support`` (float, 0 to 1) and ``counted`` (False for words that weigh 0: the
-    prompt's own words and punctuation). No rows for a ``None``.
+    :meth:`~uqlm_bert.bertscore.TokenSupport.word_rows`): ``prompt_index``, ``start``, ``end``
+    (character offsets into the answer), ``word`` (the answer's characters there), ``support``
+    (float, 0 to 1) and ``counted`` (False for words that weigh 0: the prompt's own words and
+    punctuation). No rows for a ``None``.
 
     Example:
         >>> import numpy as np
         >>> ts = TokenSupport("Hi there", np.array([0, 3]), np.array([2, 8]), np.array([0, 1]),
         ...                   np.array([0.5, 0.5], np.float32), np.array([0.9, 0.4], np.float32), 3)
-        >>> word_frame([None, ts])[["response_index", "text"]].values.tolist()
+        >>> word_frame([None, ts])[["prompt_index", "word"]].values.tolist()
         [[1, 'Hi'], [1, 'there']]
     """
     parts = []
@@ -60,10 +73,10 @@ def word_frame(supports: Sequence[TokenSupport | None]) -> pd.DataFrame:
         w = ts.word_rows()
         parts.append(
             {
-                "response_index": np.full(len(w.start), i, dtype=np.int64),
+                "prompt_index": np.full(len(w.start), i, dtype=np.int64),
                 "start": w.start,
                 "end": w.end,
-                "text": w.text,
+                "word": w.text,
                 "support": w.support.astype(np.float64),
                 "counted": w.counted,
             }
@@ -77,11 +90,11 @@ def sentence_frame(
     language: str = "en",
     how: str = SENTENCE_AGGREGATION,
 ) -> pd.DataFrame:
-    """One row per sentence of every answer: ``response_index``, ``sentence_index``, ``start``,
-    ``end`` (character offsets into the answer), ``sentence`` (the answer's characters there)
-    and ``support`` (the aggregate ``how`` of its counted tokens' supports, see
-    :meth:`~uqlm_bert.bertscore._token_support.TokenSupport.sentence_support`; NaN for a sentence
-    with no scored token). No rows for a ``None``.
+    """One row per sentence of every answer: ``prompt_index``, ``sentence_index``, ``start``,
+    ``end`` (character offsets into the answer), ``sentence`` (the answer's characters there),
+    ``support`` (the aggregate ``how`` of its counted tokens' supports, see
+    :meth:`~uqlm_bert.bertscore.TokenSupport.sentence_support`; NaN for a sentence with no
+    scored token) and ``method`` (:data:`SUPPORT_METHOD`). No rows for a ``None``.
 
     Args:
         supports: one token support per response, or None.
@@ -108,7 +121,6 @@ def sentence_frame(
         >>> df[["sentence", "support"]].round(2).values.tolist()
         [['A b.', 0.8], ['C d.', 0.2]]
     """
-    from uqlm_bert.scorers._sentences import locate_sentences, sentence_spans
 
     supports = _checked(supports)
     if sentences is not None and (
@@ -131,15 +143,52 @@ def sentence_frame(
         )
         parts.append(
             {
-                "response_index": np.full(len(spans), i, dtype=np.int64),
+                "prompt_index": np.full(len(spans), i, dtype=np.int64),
                 "sentence_index": np.arange(len(spans), dtype=np.int64),
                 "start": np.array([a for a, _ in spans], dtype=np.int64),
                 "end": np.array([b for _, b in spans], dtype=np.int64),
                 "sentence": [ts.text[a:b] for a, b in spans],
                 "support": ts.sentence_support(spans, how),
+                "method": [SUPPORT_METHOD] * len(spans),
             }
         )
     return _frame(parts, SENTENCE_FRAME_COLUMNS)
+
+
+def word_records(words: pd.DataFrame, threshold: float) -> list[dict]:
+    """One answer's counted words as plain data, the one serialised form of word supports (the
+    command's ``words`` column and the web services' ``"words"`` field): ``start``, ``end``
+    (character offsets into the answer), ``word``, ``support`` (rounded to 4 places) and
+    ``weak`` (:func:`is_weak` at ``threshold``). The prompt's own words and punctuation, which
+    do not count, are left out.
+
+    Example:
+        >>> words = pd.DataFrame({"start": [0, 5, 9], "end": [4, 8, 10], "word": ["Lima", "yes", "."],
+        ...                       "support": [0.91234, 0.3, 0.2], "counted": [True, True, False]})
+        >>> word_records(words, 0.59)
+        [{'start': 0, 'end': 4, 'word': 'Lima', 'support': 0.9123, 'weak': False}, {'start': 5, 'end': 8, 'word': 'yes', 'support': 0.3, 'weak': True}]
+    """
+    weak = is_weak(words, threshold)
+    counted = np.asarray(words["counted"], dtype=bool)
+    return [
+        {
+            "start": int(start),
+            "end": int(end),
+            "word": str(word),
+            "support": round(float(support), 4),
+            "weak": bool(w),
+        }
+        for start, end, word, support, w, c in zip(
+            words["start"],
+            words["end"],
+            words["word"],
+            words["support"],
+            weak,
+            counted,
+            strict=True,
+        )
+        if c
+    ]
 
 
 def _checked(supports: Sequence[TokenSupport | None]) -> list[TokenSupport | None]:
@@ -159,14 +208,15 @@ def _checked(supports: Sequence[TokenSupport | None]) -> list[TokenSupport | Non
 def _frame(parts: list[dict], columns: list[str]) -> pd.DataFrame:
     """The rows of ``parts`` in one frame (typed columns, also when empty)."""
     dtypes = {
-        "response_index": np.int64,
+        "prompt_index": np.int64,
         "sentence_index": np.int64,
         "start": np.int64,
         "end": np.int64,
         "support": np.float64,
         "counted": bool,
-        "text": object,
+        "word": object,
         "sentence": object,
+        "method": object,
     }
     data = {}
     for col in columns:

@@ -31,6 +31,7 @@ from uqlm_bert.scorers._base import (
     score_all,
     score_with_supports,
 )
+from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
 from uqlm_bert.scorers._registry import (
     ScorerSpec,
     available_scorers,
@@ -44,6 +45,7 @@ from uqlm_bert.scorers._registry import (
 from uqlm_bert.scorers._settings import CosineSettings, ExactMatchSettings
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
     "CosineSettings",
     "ExactMatchSettings",
     "PairwiseScorer",

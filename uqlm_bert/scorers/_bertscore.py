@@ -41,7 +41,12 @@ from uqlm_bert._checks import check_number
 from uqlm_bert._exceptions import ConfigurationError
 from uqlm_bert._inputs import ScoringInputs
 from uqlm_bert.bertscore._settings import SCORER_DEFAULTS, BERTScoreSettings
-from uqlm_bert.bertscore._token_support import PairMatches, TokenSupport
+from uqlm_bert.bertscore._token_support import (
+    SENTENCE_THRESHOLD,
+    WEAK_SUPPORT,
+    PairMatches,
+    TokenSupport,
+)
 from uqlm_bert.scorers._base import Pairs, PairwiseScorer
 
 if TYPE_CHECKING:
@@ -56,6 +61,7 @@ __all__ = [
     "F_BETA",
     "PROMPT_AND_PUNCTUATION",
     "SCORER_DEFAULTS",
+    "SUPPORT_THRESHOLDS",
     "f_beta",
     "punctuation_ids",
     "supports_from_matches",
@@ -79,6 +85,11 @@ BERTSCORE_SCORERS = {
 #: (``benchmarks/eval_threshold.py`` applies it and checks this value; the figures, and what it
 #: flags, are in benchmarks/RESULTS.md and docs/evaluation.md).
 DEFAULT_THRESHOLD = 0.72
+
+#: The support thresholds of the scorers' token supports at the default encoder and layer, by
+#: level: words below ``"word"`` are weakly supported (marked), sentences below ``"sentence"``
+#: unsupported (flagged, and removed by ``UQResult.refine()``). Each rule is at its constant.
+SUPPORT_THRESHOLDS = {"word": WEAK_SUPPORT, "sentence": SENTENCE_THRESHOLD}
 
 _COMPONENT = {"precision": 0, "recall": 1, "f1": 2}
 
@@ -160,6 +171,7 @@ class BERTScoreConsistency(PairwiseScorer):
         # idf taken from each call's references makes a score depend on the whole call
         self.batch_invariant = engine.batch_invariant
         self.default_threshold = DEFAULT_THRESHOLD if self._at_defaults() else None
+        self.support_thresholds = SUPPORT_THRESHOLDS if self._supports_at_defaults() else None
 
     @property
     def model_dtype(self) -> str:
@@ -180,6 +192,18 @@ class BERTScoreConsistency(PairwiseScorer):
             and self.engine.model_type == EMBEDDED_MODEL_NAME
             and self.engine.num_layers == MODEL_LAYERS[EMBEDDED_MODEL_NAME]
             and (s.idf, s.rescale_with_baseline, s.max_length) == (d.idf, False, None)
+        )
+
+    def _supports_at_defaults(self) -> bool:
+        """Whether this scorer's token supports are those :data:`SUPPORT_THRESHOLDS` were
+        chosen on: the default encoder at its default layer, the prompt's tokens and punctuation
+        left out (the metric, idf, dtype and rescaling change no support)."""
+        from uqlm_bert.bertscore._known_models import EMBEDDED_MODEL_NAME, MODEL_LAYERS
+
+        return (
+            self.zero_weight == PROMPT_AND_PUNCTUATION
+            and self.engine.model_type == EMBEDDED_MODEL_NAME
+            and self.engine.num_layers == MODEL_LAYERS[EMBEDDED_MODEL_NAME]
         )
 
     def score_pairs(self, pairs: Pairs) -> np.ndarray:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from uqlm_bert.bertscore._token_support import TokenSupport
 
 __all__ = [
+    "SENTENCE_COLUMNS",
     "PairScorer",
     "locate_sentences",
     "score_sentences",
@@ -56,7 +57,17 @@ __all__ = [
     "split_sentences",
 ]
 
-SENTENCE_COLUMNS = ["response_index", "sentence_index", "sentence", "bert_score"]
+#: The columns of a sentence table, :func:`score_sentences`' and ``UQResult.sentences()``'s
+#: (which adds ``flagged`` before ``method``).
+SENTENCE_COLUMNS = [
+    "prompt_index",
+    "sentence_index",
+    "start",
+    "end",
+    "sentence",
+    "support",
+    "method",
+]
 _METRICS = {"precision": 0, "recall": 1, "f1": 2}
 # Text is segmented in windows of this many characters: pySBD's time grows faster than linearly
 # with the length of what it is given, and no sentence of prose is this long.
@@ -85,17 +96,16 @@ def score_sentences(
 
     Args:
         responses: one answer per prompt (a list, tuple or pandas Series, read by position);
-            ``None`` (or NaN) marks a failed call: no rows unless its sentences are given.
+            ``None`` (or NaN) marks a failed call: it has no sentence rows.
         sampled_responses: one list of samples per prompt; ``None`` (or NaN) samples, from
             failed calls, and samples with no text are skipped.
         bert_scorer: a loaded ``uqlm_bert.BERTScorer`` (its model, layer, idf, dtype and
             ``long_texts`` settings apply); with ``method="reembed"`` also anything with the same
             ``score(cands, refs)`` method (``bert_score.BERTScorer``).
         sentences: the split to use, one list of sentences per response; ``None`` (or ``None``
-            for one response) splits the response with :func:`split_sentences`. With
-            ``"support"`` each given sentence is looked for in the response, after the one
-            before it, verbatim or up to whitespace (:func:`locate_sentences`); one that is not
-            there is an error.
+            for one response) splits the response with :func:`split_sentences`. Each given
+            sentence is looked for in the response, after the one before it, verbatim or up to
+            whitespace (:func:`locate_sentences`); one that is not there is an error.
         show_progress_bars: show the engine's progress bar.
         metric: ``"reembed"`` only: which BERTScore component to take per (sentence, sample
             sentence) pair: ``"f1"`` (its default), ``"precision"`` (averaged over the answer
@@ -109,13 +119,15 @@ def score_sentences(
             naming a metric always meant).
 
     Returns:
-        DataFrame with one row per sentence: ``response_index``, ``sentence_index`` (position in
-        its response), ``sentence`` and ``bert_score`` (the sentence's score; NaN where no sample
-        could be scored or the sentence is empty or lies past the text's token limit).
+        The sentence table (:data:`SENTENCE_COLUMNS`), one row per sentence: ``prompt_index``
+        (the response's position), ``sentence_index`` (the sentence's position in it),
+        ``start`` and ``end`` (``sentence == response[start:end]``), ``sentence``, ``support``
+        (its score; NaN where no sample could be scored or the sentence is empty or lies past
+        the text's token limit) and ``method``.
 
     Raises:
         InputValidationError: lengths differ, an item has the wrong type (the message names
-            its index), or (``"support"``) a given sentence is not in its response.
+            its index), or a given sentence is not in its response.
         ConfigurationError: unknown ``metric`` or ``method``, a metric other than precision
             with ``"support"``, or ``"support"`` with a scorer that is not a
             ``uqlm_bert.BERTScorer``.
@@ -129,12 +141,12 @@ def score_sentences(
         ...     scorer)
         >>> df["sentence"].tolist()
         ['Paris is in France.', 'It has ten moons.']
-        >>> bool(df["bert_score"][0] > df["bert_score"][1])
+        >>> bool(df["support"][0] > df["support"][1])
         True
         >>> old = score_sentences(["Paris is in France."], [["Paris is in France."]], scorer,
         ...                       method="reembed", metric="precision")
-        >>> round(float(old["bert_score"][0]), 4)
-        1.0
+        >>> round(float(old["support"][0]), 4), old["method"][0]
+        (1.0, 'reembed')
     """
     if metric is not None and metric not in _METRICS:
         raise ConfigurationError(f"metric must be one of {', '.join(_METRICS)}, got {metric!r}")
@@ -143,7 +155,7 @@ def score_sentences(
     if method not in ("support", "reembed"):
         raise ConfigurationError(f"method must be 'support' or 'reembed', got {method!r}")
     inputs = scoring_lists(responses, sampled_responses)
-    split = _response_sentences(inputs.responses, sentences, language)
+    spans = _response_spans(inputs.responses, sentences, language)
     if method == "support":
         if metric not in (None, "precision"):
             raise ConfigurationError(
@@ -151,24 +163,32 @@ def score_sentences(
                 "sentence by its tokens' precision matches (pass method='reembed' for F1 or "
                 "recall of re-embedded sentences)"
             )
-        rows, scores = _from_supports(inputs, split, bert_scorer, show_progress_bars)
+        scores = _from_supports(inputs, spans, bert_scorer, show_progress_bars)
     else:
-        rows, scores = _reembedded(inputs, split, bert_scorer, show_progress_bars, metric, language)
+        scores = _reembedded(inputs, spans, bert_scorer, show_progress_bars, metric, language)
+    rows = [
+        (i, k, a, b, inputs.responses[i][a:b])
+        for i, found in enumerate(spans)
+        for k, (a, b) in enumerate(found)
+    ]
     return pd.DataFrame(
         {
-            "response_index": np.array([r[0] for r in rows], dtype=np.int64),
+            "prompt_index": np.array([r[0] for r in rows], dtype=np.int64),
             "sentence_index": np.array([r[1] for r in rows], dtype=np.int64),
-            "sentence": pd.Series([r[2] for r in rows], dtype=object),
-            "bert_score": scores,
+            "start": np.array([r[2] for r in rows], dtype=np.int64),
+            "end": np.array([r[3] for r in rows], dtype=np.int64),
+            "sentence": pd.Series([r[4] for r in rows], dtype=object),
+            "support": np.asarray(scores, dtype=np.float64),
+            "method": pd.Series([method] * len(rows), dtype=object),
         },
         columns=SENTENCE_COLUMNS,
     )
 
 
 def _from_supports(
-    inputs: ScoringInputs, split: list[list[str]], bert_scorer: PairScorer, show: bool
-) -> tuple[list[tuple[int, int, str]], np.ndarray]:
-    """Each sentence's row and its score by the ``"support"`` method."""
+    inputs: ScoringInputs, spans: list[list[tuple[int, int]]], bert_scorer: PairScorer, show: bool
+) -> np.ndarray:
+    """Each sentence's score by the ``"support"`` method, sentence after sentence."""
     from uqlm_bert.scorers._bertscore import punctuation_ids, supports_from_matches
 
     if not callable(getattr(bert_scorer, "score_matches", None)):
@@ -185,58 +205,52 @@ def _from_supports(
         zero = [punctuation_ids(engine.encoder.tokenizer)] * len(cands)
         matches = engine.score_matches(cands, refs, show_progress_bars=show, zero_weight=zero)
         supports = supports_from_matches(engine, matches, group, inputs.responses)
-    rows: list[tuple[int, int, str]] = []
-    scores: list[np.ndarray] = []
-    for i, sents in enumerate(split):
-        rows.extend((i, k, sent) for k, sent in enumerate(sents))
-        ts, text = supports[i], inputs.responses[i]
-        if ts is None or text is None:
-            scores.append(np.full(len(sents), np.nan))
-        else:
-            scores.append(ts.sentence_support(locate_sentences(text, sents)))
-    return rows, np.concatenate(scores) if scores else np.zeros(0)
+    scores = [
+        np.full(len(found), np.nan) if ts is None else ts.sentence_support(found)
+        for ts, found in zip(supports, spans, strict=True)
+    ]
+    return np.concatenate(scores) if scores else np.zeros(0)
 
 
 def _reembedded(
     inputs: ScoringInputs,
-    split: list[list[str]],
+    spans: list[list[tuple[int, int]]],
     bert_scorer: PairScorer,
     show_progress_bars: bool,
     metric: str | None,
     language: str,
-) -> tuple[list[tuple[int, int, str]], np.ndarray]:
-    """Each sentence's row and its score by the ``"reembed"`` method."""
+) -> np.ndarray:
+    """Each sentence's score by the ``"reembed"`` method, sentence after sentence."""
     sample_sents = _sample_sentences(inputs.samples, language)
-
-    rows: list[tuple[int, int, str]] = []
+    n_rows = 0
     row_of_pair: list[int] = []
     cands: list[str] = []
     refs: list[list[str]] = []
-    for i, sents in enumerate(split):
-        for k, sent in enumerate(sents):
-            row = len(rows)
-            rows.append((i, k, sent))
+    for i, found in enumerate(spans):
+        for a, b in found:
+            row, n_rows = n_rows, n_rows + 1
+            sent = inputs.responses[i][a:b]
             if not sent.strip():
                 continue
             for ref_sents in sample_sents[i]:
                 row_of_pair.append(row)
                 cands.append(sent)
                 refs.append(ref_sents)
-
-    scores = np.full(len(rows), np.nan)
+    scores = np.full(n_rows, np.nan)
     if cands:
         component = _METRICS[metric or "f1"]
         values = _call_scorer(bert_scorer, cands, refs, show_progress_bars)[component]
-        scores = mean_by_group(values, row_of_pair, len(rows))
-    return rows, scores
+        scores = mean_by_group(values, row_of_pair, n_rows)
+    return scores
 
 
-def _response_sentences(
+def _response_spans(
     responses: Sequence[str | None],
     sentences: Sequence[Sequence[str] | None] | None,
     language: str,
-) -> list[list[str]]:
-    """Each response's sentences: the caller's, or split here."""
+) -> list[list[tuple[int, int]]]:
+    """Each response's sentences as character spans: the caller's split located in it, or
+    split here; none for a missing response."""
     if sentences is not None:
         if isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__len__"):
             raise InputValidationError(
@@ -249,11 +263,14 @@ def _response_sentences(
                 "sentences must have one list of sentences per response "
                 f"({len(responses)}), got {len(sentences)} items"
             )
-    out: list[list[str]] = []
+    out: list[list[tuple[int, int]]] = []
     for i, resp in enumerate(responses):
         given = None if sentences is None else sentences[i]
+        if resp is None:
+            out.append([])
+            continue
         if given is None:
-            out.append(split_sentences(resp, language) if resp is not None else [])
+            out.append(sentence_spans(resp, language))
             continue
         if isinstance(given, str):
             raise InputValidationError(
@@ -264,7 +281,7 @@ def _response_sentences(
                 raise InputValidationError(
                     f"sentences[{i}][{k}] is a {type(sent).__name__}, expected a string"
                 )
-        out.append([repair_text(sent)[0] for sent in given])
+        out.append(locate_sentences(resp, [repair_text(sent)[0] for sent in given]))
     return out
 
 
