@@ -2,7 +2,7 @@
 
     python -m benchmarks.eval_calibration [--folds 5] [--repeats 20]
 
-Sentences (``score_sentences(metric="precision")``, label 1 = accurate) and, as a rough check,
+Sentences (their supports, ``UQResult.sentences()``, label 1 = accurate) and, as a rough check,
 passages (the ``bert_score`` scorer, label 1 = mean degree below 0.5): the raw confidence clipped
 to [0, 1], the training folds' base rate, isotonic and Platt ``ScoreCalibrator``, on out-of-fold
 predictions, folds grouped by passage and reshuffled per repeat: mean (std) of ECE, Brier and
@@ -20,28 +20,32 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import harness
+from benchmarks.eval_sentences import load as load_with_concepts
 from benchmarks.harness import Passage
-from uqlm_bert import BERTScorer
+from uqlm_bert import BlackBoxUQ
 from uqlm_bert.evaluation import auroc, brier_score, expected_calibration_error
 from uqlm_bert.evaluation._calibration import ScoreCalibrator
 from uqlm_bert.scorers import build_scorer
-from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
-from uqlm_bert.scorers._sentences import score_sentences
 
 METHODS = ("raw score", "base rate", "isotonic", "platt")
 MEASURES = ("mean_probability", "ece_uniform", "ece_quantile", "brier", "auroc")
 
 
-def sentence_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(confidence, label, passage index)`` per sentence; label 1 = accurate."""
-    texts = [p.response for p in passages], [list(p.samples) for p in passages]
-    engine = BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
-    sentences = [list(p.sentences) for p in passages]
-    df = score_sentences(*texts, engine, sentences=sentences, metric="precision")
+def sentence_level(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(confidence, label, passage index)`` per sentence; label 1 = accurate. The confidence is
+    the sentence's support as ``UQResult.sentences()`` gives it: the answers scored with their
+    prompts at the scorers' defaults, every sample."""
+    passages, concepts = load_with_concepts(path)
+    result = BlackBoxUQ(show_progress_bars=False).score(
+        [p.response for p in passages],
+        [list(p.samples) for p in passages],
+        prompts=[f"This is a Wikipedia passage about {c}:" for c in concepts],
+    )
+    df = result.sentences(sentences=[list(p.sentences) for p in passages])
     labels = np.concatenate([(p.degree == 0).astype(np.float64) for p in passages])
     if len(df) != labels.size:
         raise SystemExit(f"{len(df)} sentence scores for {labels.size} labels")
-    return df["bert_score"].to_numpy(), labels, df["response_index"].to_numpy()
+    return df["support"].to_numpy(), labels, df["prompt_index"].to_numpy()
 
 
 def passage_level(passages: Sequence[Passage]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,14 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not harness.have_data(args.data):
         return 0
     passages = harness.load_passages(args.data)
-    s_conf, s_label, s_group = sentence_level(passages)
+    s_conf, s_label, s_group = sentence_level(args.data)
     p_conf, p_label, p_group = passage_level(passages)
     cv = {"folds": args.folds, "repeats": args.repeats}
     sentence_summary, first = evaluate(s_conf, s_label, s_group, n_bins=10, **cv)
     passage_summary, _ = evaluate(p_conf, p_label, p_group, n_bins=5, **cv)
     keep = ~np.isnan(s_conf)
     levels = {
-        "Sentence level: score_sentences precision":
+        "Sentence level: the sentences' supports (UQResult.sentences())":
             (sentence_summary, int(keep.sum()), float(s_label.mean()), 10, "sentence labelled accurate"),
         "Passage level: bert_score (a rough check: 30 items)":
             (passage_summary, p_label.size, float(p_label.mean()), 5, "mean hallucination degree < 0.5"),

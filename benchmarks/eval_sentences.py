@@ -6,8 +6,10 @@ SelfCheckGPT's "NonFact" and "Factual" AUC-PR (x100) of sentence scores aggregat
 tokens' supports of the confidence's one pass, every aggregation on every setting, against the
 re-embedding ``score_sentences``; m=20, and "m=5": mean (std) over 4 disjoint sets. Checks the
 rules of ``SENTENCE_AGGREGATION`` (defaults; of those beating the re-embedding with precision on
-both at m=20, the best mean of the two at m=5, within 0.1 the best at m=20) and ``WEAK_SUPPORT``
-(Youden's J of ``support < t``, sets of 5 pooled, to 0.01). Writes ``sentences.md``.
+both at m=20, the best mean of the two at m=5, within 0.1 the best at m=20), ``WEAK_SUPPORT``
+(Youden's J of ``support < t``, sets of 5 pooled, to 0.01) and ``SENTENCE_THRESHOLD`` (what
+``refine()`` removes: the threshold maximising the smaller of its two gains, sets of 5 pooled,
+to 0.01), with what removing below it does. Writes ``sentences.md``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ import numpy as np
 from benchmarks import harness
 from uqlm_bert import BERTScorer
 from uqlm_bert._inputs import ScoringInputs
-from uqlm_bert.bertscore._token_support import SENTENCE_AGGREGATION, WEAK_SUPPORT, aggregate
+from uqlm_bert.bertscore._token_support import (
+    SENTENCE_AGGREGATION,
+    SENTENCE_THRESHOLD,
+    WEAK_SUPPORT,
+    aggregate,
+)
 from uqlm_bert.evaluation import auc_pr
 from uqlm_bert.scorers._base import score_with_supports
 from uqlm_bert.scorers._bertscore import (
@@ -117,7 +124,7 @@ def reembed(passages, metric: str, samples: list[int]) -> np.ndarray:
     bert = BERTScorer(num_layers=5, idf=True, idf_sents=sum(chosen, []), show_progress_bars=False)
     texts, sentences = [p.response for p in passages], [p.sentences for p in passages]
     df = score_sentences(texts, chosen, bert, sentences=sentences, metric=metric, method="reembed")
-    return df["bert_score"].to_numpy()
+    return df["support"].to_numpy()
 
 
 def word_labels(per_set, passages) -> tuple[np.ndarray, np.ndarray]:
@@ -140,6 +147,30 @@ def youden(scores: np.ndarray, positive: np.ndarray) -> tuple[float, float]:
     fpr = np.searchsorted(np.sort(scores[~positive]), cuts) / (~positive).sum()
     best = int(np.argmax(tpr - fpr))
     return float(cuts[best]), float(tpr[best] - fpr[best])
+
+
+def refinement(scores: np.ndarray, positive: np.ndarray, t: float) -> dict[str, float]:
+    """What removing the sentences scored below ``t`` does (``refine()``): the share removed,
+    the inaccurate share among them and among those kept, against the base rate (points)."""
+    removed, base = scores < t, positive.mean()
+    among = positive[removed].mean() if removed.any() else np.nan
+    kept = positive[~removed].mean() if (~removed).any() else np.nan
+    return {"removed": removed.mean(), "base": base, "among_removed": among, "among_kept": kept,
+            "lift": 100 * (among - base), "drop": 100 * (base - kept)}  # fmt: skip
+
+
+def balanced(scores: np.ndarray, positive: np.ndarray) -> tuple[float, float]:
+    """``(t, gain)``: the threshold (to 0.01) maximising the smaller of the two gains of
+    :func:`refinement`, lift and drop (ties: the lowest); SENTENCE_THRESHOLD's rule."""
+    grid = np.round(np.arange(0.01, 1.0, 0.01), 2)
+    gains = [min(refinement(scores, positive, t)[k] for k in ("lift", "drop")) for t in grid]
+    best = int(np.nanargmax(gains))
+    return float(grid[best]), float(gains[best])
+
+
+def youden_at(scores: np.ndarray, positive: np.ndarray, t: float) -> float:
+    """TPR - FPR of ``scores < t``."""
+    return float((scores[positive] < t).mean() - (scores[~positive] < t).mean())
 
 
 def bootstrap(passages, new: np.ndarray, old: np.ndarray, n: int, seed: int = 0) -> dict:
@@ -211,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     pooled, positive = np.concatenate(scored[chosen][1:]), np.tile(degree > 0, len(sets) - 1)
     (t, j), (wt, wj) = youden(pooled, positive), youden(words, labels)
     flagged, at = pooled < round(t, 2), words < WEAK_SUPPORT
+    (bt, gain), r = balanced(pooled, positive), refinement(pooled, positive, SENTENCE_THRESHOLD)
+    per_set = [refinement(x, degree > 0, SENTENCE_THRESHOLD) for x in scored[chosen][1:]]
     lines += [
         "", f"Aggregation by the rule: {best} (m=5 mean of the two measures "
         f"{eligible.get(best, float('nan')):.3f}); SENTENCE_AGGREGATION = "
@@ -225,6 +258,15 @@ def main(argv: list[str] | None = None) -> int:
         f"threshold {wt:.4f} (J {wj:.2f}); at {WEAK_SUPPORT}, {at.mean():.0%} of words weak: "
         f"{(at & labels).sum() / labels.sum():.0%} of the inaccurate sentences' words, "
         f"{(at & ~labels).sum() / (~labels).sum():.0%} of the accurate ones'.",
+        "", f"Sentence threshold (refine(): the smaller of the two gains, sets of 5 pooled, "
+        f"maximised): {bt:.2f} (both gains at least {gain:.1f} points); SENTENCE_THRESHOLD = "
+        f"{SENTENCE_THRESHOLD}. At {SENTENCE_THRESHOLD}: {r['removed']:.1%} of sentences "
+        f"removed, inaccurate among them {r['among_removed']:.1%} against a base rate of "
+        f"{r['base']:.1%} (+{r['lift']:.1f} points); among those kept {r['among_kept']:.1%} "
+        f"(-{r['drop']:.1f} points). Per set of 5: lift "
+        + ", ".join(f"{x['lift']:.1f}" for x in per_set) + "; drop "
+        + ", ".join(f"{x['drop']:.1f}" for x in per_set) + ". Youden's J at it: "
+        f"{youden_at(pooled, positive, SENTENCE_THRESHOLD):.3f} (its best: {j:.3f}).",
     ]  # fmt: skip
     harness.write_report(args.out, "sentences.md", "\n".join(lines))
     return 0

@@ -171,7 +171,6 @@ class BERTScoreConsistency(PairwiseScorer):
         # idf taken from each call's references makes a score depend on the whole call
         self.batch_invariant = engine.batch_invariant
         self.default_threshold = DEFAULT_THRESHOLD if self._at_defaults() else None
-        self.support_thresholds = SUPPORT_THRESHOLDS if self._supports_at_defaults() else None
 
     @property
     def model_dtype(self) -> str:
@@ -194,17 +193,21 @@ class BERTScoreConsistency(PairwiseScorer):
             and (s.idf, s.rescale_with_baseline, s.max_length) == (d.idf, False, None)
         )
 
-    def _supports_at_defaults(self) -> bool:
-        """Whether this scorer's token supports are those :data:`SUPPORT_THRESHOLDS` were
-        chosen on: the default encoder at its default layer, the prompt's tokens and punctuation
-        left out (the metric, idf, dtype and rescaling change no support)."""
+    @property
+    def support_thresholds(self) -> dict[str, float] | None:
+        """The support thresholds of this scorer's token supports by level
+        (:data:`SUPPORT_THRESHOLDS`), where they are those the thresholds were chosen on: the
+        default encoder at its default layer, the prompt's tokens and punctuation left out (the
+        metric, idf, dtype and rescaling change no support); else None. Read when a result is
+        made (the model is loaded then)."""
         from uqlm_bert.bertscore._known_models import EMBEDDED_MODEL_NAME, MODEL_LAYERS
 
-        return (
+        at_defaults = (
             self.zero_weight == PROMPT_AND_PUNCTUATION
             and self.engine.model_type == EMBEDDED_MODEL_NAME
             and self.engine.num_layers == MODEL_LAYERS[EMBEDDED_MODEL_NAME]
         )
+        return dict(SUPPORT_THRESHOLDS) if at_defaults else None
 
     def score_pairs(self, pairs: Pairs) -> np.ndarray:
         """The pair scores of this scorer's component, computing all three once per call (and,
