@@ -1,11 +1,11 @@
-"""What token supports cost: ``score`` + ``supports()`` + ``sentences()`` against ``score`` alone.
+"""What token supports cost: ``score`` + ``words()`` + ``sentences()`` against ``score`` alone.
 
     python -m benchmarks.bench_supports [--prompts 30] [--samples 5 20] [--rounds 5]
 
 Each answer against its first m samples (m = 5 and 20): the WikiBio passages where the shared
 data are there, else generated passages of their lengths. In one process, rounds in turning
 order: ``BlackBoxUQ(token_supports=False).score`` (the confidence alone) against
-``BlackBoxUQ().score`` followed by the result's ``supports()`` and ``sentences()`` (the word and
+``BlackBoxUQ().score`` followed by the result's ``words()`` and ``sentences()`` (the word and
 sentence tables): the ratio of the medians is the cost of "where" on top of "whether". Memory:
 the token supports a result holds, in bytes per answer token (one row per token, whatever m is).
 Writes ``supports.md``.
@@ -23,7 +23,7 @@ from uqlm_bert import BlackBoxUQ
 
 def held_bytes(result) -> tuple[int, int]:
     """Bytes of the token supports' arrays a result holds, and the answer tokens they cover."""
-    held = [s for s in result.data["token_supports"] if s is not None]
+    held = [s for s in result.data["supports"] if s is not None]
     arrays = (a for s in held for a in (s.starts, s.ends, s.words, s.weights, s.support))
     return sum(a.nbytes for a in arrays), sum(len(s) for s in held)
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def where(some=some) -> None:
             result = full.score(responses, some)
-            result.supports()
+            result.words()
             result.sentences()
 
         t = harness.time_rounds(
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{source}; medians of {args.rounds} rounds in turning order (wall clock).",
         "",
         *harness.md_table(
-            ["m", "score alone s", "score + supports() + sentences() s", "ratio", "answers"], rows
+            ["m", "score alone s", "score + words() + sentences() s", "ratio", "answers"], rows
         ),
         "",
         f"Largest ratio: {ratios.max():.3f}. Confidences with and without supports differ by at "

@@ -68,7 +68,7 @@ def test_no_library_warning_counts_stack_frames_by_hand():
     """``stacklevel`` arithmetic breaks when a call path gains a frame; the helper walks the
     stack instead. Only a warning raised on the event loop (no user frame beneath it) may set
     its own level."""
-    allowed = {PACKAGE / "_warn.py", PACKAGE / "generation" / "caller.py"}
+    allowed = {PACKAGE / "_warn.py", PACKAGE / "generation" / "_caller.py"}
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path in allowed:

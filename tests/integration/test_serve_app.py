@@ -82,11 +82,16 @@ def serve_on_loopback():
             ray.shutdown()
 
 
+def asked(k: int, question: str) -> dict:
+    return {"question": question, **({"words": True, "refine": True} if k % 2 == 0 else {})}
+
+
 async def ask_all(port: int, questions: list[str]) -> list[httpx.Response]:
     limits = httpx.Limits(max_connections=len(questions) + 8)
     async with httpx.AsyncClient(limits=limits, timeout=300) as client:
-        posts = (
-            client.post(f"http://127.0.0.1:{port}/ask", json={"question": q}) for q in questions
+        posts = (  # every other question asks where its answer is unsupported, too
+            client.post(f"http://127.0.0.1:{port}/ask", json=asked(k, q))
+            for k, q in enumerate(questions)
         )
         return await asyncio.wait_for(asyncio.gather(*posts), 300)
 
@@ -155,6 +160,20 @@ def test_three_replicas_share_the_limits_and_one_scorer(serve_on_loopback):
         assert body["samples"] == M and body["failed_samples"] == 0 and body["error"] is None
         assert body["confidence"] == pytest.approx(expected, abs=COMPANY_BOUND)
         assert body["flagged"] is (body["confidence"] < DEFAULT_THRESHOLD)
+    # the questions that asked for them get their answer's words and refined answer, from the
+    # scorer deployment's pass, batched with questions that did not ask
+    refined, words = alone.refine(), alone.words()
+    for k, body in enumerate(bodies):
+        if k % 2:
+            assert "words" not in body and "refined_answer" not in body
+            continue
+        mine = words[(words["prompt_index"] == k) & words["counted"]]
+        assert [w["word"] for w in body["words"]] == mine["word"].tolist()
+        assert [w["support"] for w in body["words"]] == pytest.approx(
+            mine["support"].tolist(), abs=COMPANY_BOUND + 1e-4
+        )
+        assert body["refinement"] == refined["refinement"][k]
+        assert body["refined_answer"] == refined["refined_response"][k]
     # the confidences differ from question to question: a reply holding another's would show
     assert len({round(b["confidence"], 2) for b in bodies}) > 1
     # under load the scorer's batches hold the questions of several requests and replicas

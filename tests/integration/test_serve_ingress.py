@@ -13,7 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
 pytest.importorskip("starlette", reason="the ingress answers with Starlette responses")
 
@@ -25,9 +28,10 @@ from uqlm_bert import (
 )
 from uqlm_bert.apps._asgi import BAD_BODY  # noqa: E402
 from uqlm_bert.apps._serve import (  # noqa: E402
-    BatchedScorer,
     Ingress,
+    PairBatches,
     ServeAppSettings,
+    request_pairs,
     serve_app_builder,
 )
 from uqlm_bert.scorers import build_scorer  # noqa: E402
@@ -40,17 +44,18 @@ COMPANY_BOUND = 1e-3
 
 class LocalScorerHandle:
     """Stands for the scorer deployment's handle: ``score.remote(...).result()`` scores the
-    pairs here, with the ``bert_score`` scorer the deployment builds."""
+    request here, as the deployment's own work does (:class:`PairBatches`), alone in its
+    batch."""
 
     def __init__(self) -> None:
-        self.scorer = build_scorer("bert_score")
+        self.work = PairBatches()
         self.requests = 0
         self.score = self
 
-    def remote(self, cands: list[str], refs: list[str], prompts: Any) -> Any:
+    def remote(self, *request: Any) -> Any:
         self.requests += 1
-        values = self.scorer.score_pairs(Pairs(list(cands), list(refs), prompts=prompts))
-        return SimpleNamespace(result=lambda: values)
+        (answer,) = self.work.score_batch([request_pairs(*request)])
+        return SimpleNamespace(result=lambda: answer)
 
 
 def request(method: str, path: str, body: Any = None) -> Request:
@@ -117,24 +122,78 @@ async def test_an_ingress_replica_answers_as_the_asgi_app_with_the_scorers_numbe
     ingress.uq.close()
 
 
-def test_the_scorer_gives_each_request_of_a_joined_batch_its_own_scores():
-    scorer = BatchedScorer.__new__(BatchedScorer)  # its parts, without Serve's batching
-    scorer._scorer = build_scorer("bert_score")
-    scorer.batches = []
+def test_the_scorer_gives_each_request_of_a_joined_batch_its_own_scores_and_supports():
+    work = PairBatches()  # the deployment's work, without Serve's batching
+    scorer = build_scorer("bert_score")
     requests = [
-        Pairs(["Lima is in Peru."] * 2, ["Lima, Peru.", "It is Quito."], prompts=["Where?"] * 2),
-        Pairs(["Bern."], ["Bern is the capital."], prompts=["Capital?"]),
-        Pairs(["Oslo.", "Rome."], ["Oslo.", "Paris."], prompts=["A?", "B?"]),
-    ]
-    joined = scorer._score_batch(requests)
-    alone = [scorer._scorer.score_pairs(r) for r in requests]
-    assert [len(j) for j in joined] == [2, 1, 2]
-    for got, expected in zip(joined, alone, strict=True):
+        request_pairs(["Lima is in Peru."] * 2, ["Lima, Peru.", "It is Quito."], ["Where?"] * 2,
+                      [0, 0], ["Lima is in Peru."]),
+        request_pairs(["Bern."], ["Bern is the capital."], ["Capital?"]),
+        request_pairs(["Oslo.", "Rome."], ["Oslo.", "Paris."], ["A?", "B?"], [0, 1],
+                      ["Oslo.", "Rome."]),
+    ]  # fmt: skip
+    joined = work.score_batch(requests)
+    alone = [scorer.score_pairs(Pairs(r.cands, r.refs, prompts=r.prompts)) for r in requests]
+    assert [len(scores) for scores, _ in joined] == [2, 1, 2]
+    for (got, _), expected in zip(joined, alone, strict=True):
         np.testing.assert_allclose(got, expected, rtol=0, atol=COMPANY_BOUND)
+    # the token supports of the answers of the requests that asked, as scoring them alone gives
+    assert joined[1][1] is None
+    for k in (0, 2):
+        r = requests[k]
+        samples = [
+            [x for x, g in zip(r.refs, r.group, strict=True) if g == i]
+            for i in range(len(r.responses))
+        ]
+        expected = BlackBoxUQ(show_progress_bars=False).score(
+            r.responses,
+            samples,
+            prompts=[r.prompts[r.group.index(i)] for i in range(len(r.responses))],
+        )
+        for got, want in zip(joined[k][1], expected.data["supports"], strict=True):
+            assert got.text == want.text
+            np.testing.assert_allclose(got.support, want.support, atol=COMPANY_BOUND)
     # one batch of three requests, holding four answers and five pairs
-    assert scorer.batches == [(3, 4, 5)]
-    stats = asyncio.run(scorer.stats())
-    assert (stats["batches"], stats["mean_requests"], stats["mean_answers"]) == (1, 3.0, 4.0)
+    assert work.batches == [(3, 4, 5)]
+
+
+def test_an_ingress_replica_gives_words_and_refined_answers_on_request():
+    handle = LocalScorerHandle()
+    settings = ServeAppSettings(num_responses=2, limits_name=None)
+    told = "Paris is the capital of France. It has nine moons."
+    ingress = Ingress(handle, settings, lambda: TwoVoices(answer=told, sample=ANSWER))
+    question = "What is the capital of France?"
+    status, body = await_call(ingress, {"question": question, "words": True, "refine": True})
+    assert status == 200 and body["answer"] == told
+    alone = BlackBoxUQ(show_progress_bars=False).score([told], [[ANSWER] * 2], prompts=[question])
+    words = alone.words()
+    assert [w["word"] for w in body["words"]] == words[words["counted"]]["word"].tolist()
+    for word in body["words"]:
+        assert told[word["start"] : word["end"]] == word["word"]
+    assert body["refinement"] == "refined"
+    assert body["refined_answer"] == "Paris is the capital of France."
+    assert [s["sentence"] for s in body["removed_sentences"]] == ["It has nine moons."]
+    ingress.uq.close()
+
+
+class TwoVoices(BaseChatModel):
+    """Answers ``answer`` at temperature 0 and ``sample`` at any other (the samples)."""
+
+    answer: str
+    sample: str
+    temperature: float = 0.0
+
+    @property
+    def _llm_type(self) -> str:
+        return "two-voices"
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+        text = self.answer if not self.temperature else self.sample
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
+
+
+def await_call(ingress: Ingress, body: Any) -> tuple[int, Any]:
+    return asyncio.run(call(ingress, "POST", "/ask", body))
 
 
 def test_the_apps_arguments_are_typed_and_checked():

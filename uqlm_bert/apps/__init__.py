@@ -16,9 +16,14 @@ Starlette and uvicorn come with the ``app`` extra, Ray Serve with the ``serve`` 
 imported only when its app is built. See docs/black_box.md ("A web service").
 
 Example:
-    >>> from uqlm_bert.apps import create_asgi_app
+    >>> import asyncio
     >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
-    >>> app = create_asgi_app(FakeListChatModel(responses=["Paris."]))  # doctest: +SKIP
+    >>> from uqlm_bert import BlackBoxUQ
+    >>> from uqlm_bert.apps import QuestionService, ServeAppSettings
+    >>> uq = BlackBoxUQ(FakeListChatModel(responses=["Paris."]), show_progress_bars=False)
+    >>> status, body = asyncio.run(QuestionService(uq, num_responses=2).answer("Capital?"))
+    >>> status, body["answer"], sorted(ServeAppSettings().__dataclass_fields__)[:2]
+    (200, 'Paris.', ['base_url', 'batch_wait_timeout_s'])
 """
 
 from __future__ import annotations

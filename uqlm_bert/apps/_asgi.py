@@ -87,9 +87,15 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from uqlm_bert._checks import check_int
 from uqlm_bert._exceptions import ConfigurationError, UQLMBertError
+from uqlm_bert.generation._settings import NUM_RESPONSES
 
 __all__ = [
+    "APP_MAX_QUESTION_CHARS",
+    "APP_MODEL",
+    "APP_REQUEST_TIMEOUT_S",
+    "APP_TIMEOUT_S",
     "ENVIRONMENT",
     "QuestionService",
     "answer_words",
@@ -106,17 +112,33 @@ logger = logging.getLogger("uqlm_bert")
 #: HTTP status of a request whose client went away before its answer (nginx's convention).
 CLIENT_CLOSED = 499
 
+#: The web services' own defaults, for the ASGI app and the app on Ray Serve alike (the
+#: library's, such as the samples per question, come from the library).
+APP_TIMEOUT_S = 60.0  # seconds a whole question may take
+APP_REQUEST_TIMEOUT_S = 20.0  # seconds one attempt of one LLM call may take
+APP_MAX_QUESTION_CHARS = 4000  # longer questions are refused
+APP_MODEL = "gpt-4o-mini"  # the chat model a service started from settings alone asks
+
 #: The environment variables :func:`create_asgi_app_from_env` reads: name, what it sets, its type.
 ENVIRONMENT: dict[str, tuple[str, type]] = {
-    "UQLM_BERT_APP_MODEL": ("the chat model's name, for ChatOpenAI (gpt-4o-mini)", str),
-    "UQLM_BERT_APP_NUM_RESPONSES": ("samples per question (5)", int),
-    "UQLM_BERT_APP_TIMEOUT_S": ("seconds a whole request may take (60)", float),
-    "UQLM_BERT_APP_REQUEST_TIMEOUT_S": ("seconds one attempt of an LLM call may take (20)", float),
+    "UQLM_BERT_APP_MODEL": (f"the chat model's name, for ChatOpenAI ({APP_MODEL})", str),
+    "UQLM_BERT_APP_NUM_RESPONSES": (f"samples per question ({NUM_RESPONSES})", int),
+    "UQLM_BERT_APP_TIMEOUT_S": (f"seconds a whole request may take ({APP_TIMEOUT_S:g})", float),
+    "UQLM_BERT_APP_REQUEST_TIMEOUT_S": (
+        f"seconds one attempt of an LLM call may take ({APP_REQUEST_TIMEOUT_S:g})",
+        float,
+    ),
     "UQLM_BERT_APP_MAX_CALLS_PER_MIN": ("LLM calls per rate_limit_period, for the process", int),
-    "UQLM_BERT_APP_RATE_LIMIT_PERIOD": ("the window of the rate limit, in seconds (60)", float),
+    "UQLM_BERT_APP_RATE_LIMIT_PERIOD": (
+        "the window of the rate limit, in seconds (the generation settings')",
+        float,
+    ),
     "UQLM_BERT_APP_MAX_CONCURRENCY": ("LLM calls in flight at most, for the process", int),
     "UQLM_BERT_APP_DEVICE": ("where the scoring model runs: cpu, cuda, mps", str),
-    "UQLM_BERT_APP_THRESHOLD": ("flag answers whose confidence is below this (0.72)", float),
+    "UQLM_BERT_APP_THRESHOLD": (
+        "flag answers whose confidence is below this (the scorer's default threshold)",
+        float,
+    ),
 }
 _SETTING_OF = {
     "UQLM_BERT_APP_NUM_RESPONSES": "num_responses",
@@ -154,10 +176,11 @@ class QuestionService:
     def __init__(
         self,
         uq: Any,
-        num_responses: int = 5,
-        timeout_s: float | None = 60.0,
+        num_responses: int = NUM_RESPONSES,
+        timeout_s: float | None = APP_TIMEOUT_S,
         threshold: float | None = None,
     ) -> None:
+        check_int("num_responses", num_responses, 1)
         if uq.llm is None:
             raise ConfigurationError("the service needs a BlackBoxUQ with an llm")
         if timeout_s is not None and not timeout_s > 0:
@@ -327,10 +350,10 @@ async def until_disconnect(
 def create_asgi_app(
     llm: Any,
     *,
-    num_responses: int = 5,
-    timeout_s: float | None = 60.0,
+    num_responses: int = NUM_RESPONSES,
+    timeout_s: float | None = APP_TIMEOUT_S,
     threshold: float | None = None,
-    max_question_chars: int = 4000,
+    max_question_chars: int = APP_MAX_QUESTION_CHARS,
     warm_up: bool = True,
     **settings: Any,
 ) -> Any:
@@ -345,7 +368,7 @@ def create_asgi_app(
         max_question_chars: longer questions are refused with HTTP 400.
         warm_up: load the scoring model at startup, so the first request does not wait for it.
         **settings: ``BlackBoxUQ`` arguments (``max_calls_per_min``, ``rate_limit_period``,
-            ``max_concurrency``, ``request_timeout`` (20 s unless given), ``scorers``,
+            ``max_concurrency``, ``request_timeout`` (:data:`APP_REQUEST_TIMEOUT_S` unless given), ``scorers``,
             ``device``, ...), for the one object every request shares; progress bars are off.
 
     The ``BlackBoxUQ`` is made when the app starts (the ASGI lifespan: uvicorn and the other
@@ -360,16 +383,18 @@ def create_asgi_app(
         ...     print(client.get("/health").json(), app.state.service.uq.max_concurrency)
         {'status': 'ok', 'questions_in_flight': 0} 8
     """
+    check_int("num_responses", num_responses, 1)
+    check_int("max_question_chars", max_question_chars, 1)
     try:
         from starlette.applications import Starlette
         from starlette.requests import Request
         from starlette.responses import JSONResponse, Response
         from starlette.routing import Route
     except ImportError as exc:
-        raise ImportError('the example app needs Starlette: pip install "uqlm-bert[app]"') from exc
+        raise ImportError('the app needs Starlette: pip install "uqlm-bert[app]"') from exc
     from uqlm_bert import BlackBoxUQ
 
-    settings = {"request_timeout": 20.0, **settings, "show_progress_bars": False}
+    settings = {"request_timeout": APP_REQUEST_TIMEOUT_S, **settings, "show_progress_bars": False}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -439,7 +464,7 @@ def create_asgi_app_from_env(environ: Mapping[str, str] | None = None) -> Any:
         for k, v in (("api_key", "OPENAI_API_KEY"), ("base_url", "OPENAI_BASE_URL"))
         if environ.get(v)
     }
-    model = values.pop("UQLM_BERT_APP_MODEL", "gpt-4o-mini")
+    model = values.pop("UQLM_BERT_APP_MODEL", APP_MODEL)
     llm = ChatOpenAI(model=model, temperature=0.0, **client)
     return create_asgi_app(llm, **{_SETTING_OF[name]: value for name, value in values.items()})
 

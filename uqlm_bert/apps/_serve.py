@@ -56,7 +56,7 @@ import asyncio
 import dataclasses
 import logging
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,17 +64,27 @@ import numpy as np
 
 from uqlm_bert._checks import check_int, check_names, check_number
 from uqlm_bert._exceptions import ConfigurationError
+from uqlm_bert._inputs import ScoringInputs
+from uqlm_bert.apps._asgi import (
+    APP_MAX_QUESTION_CHARS,
+    APP_MODEL,
+    APP_REQUEST_TIMEOUT_S,
+    APP_TIMEOUT_S,
+)
+from uqlm_bert.bertscore._token_support import TokenSupport
 from uqlm_bert.generation._cluster_limits import ClusterLimits
-from uqlm_bert.generation._settings import GenerationSettings
+from uqlm_bert.generation._settings import NUM_RESPONSES, GenerationSettings
 from uqlm_bert.scorers._base import Pairs, PairwiseScorer
 
 __all__ = [
     "BatchedScorer",
     "Ingress",
+    "PairBatches",
     "ServeAppSettings",
     "ServeScorer",
     "serve_app_builder",
     "build_serve_app",
+    "request_pairs",
 ]
 
 logger = logging.getLogger("uqlm_bert")
@@ -111,19 +121,19 @@ class ServeAppSettings:
             queue); about what the provider's limits let through is enough.
     """
 
-    model: str = "gpt-4o-mini"
+    model: str = APP_MODEL
     base_url: str | None = None
-    num_responses: int = 5
+    num_responses: int = NUM_RESPONSES
     ingress_replicas: int = 2
     max_calls_per_min: int | None = None
     rate_limit_period: float = 60.0
     max_concurrency: int | None = 256
-    request_timeout: float = 20.0
-    timeout_s: float = 60.0
+    request_timeout: float = APP_REQUEST_TIMEOUT_S
+    timeout_s: float = APP_TIMEOUT_S
     threshold: float | None = None
     limits_name: str | None = "uqlm-bert-serve-limits"
     limits_namespace: str | None = "serve"
-    max_question_chars: int = 4000
+    max_question_chars: int = APP_MAX_QUESTION_CHARS
     max_batch_size: int = 16
     batch_wait_timeout_s: float = 0.1
     scorer_gpus: float | None = None
@@ -204,19 +214,112 @@ class ServeScorer(PairwiseScorer):
     name = "bert_score"
 
     def __init__(self, handle: Any, threshold: float | None = None) -> None:
-        from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
+        from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD, SUPPORT_THRESHOLDS
 
         self._handle = handle
         self.default_threshold = DEFAULT_THRESHOLD if threshold is None else threshold
+        # the deployment's scorer is bert_score at its defaults: the support thresholds hold
+        self.support_thresholds = dict(SUPPORT_THRESHOLDS)
 
     def score_pairs(self, pairs: Pairs) -> np.ndarray:
-        """The pairs' scores, from the scorer deployment."""
-        response = self._handle.score.remote(pairs.cands, pairs.refs, pairs.prompts)
-        return np.asarray(response.result(), dtype=np.float64)
+        """The pairs' scores, from the scorer deployment (with the answers' token supports,
+        where the call collects them, from the same pass)."""
+        asked = (pairs.group, pairs.responses) if pairs.supports else (None, None)
+        response = self._handle.score.remote(pairs.cands, pairs.refs, pairs.prompts, *asked)
+        scores, supports = response.result()
+        pairs.shared[(self.name, "supports")] = supports
+        return np.asarray(scores, dtype=np.float64)
+
+    def token_supports(
+        self, pairs: Pairs, group: Sequence[int], inputs: ScoringInputs
+    ) -> list[TokenSupport | None] | None:
+        """Each answer's token supports, as the deployment computed them with the scores."""
+        return pairs.shared.get((self.name, "supports"))
+
+
+def request_pairs(
+    cands: list[str],
+    refs: list[str],
+    prompts: list[str | None] | None,
+    group: list[int] | None = None,
+    responses: list[str | None] | None = None,
+) -> Pairs:
+    """A scoring request of an ingress replica as :class:`PairBatches` takes it: its pairs,
+    and, where it sends the response of each pair (``group``, ``responses``), a request for its
+    answers' token supports."""
+    pairs = Pairs(list(cands), list(refs), prompts=prompts, group=group, responses=responses)
+    pairs.supports = group is not None
+    return pairs
+
+
+class PairBatches:
+    """The scorer deployment's work, with no Ray in sight: the requests of a batch scored in one
+    pass of the ``bert_score`` scorer at its defaults, the model loaded once.
+
+    Args:
+        device: where the model runs (``None``: a GPU if there is one, else the CPU).
+    """
+
+    def __init__(self, device: str | None = None) -> None:
+        from uqlm_bert.scorers import build_scorer
+
+        self._scorer = build_scorer("bert_score", device=device)
+        self._scorer.score(["Warm up."], [["Warm up."]])  # the model loads now
+        self.batches: list[tuple[int, int, int]] = []  # (requests, answers, pairs) per batch
+
+    @property
+    def device(self) -> str:
+        """Where the model runs."""
+        return str(self._scorer.engine.device)
+
+    def score_batch(
+        self, requests: list[Pairs]
+    ) -> list[tuple[np.ndarray, list[TokenSupport | None] | None]]:
+        """Each request's pair scores, and its answers' token supports where it asks for them,
+        from one pass over the pairs of all of them."""
+        with_prompts = all(r.prompts is not None for r in requests)
+        joined = Pairs(
+            [c for r in requests for c in r.cands],
+            [x for r in requests for x in r.refs],
+            prompts=[p for r in requests for p in r.prompts] if with_prompts else None,  # type: ignore[union-attr]
+            supports=any(r.supports for r in requests),
+        )
+        scores = self._scorer.score_pairs(joined) if joined.cands else np.zeros(0)
+        supports = self._supports(joined, requests) if joined.supports and joined.cands else None
+        answers = sum(
+            len(set(zip(r.prompts or [None] * len(r.cands), r.cands, strict=True)))
+            for r in requests
+        )
+        self.batches.append((len(requests), answers, len(joined.cands)))
+        bounds = np.cumsum([0] + [len(r.cands) for r in requests])
+        return [
+            (scores[a:b], None if supports is None or not r.supports else supports[k])
+            for k, (r, a, b) in enumerate(zip(requests, bounds[:-1], bounds[1:], strict=True))
+        ]
+
+    def _supports(self, joined: Pairs, requests: list[Pairs]) -> list[list[TokenSupport | None]]:
+        """Each request's answers' token supports, from the joined pass: the requests' answers
+        numbered one after another (a request that asks for none counts as pairs alone)."""
+        group: list[int] = []
+        responses: list[str | None] = []
+        spans = []
+        for r in requests:
+            first = len(responses)
+            if r.supports and r.group is not None and r.responses is not None:
+                group.extend(first + g for g in r.group)
+                responses.extend(r.responses)
+            else:  # its pairs still need a response each: one per pair, its candidate
+                group.extend(range(first, first + len(r.cands)))
+                responses.extend(r.cands)
+            spans.append((first, len(responses)))
+        inputs = ScoringInputs(responses, [[] for _ in responses])
+        found = self._scorer.token_supports(joined, group, inputs) or [None] * len(responses)
+        return [list(found[a:b]) for a, b in spans]
 
 
 class BatchedScorer:
-    """The scorer deployment: the pairs of every ingress replica, scored in shared batches.
+    """The scorer deployment: the pairs of every ingress replica, scored in shared batches
+    (:class:`PairBatches`).
 
     Args:
         max_batch_size: the most requests in one batch.
@@ -231,41 +334,26 @@ class BatchedScorer:
     ) -> None:
         from ray import serve
 
-        from uqlm_bert.scorers import build_scorer
-
-        self._scorer = build_scorer("bert_score", device=device)
-        self._scorer.score(
-            ["Warm up."], [["Warm up."]]
-        )  # the model loads now, not at the first call
-        self.batches: list[tuple[int, int, int]] = []  # (requests, answers, pairs) per batch
+        self._work = PairBatches(device)
+        self.batches = self._work.batches
 
         @serve.batch(max_batch_size=max_batch_size, batch_wait_timeout_s=batch_wait_timeout_s)
-        async def batched(requests: list[Pairs]) -> list[np.ndarray]:
-            return await asyncio.to_thread(self._score_batch, requests)
+        async def batched(requests: list[Pairs]) -> list[Any]:
+            return await asyncio.to_thread(self._work.score_batch, requests)
 
         self._batched = batched
 
     async def score(
-        self, cands: list[str], refs: list[str], prompts: list[str | None] | None
-    ) -> np.ndarray:
-        """One request's pair scores (it waits for the batch it joins)."""
-        return await self._batched(Pairs(list(cands), list(refs), prompts=prompts))
-
-    def _score_batch(self, requests: list[Pairs]) -> list[np.ndarray]:
-        with_prompts = all(r.prompts is not None for r in requests)
-        joined = Pairs(
-            [c for r in requests for c in r.cands],
-            [x for r in requests for x in r.refs],
-            prompts=[p for r in requests for p in r.prompts] if with_prompts else None,  # type: ignore[union-attr]
-        )
-        scores = self._scorer.score_pairs(joined) if joined.cands else np.zeros(0)
-        answers = sum(
-            len(set(zip(r.prompts or [None] * len(r.cands), r.cands, strict=True)))
-            for r in requests
-        )
-        self.batches.append((len(requests), answers, len(joined.cands)))
-        bounds = np.cumsum([0] + [len(r.cands) for r in requests])
-        return [scores[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        self,
+        cands: list[str],
+        refs: list[str],
+        prompts: list[str | None] | None,
+        group: list[int] | None = None,
+        responses: list[str | None] | None = None,
+    ) -> tuple[np.ndarray, list[TokenSupport | None] | None]:
+        """One request's pair scores (it waits for the batch it joins), and its answers' token
+        supports where it asks for them (see :func:`request_pairs`)."""
+        return await self._batched(request_pairs(cands, refs, prompts, group, responses))
 
     async def stats(self) -> dict[str, Any]:
         """The batches so far: how many, and their mean requests, answers and pairs."""
@@ -276,7 +364,7 @@ class BatchedScorer:
             "mean_requests": mean[0],
             "mean_answers": mean[1],
             "mean_pairs": mean[2],
-            "device": str(self._scorer.engine.device),
+            "device": self._work.device,
         }
 
 

@@ -57,7 +57,12 @@ def load_questions(limit: int | None = None) -> list[dict]:
         (3, True)
     """
     rows = _read_jsonl(QUESTIONS)
-    return rows if limit is None else rows[:limit]
+    if limit is None:
+        return rows
+    from uqlm_bert._checks import check_int
+
+    check_int("limit", limit, 0)
+    return rows[:limit]
 
 
 def _words(text: str) -> str:

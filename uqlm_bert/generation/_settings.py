@@ -28,7 +28,12 @@ from uqlm_bert._exceptions import ConfigurationError
 from uqlm_bert.generation._backoff import RetryPolicy
 from uqlm_bert.generation._cluster_limits import ClusterLimits
 
-__all__ = ["GenerationSettings", "checked_generation", "generation_settings"]
+__all__ = ["NUM_RESPONSES", "GenerationSettings", "checked_generation", "generation_settings"]
+
+#: Samples asked for per prompt when none is said (``generate_and_score``'s ``num_responses``,
+#: the command's ``-m``, the web services'): uqlm's default, and the ``m`` the default
+#: thresholds were chosen at.
+NUM_RESPONSES = 5
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,9 @@ class Pairs:
         prompts: the prompt of each pair (None where unknown), or None without prompts.
         supports: whether the call collects token supports (:func:`score_with_supports`):
             scorers that can give them keep what they need in ``shared``.
+        group: the response of each pair (its position in ``responses``), where known.
+        responses: the call's responses, where known (a scorer that gives token supports from
+            elsewhere, a Serve deployment say, sends them with the pairs).
     """
 
     cands: list[str]
@@ -92,6 +95,8 @@ class Pairs:
     shared: dict[Any, Any] = field(default_factory=dict)
     prompts: list[str | None] | None = None
     supports: bool = False
+    group: list[int] | None = None
+    responses: list[str | None] | None = None
 
 
 class PairwiseScorer(Scorer):
@@ -186,7 +191,15 @@ def _score(
     n = len(inputs)
     group, cands, refs = present_pairs(inputs)
     prompts = None if inputs.prompts is None else [inputs.prompts[g] for g in group]
-    pairs = Pairs(cands, refs, show_progress_bars, prompts=prompts, supports=supports)
+    pairs = Pairs(
+        cands,
+        refs,
+        show_progress_bars,
+        prompts=prompts,
+        supports=supports,
+        group=list(group),
+        responses=list(inputs.responses),
+    )
     out: dict[str, np.ndarray] = {}
     for scorer in scorers:
         if not isinstance(scorer, PairwiseScorer):
