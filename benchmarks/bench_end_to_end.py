@@ -28,7 +28,7 @@ from unittest import mock
 
 from benchmarks import harness
 from uqlm_bert import BlackBoxUQ
-from uqlm_bert.blackbox._pipeline import ScoringPipeline
+from uqlm_bert._blackbox._pipeline import ScoringPipeline
 from uqlm_bert.generation import forget_learned_limits
 
 GEN, SCORE, ONE, BURST = "generation only", "scoring only", "one call", "burst"

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import harness
-from uqlm_bert import BlackBoxUQ
+from uqlm_bert import BERTScoreSettings, BlackBoxUQ
 from uqlm_bert.bertscore._known_models import ACCURATE_MODEL_NAME
 
 #: The name of the contestant with random weights (``--random-weights``).
@@ -51,7 +51,9 @@ def run(presets: dict[str, str], args) -> dict:
     responses, sampled, source = harness.load_prompts(args.prompts, args.samples)
     uqs = {
         name: BlackBoxUQ(
-            scorers=["bert_score"], model_type=model, device=args.device, show_progress_bars=False
+            scorers=["bert_score"],
+            bertscore=BERTScoreSettings(model_type=model, device=args.device),
+            show_progress_bars=False,
         )
         for name, model in presets.items()
     }

@@ -66,7 +66,7 @@ def cpu_seconds(server_pid: int) -> list[float]:
 
 async def scoring_alone(uq: Any, prompts: list[str], generation: Any) -> Any:
     """The texts of ``generation`` through ``uq``'s scoring queue, all queued at once."""
-    from uqlm_bert.blackbox._pipeline import ScoringPipeline
+    from uqlm_bert._blackbox._pipeline import ScoringPipeline
 
     queue = uq._queues.of_running_loop(uq.score_batch_size)
     pipeline = ScoringPipeline(

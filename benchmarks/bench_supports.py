@@ -4,7 +4,7 @@
 
 Each answer against its first m samples (m = 5 and 20): the WikiBio passages where the shared
 data are there, else generated passages of their lengths. In one process, rounds in turning
-order: ``BlackBoxUQ(token_supports=False).score`` (the confidence alone) against
+order: ``BlackBoxUQ(scoring=ScoringSettings(supports=False)).score`` (the confidence alone) against
 ``BlackBoxUQ().score`` followed by the result's ``words()`` and ``sentences()`` (the word and
 sentence tables): the ratio of the medians is the cost of "where" on top of "whether". Memory:
 the token supports a result holds, in bytes per answer token (one row per token, whatever m is).
@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from benchmarks import harness
-from uqlm_bert import BlackBoxUQ
+from uqlm_bert import BlackBoxUQ, ScoringSettings
 
 
 def held_bytes(result) -> tuple[int, int]:
@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     load = os.getloadavg()[0]
     responses, samples, source = harness.load_prompts(args.prompts, max(args.samples), args.seed)
-    plain = BlackBoxUQ(token_supports=False, device=args.device, show_progress_bars=False)
+    plain = BlackBoxUQ(
+        device=args.device, scoring=ScoringSettings(supports=False), show_progress_bars=False
+    )
     full = BlackBoxUQ(device=args.device, show_progress_bars=False)
     rows, memory, differ = [], [], 0.0
     for m in args.samples:

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
-from uqlm_bert import BlackBoxUQ, ModelUnavailableError
+from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ModelUnavailableError
 from uqlm_bert._local_llm import LocalLLM
 from uqlm_bert.evaluation import auroc, prr
 from uqlm_bert.examples import is_correct, load_questions
@@ -107,7 +107,11 @@ def _accurate_preset(quiet: bool) -> BlackBoxUQ | None:
     has it."""
     try:
         model = harness.accurate_model()
-        return BlackBoxUQ(scorers=["bert_score"], model_type=model, show_progress_bars=not quiet)
+        return BlackBoxUQ(
+            scorers=["bert_score"],
+            bertscore=BERTScoreSettings(model_type=model),
+            show_progress_bars=not quiet,
+        )
     except ModelUnavailableError as exc:
         print(f"the accurate preset is left out: {exc}", file=sys.stderr)
         return None

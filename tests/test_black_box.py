@@ -15,10 +15,12 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
 from uqlm_bert import (
     AuthenticationFailedError,
+    BERTScoreSettings,
     ConfigurationError,
     InputValidationError,
+    ScoringSettings,
 )
-from uqlm_bert.blackbox import BlackBoxUQ
+from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.results._result import UQResult
 from uqlm_bert.scorers import Scorer, available_scorers, register_scorer
 from uqlm_bert.scorers._bertscore import BERTScoreConsistency
@@ -299,8 +301,8 @@ def test_scorer_names_are_checked():
         BlackBoxUQ(scorers=["token_jaccard", "token_jaccard"])
     with pytest.raises(ConfigurationError, match="empty"):
         BlackBoxUQ(scorers=[])
-    with pytest.raises(ConfigurationError, match="score_batch_size"):
-        BlackBoxUQ(scorers=["token_jaccard"], score_batch_size=0)
+    with pytest.raises(ConfigurationError, match="batch_size"):
+        BlackBoxUQ(scorers=["token_jaccard"], scoring=ScoringSettings(batch_size=0))
     with pytest.raises(ConfigurationError, match="max_retries"):
         BlackBoxUQ(scorers=["token_jaccard"], max_retries=-2)
     with pytest.raises(ConfigurationError, match="max_concurrency"):
@@ -470,7 +472,11 @@ def test_generation_settings_as_one_object_or_as_arguments_not_both():
     [
         ({"scorer_kwargs": {"num_layer": 2}}, r"'num_layer' .*did you mean 'num_layers'"),
         ({"scorer_kwargs": {"idf_sent": ["a"]}}, r"'idf_sent' .*did you mean 'idf_sents'"),
-        ({"scorers": ["rouge_l"], "num_layers": 3}, r"'num_layers' for scorers rouge_l"),
+        (
+            {"scorers": ["rouge_l"], "bertscore": BERTScoreSettings(num_layers=3)},
+            r"bertscore= holds the settings of the bert_score, bert_score_precision, "
+            r"bert_score_recall scorer\(s\), and none of them is among the scorers \(rouge_l\)",
+        ),
     ],
 )
 def test_a_setting_no_scorer_takes_is_refused_naming_it(kwargs, fragment):

@@ -131,6 +131,12 @@ def _black_box_bert(**kwargs: Any) -> Any:
     return BlackBoxUQ(scorers=["bert_score"], show_progress_bars=False, **kwargs)
 
 
+def _scoring(**kwargs: Any) -> Any:
+    from uqlm_bert import ScoringSettings
+
+    return ScoringSettings(**kwargs)
+
+
 def _run(method: str, value: Any) -> Any:
     from uqlm_bert import BlackBoxUQ
 
@@ -382,23 +388,13 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
         )
     },
     **{
-        f"uqlm_bert.blackbox._uq.BlackBoxUQ.{name}": (lambda v, _, n=name: _black_box(**{n: v}))
-        for name in (
-            "max_calls_per_min",
-            "max_concurrency",
-            "max_retries",
-            "score_batch_size",
-            "nli_batch_size",
-        )
+        f"uqlm_bert._blackbox._uq.BlackBoxUQ.{name}": (lambda v, _, n=name: _black_box(**{n: v}))
+        for name in ("max_calls_per_min", "max_concurrency", "nli_batch_size")
     },
+    "uqlm_bert._blackbox._uq.BlackBoxUQ.max_length": lambda v, _: _black_box_bert(max_length=v),
+    "uqlm_bert._blackbox._scoring.ScoringSettings.batch_size": lambda v, _: _scoring(batch_size=v),
     **{
-        f"uqlm_bert.blackbox._uq.BlackBoxUQ.{name}": (
-            lambda v, _, n=name: _black_box_bert(**{n: v})
-        )
-        for name in ("num_layers", "batch_size", "max_length")
-    },
-    **{
-        f"uqlm_bert.blackbox._uq.BlackBoxUQ.{method}.num_responses": (
+        f"uqlm_bert._blackbox._uq.BlackBoxUQ.{method}.num_responses": (
             lambda v, _, m=method: _run(m, v)
         )
         for method in (
@@ -555,7 +551,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 #: Errors whose message refuses the parameter whatever its value.
-REFUSED_WHATEVER_THE_VALUE = {"uqlm_bert.blackbox._uq.BlackBoxUQ.nli_batch_size"}
+REFUSED_WHATEVER_THE_VALUE: set[str] = set()
 
 #: Int settings that reach a scorer through ``build_scorers(**settings)``, where no annotation
 #: shows them.

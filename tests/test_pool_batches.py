@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from uqlm_bert.blackbox._pipeline import ScoringPipeline, score_rows
-from uqlm_bert.blackbox._pool import PoolBatches
-from uqlm_bert.blackbox._queue import ScoringQueue
+from uqlm_bert._blackbox._pipeline import ScoringPipeline, score_rows
+from uqlm_bert._blackbox._pool import PoolBatches
+from uqlm_bert._blackbox._queue import ScoringQueue
 from uqlm_bert.generation._records import GenerationResult
 from uqlm_bert.scorers._base import Scorer
 

@@ -1,4 +1,4 @@
-"""The scoring pipeline (uqlm_bert.blackbox._pipeline): which prompts are scored together, and when.
+"""The scoring pipeline (uqlm_bert._blackbox._pipeline): which prompts are scored together, and when.
 
 The pipeline is driven by hand here, as the generator drives it: ``submit`` for each finished
 prompt, ``finish`` when generation is over. Nothing is timed: the gathering window is made so
@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from uqlm_bert.blackbox._pipeline import ScoringPipeline
+from uqlm_bert._blackbox._pipeline import ScoringPipeline
 from uqlm_bert.generation._records import GenerationResult
 from uqlm_bert.scorers._base import Scorer
 

@@ -42,8 +42,6 @@ def scripted(**kwargs) -> ScriptedChatModel:
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"nli_model_name": "microsoft/deberta-large-mnli"}, "NLI model"),
-        ({"nli_batch_size": 32}, "NLI model"),
         ({"structured_response": dict}, "postprocessor"),
         ({"scorers": ["noncontradiction"]}, "needs an NLI model"),
         ({"return_responses": "both"}, "return_responses must be one of all, raw, postprocessed"),

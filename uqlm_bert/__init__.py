@@ -25,9 +25,9 @@ from uqlm_bert._exceptions import *  # noqa: F403 - every error class is public 
 from uqlm_bert._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from uqlm_bert._blackbox import BlackBoxUQ, ScoringSettings
     from uqlm_bert._local_llm import LocalLLM
     from uqlm_bert.bertscore import BERTScorer, BERTScoreSettings
-    from uqlm_bert.blackbox import BlackBoxUQ
     from uqlm_bert.evaluation import ScoreCalibrator
     from uqlm_bert.generation._settings import GenerationSettings
     from uqlm_bert.results import UQResult
@@ -40,11 +40,12 @@ _moved.install()  # the module paths of earlier releases, with a FutureWarning
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "BlackBoxUQ": "uqlm_bert.blackbox",
+        "BlackBoxUQ": "uqlm_bert._blackbox",
         "UQResult": "uqlm_bert.results",
         "BERTScorer": "uqlm_bert.bertscore._engine",
         "BERTScoreSettings": "uqlm_bert.bertscore._settings",
         "GenerationSettings": "uqlm_bert.generation._settings",
+        "ScoringSettings": "uqlm_bert._blackbox",
         "ScoreCalibrator": "uqlm_bert.evaluation",
         "LocalLLM": "uqlm_bert._local_llm",
     },
@@ -56,6 +57,7 @@ __all__ = [
     "BERTScorer",
     "BERTScoreSettings",
     "GenerationSettings",
+    "ScoringSettings",
     "ScoreCalibrator",
     "LocalLLM",
     *_exceptions.__all__,

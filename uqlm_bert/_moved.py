@@ -35,6 +35,7 @@ __all__ = ["MOVED", "face_of", "install"]
 
 #: Old module path (below ``uqlm_bert.``) -> the module it is now.
 MOVED: dict[str, str] = {
+    "blackbox": "_blackbox",
     "bertscore.baseline": "bertscore._baseline",
     "bertscore.batching": "bertscore._batching",
     "bertscore.cache": "bertscore._cache",
@@ -126,11 +127,11 @@ def face_of(new: str) -> str:
     subpackage's face, or the package itself for a root module.
 
     Example:
-        >>> face_of("bertscore._engine"), face_of("_exceptions"), face_of("apps._asgi")
-        ('uqlm_bert.bertscore', 'uqlm_bert', 'uqlm_bert.apps')
+        >>> face_of("bertscore._engine"), face_of("_exceptions"), face_of("_blackbox")
+        ('uqlm_bert.bertscore', 'uqlm_bert', 'uqlm_bert')
     """
     package = new.rpartition(".")[0]
-    return "uqlm_bert" + ("." + package if package else "")
+    return "uqlm_bert" + ("." + package if package and not package.startswith("_") else "")
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -76,8 +77,13 @@ def _cli(tmp_path, capsys, num_layers: str) -> tuple[int, str]:
 
 def _engine_of(entry: str, tmp_path, capsys):
     """Build the ``bert_score`` engine at layer LAYER through ``entry``; the CLI also scores."""
-    if entry == "BlackBoxUQ":
-        return BlackBoxUQ(num_layers=LAYER, show_progress_bars=False).scorers[0].engine
+    if entry == "BlackBoxUQ":  # the flat spelling of earlier releases, still working
+        with pytest.warns(FutureWarning, match="num_layers"):
+            uq = BlackBoxUQ(num_layers=LAYER, show_progress_bars=False)
+        return uq.scorers[0].engine
+    if entry == "BlackBoxUQ(bertscore=...)":
+        settings = BERTScoreSettings.for_scorers(num_layers=LAYER)
+        return BlackBoxUQ(bertscore=settings, show_progress_bars=False).scorers[0].engine
     if entry == "BERTScorer":
         return BERTScorer(num_layers=LAYER, show_progress_bars=False)
     code, err = _cli(tmp_path, capsys, str(LAYER))
@@ -86,7 +92,7 @@ def _engine_of(entry: str, tmp_path, capsys):
     return None
 
 
-@pytest.mark.parametrize("entry", ["BlackBoxUQ", "BERTScorer", "CLI"])
+@pytest.mark.parametrize("entry", ["BlackBoxUQ", "BlackBoxUQ(bertscore=...)", "BERTScorer", "CLI"])
 def test_one_settings_object_travels_from_the_entry_point_to_the_loaded_model(
     entry, tmp_path, capsys, monkeypatch
 ):
@@ -114,7 +120,7 @@ def test_one_settings_object_travels_from_the_entry_point_to_the_loaded_model(
 def _messages(value, tmp_path, capsys) -> list[str]:
     out = []
     for build in (
-        lambda: BlackBoxUQ(num_layers=value, show_progress_bars=False),
+        lambda: BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=value), show_progress_bars=False),
         lambda: BERTScorer(num_layers=value, show_progress_bars=False),
     ):
         with pytest.raises(ConfigurationError) as info:
@@ -154,14 +160,17 @@ def test_settings_given_whole_reach_the_engine_as_given():
     assert BERTScorer.from_settings(settings).settings is settings
     with pytest.raises(
         ConfigurationError,
-        match=r"either as bertscore=BERTScoreSettings\(\.\.\.\) or as separate settings \(num_layers\), not both",
+        match=r"either as bertscore=BERTScoreSettings\(\.\.\.\) or as separate arguments, not "
+        r"both \(given beside it: num_layers\)",
     ):
         BlackBoxUQ(bertscore=settings, num_layers=2)
     with pytest.raises(ConfigurationError, match="bertscore must be a BERTScoreSettings, got dict"):
         BlackBoxUQ(bertscore={"num_layers": 2})
     with pytest.raises(ConfigurationError, match="settings must be a BERTScoreSettings"):
         BERTScorer.from_settings({"num_layers": 2})
-    with pytest.raises(ConfigurationError, match="unknown setting 'bertscore' for scorers rouge_l"):
+    with pytest.raises(
+        ConfigurationError, match=r"bertscore= holds the settings of the bert_score"
+    ):
         BlackBoxUQ(scorers=["rouge_l"], bertscore=settings)
 
 
@@ -223,18 +232,27 @@ def test_every_bertscorer_parameter_is_a_setting_and_reaches_it(loads):
         assert getattr(loads[-1], name) == canonical, name
 
 
-def test_every_blackboxuq_bertscore_parameter_is_a_setting_and_reaches_it(loads):
+def test_every_bertscore_setting_reaches_blackboxuq_s_engine(loads):
+    """Every BERTScore setting reaches the engine through bertscore=; device and max_length,
+    uqlm's arguments, also flat; the flat spellings of earlier releases still do too."""
+    from uqlm_bert._blackbox._moved_arguments import MOVED
+
     fields = set(BERTScoreSettings.accepted())
     own = _parameters(BlackBoxUQ.__init__) & fields
-    assert own == fields - BLACKBOX_THROUGH_SCORER_KWARGS
+    assert own == {"device", "max_length"}
+    assert fields - own - BLACKBOX_THROUGH_SCORER_KWARGS == {
+        name for name, (group, _) in MOVED.items() if group == "bertscore"
+    }
     for name, (value, canonical) in GIVEN.items():
         extra = {"idf": True} if name == "idf_sents" else {}
         given = {name: value, **extra}
-        if name in BLACKBOX_THROUGH_SCORER_KWARGS:
-            uq = BlackBoxUQ(scorer_kwargs=given, show_progress_bars=False)
-        else:
-            uq = BlackBoxUQ(**given, show_progress_bars=False)
+        uq = BlackBoxUQ(bertscore=BERTScoreSettings(**given), show_progress_bars=False)
         assert getattr(uq.bertscore_settings, name) == canonical, name
+        if name in own or name in MOVED:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                uq = BlackBoxUQ(**given, show_progress_bars=False)
+            assert getattr(uq.bertscore_settings, name) == canonical, name
 
 
 def test_every_bertscore_option_of_the_command_is_a_setting_and_reaches_it():

@@ -406,7 +406,7 @@ def test_the_api_key_is_in_no_output_log_checkpoint_metadata_warning_or_tracebac
 
     from langchain_openai import ChatOpenAI
 
-    from uqlm_bert.blackbox import BlackBoxUQ
+    from uqlm_bert._blackbox import BlackBoxUQ
 
     caplog.set_level(logging.DEBUG, logger="uqlm_bert")
     server.add_rule("France", status=400, temperature=0.25)

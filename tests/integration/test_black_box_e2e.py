@@ -14,7 +14,7 @@ import pytest
 
 from tests.openai_server import FakeOpenAIServer, answer_text
 from uqlm_bert import AuthenticationFailedError
-from uqlm_bert.blackbox import BlackBoxUQ
+from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.results._identical_samples import IdenticalSamplesWarning
 from uqlm_bert.scorers._base import Scorer
 

@@ -154,7 +154,7 @@ MODULES = _modules()
 
 def test_every_public_module_is_doctested():
     for expected in (
-        "uqlm_bert.blackbox",
+        "uqlm_bert._blackbox",
         "uqlm_bert.results",
         "uqlm_bert.plots",
         "uqlm_bert.bertscore._engine",

@@ -16,7 +16,7 @@ from tests.conftest import REPO_ROOT
 RUN = """
 import gc, resource, sys
 from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
-from uqlm_bert.blackbox import BlackBoxUQ
+from uqlm_bert._blackbox import BlackBoxUQ
 
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

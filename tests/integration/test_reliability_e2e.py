@@ -23,7 +23,7 @@ import pytest
 
 from tests.openai_server import FakeOpenAIServer, answer_text
 from uqlm_bert import GenerationError, ProviderUnreachableError
-from uqlm_bert.blackbox import BlackBoxUQ
+from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.scorers._base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")

@@ -367,9 +367,11 @@ def create_asgi_app(
         threshold: flag answers below this (default: the scorer's default threshold).
         max_question_chars: longer questions are refused with HTTP 400.
         warm_up: load the scoring model at startup, so the first request does not wait for it.
-        **settings: ``BlackBoxUQ`` arguments (``max_calls_per_min``, ``rate_limit_period``,
-            ``max_concurrency``, ``request_timeout`` (:data:`APP_REQUEST_TIMEOUT_S` unless given), ``scorers``,
-            ``device``, ...), for the one object every request shares; progress bars are off.
+        **settings: the settings of the one ``BlackBoxUQ`` every request shares: its
+            arguments (``scorers``, ``device``, ``max_calls_per_min``, ``max_concurrency``,
+            ``generation=``, ...) and, when no ``generation`` is given, any field of
+            :class:`~uqlm_bert.GenerationSettings` (``request_timeout``, by default
+            :data:`APP_REQUEST_TIMEOUT_S`; ``rate_limit_period``, ...); progress bars are off.
 
     The ``BlackBoxUQ`` is made when the app starts (the ASGI lifespan: uvicorn and the other
     servers run it, and so does ``starlette.testclient.TestClient`` used as a context manager)
@@ -394,7 +396,7 @@ def create_asgi_app(
         raise ImportError('the app needs Starlette: pip install "uqlm-bert[app]"') from exc
     from uqlm_bert import BlackBoxUQ
 
-    settings = {"request_timeout": APP_REQUEST_TIMEOUT_S, **settings, "show_progress_bars": False}
+    settings = {**_with_generation(settings), "show_progress_bars": False}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -430,6 +432,24 @@ def create_asgi_app(
 
     routes = [Route("/ask", ask, methods=["POST"]), Route("/health", health, methods=["GET"])]
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _with_generation(settings: dict[str, Any]) -> dict[str, Any]:
+    """``create_asgi_app``'s settings with the generation ones in one ``generation`` object
+    (the app's request timeout unless given), checked now rather than at startup."""
+    from uqlm_bert.generation._settings import (
+        RETRY_ARGUMENTS,
+        GenerationSettings,
+        generation_settings,
+    )
+
+    if settings.get("generation") is not None:
+        return dict(settings)
+    accepted = {*GenerationSettings.accepted(), *RETRY_ARGUMENTS}
+    flat = {k: v for k, v in settings.items() if k in accepted}
+    rest = {k: v for k, v in settings.items() if k not in accepted}
+    flat.setdefault("request_timeout", APP_REQUEST_TIMEOUT_S)
+    return {**rest, "generation": generation_settings(None, **flat)}
 
 
 def create_asgi_app_from_env(environ: Mapping[str, str] | None = None) -> Any:

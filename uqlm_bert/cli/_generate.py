@@ -63,16 +63,17 @@ def run(args: argparse.Namespace) -> int:
     prompts = load_prompts(args.prompts)
     check_writable(prompts.frame, args.output, source=prompts.path, lines=prompts.lines)
     with _llm(args) as llm:
-        from uqlm_bert.blackbox import BlackBoxUQ
+        from uqlm_bert import BlackBoxUQ, ScoringSettings
 
+        bertscore = settings.pop("bertscore", None)
+        where = "local" if pool is None else pool
         uq = BlackBoxUQ(
             llm=llm,
             scorers=names,
             generation=generation,
             show_progress_bars=not args.quiet,
-            bertscore=settings.pop("bertscore", None),
-            scorer_kwargs=settings,
-            scoring="local" if pool is None else pool,
+            bertscore=bertscore,
+            scoring=ScoringSettings(where=where, scorer_settings=settings),
         )
         with uq:  # stops a pool of Ray actors at the end
             return _generate(args, uq, names, prompts)

@@ -100,8 +100,8 @@ def _result_scorer(
     beside the scores. Its rows are labelled by their position among the rows scored."""
 
     def score(responses: list[str], samples: list[list[str | None]]) -> dict[str, Any]:
+        from uqlm_bert._blackbox._assembly import Assembly
         from uqlm_bert._inputs import ScoringInputs
-        from uqlm_bert.blackbox._assembly import Assembly
         from uqlm_bert.scorers import build_scorers
 
         scorers = build_scorers(names, settings)

@@ -3,13 +3,13 @@
 ``BlackBoxUQ(llm, scoring=RayScoring(...))`` (or ``scoring="ray"``) keeps generation in the
 calling process, under its one set of limits and its checkpoint, and scores on a pool of Ray
 actors. Each prompt joins the object's scoring queue as soon as its samples are in, and the queue
-(:mod:`uqlm_bert.blackbox._queue`) sends what has queued up to the pool in batches while
+(:mod:`uqlm_bert._blackbox._queue`) sends what has queued up to the pool in batches while
 generation goes on, ``batches_per_worker`` batches per actor at once, so that an actor finds its
 next batch waiting when it finishes one.
 
-Each actor builds the scorers once, from the object's scorer settings
-(:func:`~uqlm_bert.scorers.scorer_settings`; scorers registered in this process travel as their
-:class:`~uqlm_bert.scorers._registry.ScorerSpec`, :class:`~uqlm_bert.scorers.Scorer` objects as
+Each actor builds the scorers once, from the object's :class:`~uqlm_bert.scorers.ScorerPlan`
+(the one reading of its scorers and their settings; scorers registered in this process travel
+as their :class:`~uqlm_bert.scorers.ScorerSpec`, :class:`~uqlm_bert.scorers.Scorer` objects as
 they are), and runs on each batch the scoring step one process runs: a row's scores are those of
 one process (a row is scored against its own samples only).
 
@@ -39,12 +39,12 @@ from typing import Any
 
 from uqlm_bert._checks import check_int
 from uqlm_bert._exceptions import ConfigurationError, ScoringWorkerError
-from uqlm_bert.distributed._dataset import PoolSettings, WorkerPlan, _on_device
+from uqlm_bert.distributed._dataset import PoolSettings, WorkerPlan
 from uqlm_bert.distributed._session import HeldSession
 from uqlm_bert.scorers._base import Scorer
-from uqlm_bert.scorers._registry import BuiltSettings, ScorerSpec, scorer_items, scorer_spec
+from uqlm_bert.scorers._registry import ScorerPlan
 
-__all__ = ["PoolScorers", "RayScoring", "ScorerPool", "ScoringWorker"]
+__all__ = ["RayScoring", "ScorerPool", "ScoringWorker"]
 
 logger = logging.getLogger("uqlm_bert")
 
@@ -110,54 +110,13 @@ class RayScoring(PoolSettings):
         )
 
 
-@dataclasses.dataclass(frozen=True)
-class PoolScorers:
-    """What an actor builds its scorers from (picklable): the scorers as given (names, and
-    :class:`~uqlm_bert.scorers.Scorer` objects), their settings as
-    :func:`~uqlm_bert.scorers.scorer_settings` built them, and the specs of the names, so that
-    scorers registered in the driver exist in the actor too.
-
-    Example:
-        >>> from uqlm_bert.scorers import scorer_settings
-        >>> recipe = PoolScorers.of(["exact_match"], scorer_settings(["exact_match"]))
-        >>> sorted(recipe.build())
-        ['exact_match']
-    """
-
-    items: list[str | Scorer]
-    settings: BuiltSettings
-    specs: list[ScorerSpec]
-
-    @classmethod
-    def of(
-        cls, scorers: Sequence[str | Scorer] | str | Scorer | None, settings: BuiltSettings
-    ) -> PoolScorers:
-        """The scorers as ``BlackBoxUQ`` takes them (checked already) and their settings."""
-        items = scorer_items(scorers)
-        specs = [scorer_spec(item) for item in items if isinstance(item, str)]
-        return cls(items, settings, specs)
-
-    def on_device(self, device: str | None) -> PoolScorers:
-        """The same scorers with their models on ``device`` where the settings leave it open
-        (an actor given a GPU runs its models there)."""
-        return dataclasses.replace(self, settings=BuiltSettings(_on_device(self.settings, device)))
-
-    def build(self) -> dict[str, Scorer]:
-        """Register the specs in this process and build the scorers, by name."""
-        from uqlm_bert.scorers._registry import build_scorers, register_scorer
-
-        for spec in self.specs:
-            register_scorer(spec.name, spec.factory, spec.settings)
-        return {s.name: s for s in build_scorers(self.items, self.settings)}
-
-
 class ScoringWorker:
     """One actor's work: the scorers, built once, and the scoring step run on each batch.
 
     Args:
         scorers: what to build the scorers from.
         step: the scoring step, called as ``step(scorers, *args)`` (``BlackBoxUQ``'s is
-            :func:`~uqlm_bert.blackbox._pipeline.score_rows`).
+            :func:`~uqlm_bert._blackbox._pipeline.score_rows`).
         num_threads: torch threads for this process (None leaves torch's default).
 
     A failure to build the scorers (a model that cannot be loaded, say) is raised by every
@@ -165,17 +124,16 @@ class ScoringWorker:
     the actor's death, which the pool answers by starting another actor.
 
     Example:
-        >>> from uqlm_bert.blackbox._pipeline import score_rows
+        >>> from uqlm_bert._blackbox._pipeline import score_rows
         >>> from uqlm_bert._inputs import ScoringInputs
-        >>> from uqlm_bert.scorers import scorer_settings
-        >>> worker = ScoringWorker(PoolScorers.of(["exact_match"], scorer_settings(["exact_match"])),
-        ...                        score_rows)
+        >>> from uqlm_bert.scorers import ScorerPlan
+        >>> worker = ScoringWorker(ScorerPlan.of(["exact_match"]), score_rows)
         >>> worker.score(["exact_match"], ScoringInputs(["a"], [["a", "b"]]), False).scores
         {'exact_match': array([0.5])}
     """
 
     def __init__(
-        self, scorers: PoolScorers, step: Callable[..., Any], num_threads: int | None = None
+        self, scorers: ScorerPlan, step: Callable[..., Any], num_threads: int | None = None
     ) -> None:
         self._step = step
         self._error: Exception | None = None
@@ -185,7 +143,7 @@ class ScoringWorker:
                 import torch
 
                 torch.set_num_threads(num_threads)
-            self._scorers = scorers.build()
+            self._scorers = {scorer.name: scorer for scorer in scorers.build()}
         except Exception as exc:  # noqa: BLE001 - raised by each call instead (see above)
             self._error = exc
 
@@ -219,10 +177,10 @@ class ScorerPool:
         peak_in_flight: the most batches sent to the actors and not yet back at one time.
 
     Example:
-        >>> from uqlm_bert.blackbox._pipeline import score_rows
+        >>> from uqlm_bert._blackbox._pipeline import score_rows
         >>> from uqlm_bert._inputs import ScoringInputs
-        >>> from uqlm_bert.scorers import scorer_settings
-        >>> recipe = PoolScorers.of(["exact_match"], scorer_settings(["exact_match"]))
+        >>> from uqlm_bert.scorers import ScorerPlan
+        >>> recipe = ScorerPlan.of(["exact_match"])
         >>> pool = ScorerPool(RayScoring(num_workers=2), recipe, score_rows)
         >>> pool.start()  # doctest: +SKIP
         4
@@ -235,9 +193,7 @@ class ScorerPool:
     #: fails its calls.
     MAX_ATTEMPTS = 3
 
-    def __init__(
-        self, settings: RayScoring, scorers: PoolScorers, step: Callable[..., Any]
-    ) -> None:
+    def __init__(self, settings: RayScoring, scorers: ScorerPlan, step: Callable[..., Any]) -> None:
         self.settings = settings
         self.retried = 0
         self.replaced = 0

@@ -34,7 +34,12 @@ from uqlm_bert._checks import check_int
 from uqlm_bert._exceptions import InputValidationError
 from uqlm_bert.io import ERROR_COLUMN, check_row
 from uqlm_bert.scorers._base import Scorer, score_all
-from uqlm_bert.scorers._registry import ScorerSpec, build_scorers, register_scorer, scorer_settings
+from uqlm_bert.scorers._registry import (
+    DEFAULT_SCORERS,
+    ScorerPlan,
+    ScorerSpec,
+    register_scorer,
+)
 
 __all__ = ["ERROR_COLUMN", "ScoreBatch"]
 
@@ -52,6 +57,9 @@ class ScoreBatch:
         response_column: the column holding each response.
         samples_column: the column holding each row's list of sampled responses.
         num_threads: torch threads for this process (None leaves torch's default).
+        plan: the scorers as one :class:`~uqlm_bert.scorers.ScorerPlan` (their names, settings
+            and specs), instead of ``scorers``, ``scorer_kwargs`` and ``specs``: what the
+            package's own pools send.
 
     Calling it with a batch returns a copy of the batch with one float64 column per scorer and
     ``score_error``, a string column: null, or why the row could not be scored.
@@ -69,12 +77,13 @@ class ScoreBatch:
 
     def __init__(
         self,
-        scorers: Sequence[str] = ("bert_score",),
+        scorers: Sequence[str] = DEFAULT_SCORERS,
         scorer_kwargs: Mapping[str, Any] | None = None,
         specs: Sequence[ScorerSpec] = (),
         response_column: str = "response",
         samples_column: str = "sampled_responses",
         num_threads: int | None = None,
+        plan: ScorerPlan | None = None,
     ) -> None:
         if check_int("num_threads", num_threads, 1, none_ok=True) is not None:
             import torch
@@ -82,9 +91,9 @@ class ScoreBatch:
             torch.set_num_threads(num_threads)
         for spec in specs:
             register_scorer(spec.name, spec.factory, spec.settings)
-        self.scorers: list[Scorer] = build_scorers(
-            list(scorers), scorer_settings(list(scorers), scorer_kwargs)
-        )
+        if plan is None:
+            plan = ScorerPlan.of(list(scorers), scorer_kwargs)
+        self.scorers: list[Scorer] = plan.build()
         self.response_column = response_column
         self.samples_column = samples_column
 

@@ -30,7 +30,7 @@ from uqlm_bert._exceptions import ConfigurationError, InputValidationError
 from uqlm_bert._warn import warn_user
 from uqlm_bert.bertscore._settings import BERTScoreSettings
 from uqlm_bert.distributed._batches import ScoreBatch
-from uqlm_bert.scorers._registry import check_scorer_names, scorer_settings, scorer_spec
+from uqlm_bert.scorers._registry import DEFAULT_SCORERS, ScorerPlan
 
 if TYPE_CHECKING:
     import ray.data
@@ -181,7 +181,7 @@ def plan_workers(
 
 def score_dataset(
     ds: ray.data.Dataset,
-    scorers: Sequence[str] = ("bert_score",),
+    scorers: Sequence[str] = DEFAULT_SCORERS,
     scorer_kwargs: Mapping[str, Any] | None = None,
     num_workers: int | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
@@ -226,9 +226,8 @@ def score_dataset(
         >>> score_dataset(ds, num_workers=8).write_parquet("s3://bucket/scored/")  # doctest: +SKIP
     """
     ray = require_ray()
-    names = check_scorer_names(scorers)
-    settings = scorer_settings(names, **dict(scorer_kwargs or {}))
-    check_batch_invariance(settings)
+    scorer_plan = ScorerPlan.of(scorers, scorer_kwargs)
+    check_batch_invariance(scorer_plan.settings)
     pool = PoolSettings(num_workers, batch_size, num_gpus_per_worker, num_cpus_per_worker)
     schema = ds.schema(fetch_if_missing=False)
     if schema is not None:
@@ -241,8 +240,7 @@ def score_dataset(
     return map_scorers(
         ray,
         ds,
-        names,
-        settings,
+        scorer_plan,
         pool.plan(ray.cluster_resources()),
         batch_size,
         response_column=response_column,
@@ -253,8 +251,7 @@ def score_dataset(
 def map_scorers(
     ray: ModuleType,
     ds: ray.data.Dataset,
-    names: Sequence[str],
-    settings: Mapping[str, Any],
+    scorers: ScorerPlan,
     plan: WorkerPlan,
     batch_size: int,
     *,
@@ -262,13 +259,13 @@ def map_scorers(
     samples_column: str = "sampled_responses",
 ) -> ray.data.Dataset:
     """``ds`` scored in order by a pool of actors as ``plan`` sizes it: the step
-    :func:`score_dataset` and :func:`~uqlm_bert.distributed.score_file` share, given scorer
-    names and settings objects (:func:`~uqlm_bert.scorers.scorer_settings`) already checked.
+    :func:`score_dataset` and :func:`~uqlm_bert.distributed.score_file` share, given the
+    scorers' :class:`~uqlm_bert.scorers.ScorerPlan` (each actor builds it, on its GPU where it
+    has one).
 
     Example:
-        >>> scored = map_scorers(ray, ds, ["bert_score"], settings, plan, 64)  # doctest: +SKIP
+        >>> scored = map_scorers(ray, ds, ScorerPlan.of(), plan, 64)  # doctest: +SKIP
     """
-    settings = _on_device(settings, plan.device)
     logger.info(
         "scoring on %d Ray actor(s), %g CPU and %g GPU each, %d rows per batch",
         plan.num_workers,
@@ -279,9 +276,7 @@ def map_scorers(
     scored = ds.map_batches(
         ScoreBatch,
         fn_constructor_kwargs={
-            "scorers": list(names),
-            "scorer_kwargs": settings,
-            "specs": [scorer_spec(name) for name in names],
+            "plan": scorers.on_device(plan.device),
             "response_column": response_column,
             "samples_column": samples_column,
             "num_threads": max(1, int(plan.num_cpus)),
@@ -298,19 +293,6 @@ def map_scorers(
     return scored
 
 
-def _on_device(settings: Mapping[str, Any], device: str | None) -> dict[str, Any]:
-    """The settings with ``device`` where a settings object leaves the device to the default:
-    an actor given a GPU runs its models on it."""
-    if device is None:
-        return dict(settings)
-    return {
-        key: dataclasses.replace(value, device=device)
-        if dataclasses.is_dataclass(value) and getattr(value, "device", "") is None
-        else value
-        for key, value in settings.items()
-    }
-
-
 def check_batch_invariance(settings: Mapping[str, Any], idf_from_run: bool = False) -> None:
     """Refuse scorer settings that make a row's score depend on the rows batched with it.
 
@@ -324,8 +306,8 @@ def check_batch_invariance(settings: Mapping[str, Any], idf_from_run: bool = Fal
             ``idf_from_run``).
 
     Example:
-        >>> from uqlm_bert.scorers import scorer_settings
-        >>> check_batch_invariance(scorer_settings(["bert_score"], idf=True))
+        >>> from uqlm_bert.scorers import ScorerPlan
+        >>> check_batch_invariance(ScorerPlan.of(["bert_score"], idf=True).settings)
         Traceback (most recent call last):
         ...
         uqlm_bert._exceptions.ConfigurationError: idf=True without idf_sents computes idf from each batch's references, so a row's score would depend on how rows are batched; pass idf_sents=[...] (the references of the whole run, say) or a {token_id: weight} mapping as idf

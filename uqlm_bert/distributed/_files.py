@@ -47,7 +47,12 @@ from uqlm_bert.distributed._dataset import (
 from uqlm_bert.distributed._session import ray_session
 from uqlm_bert.io import ERROR_COLUMN, RowScorer, Table
 from uqlm_bert.io import _file_scoring as scoring
-from uqlm_bert.scorers._registry import check_scorer_names, scorer_settings
+from uqlm_bert.scorers._registry import (
+    DEFAULT_SCORERS,
+    ScorerPlan,
+    check_scorer_names,
+    scorer_settings,
+)
 
 __all__ = ["ray_rows_scorer", "score_file"]
 
@@ -61,7 +66,7 @@ RESPONSE, SAMPLES = "response", "sampled_responses"
 def score_file(
     input_path: str | os.PathLike[str] | Table,
     output_path: str | os.PathLike[str],
-    scorers: Sequence[str] = ("bert_score",),
+    scorers: Sequence[str] = DEFAULT_SCORERS,
     scorer_kwargs: Mapping[str, Any] | None = None,
     address: str | None = None,
     num_workers: int | None = None,
@@ -189,7 +194,8 @@ def ray_rows_scorer(
                 }
             )
             blocks = _blocks(ray, sent, pool.batch_size, plan.num_workers)
-            scored = map_scorers(ray, blocks, names, run_settings, plan, pool.batch_size)
+            scorers = ScorerPlan.of_settings(names, run_settings)
+            scored = map_scorers(ray, blocks, scorers, plan, pool.batch_size)
             scored = scored.select_columns([ROW_COLUMN, *names])
             scored.context.enable_progress_bars = show_progress_bars
             back = _in_row_order(scored.to_pandas(), len(responses))

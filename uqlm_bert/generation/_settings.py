@@ -28,7 +28,13 @@ from uqlm_bert._exceptions import ConfigurationError
 from uqlm_bert.generation._backoff import RetryPolicy
 from uqlm_bert.generation._cluster_limits import ClusterLimits
 
-__all__ = ["NUM_RESPONSES", "GenerationSettings", "checked_generation", "generation_settings"]
+__all__ = [
+    "NUM_RESPONSES",
+    "RETRY_ARGUMENTS",
+    "GenerationSettings",
+    "checked_generation",
+    "generation_settings",
+]
 
 #: Samples asked for per prompt when none is said (``generate_and_score``'s ``num_responses``,
 #: the command's ``-m``, the web services'): uqlm's default, and the ``m`` the default
@@ -149,7 +155,8 @@ class GenerationSettings:
 
 
 #: Flat arguments of the retry policy, by the name an entry point gives them.
-_RETRY_ARGUMENTS = {
+#: The flat arguments of the retry policy an entry point takes, and the policy's field of each.
+RETRY_ARGUMENTS = {
     "max_retries": "max_retries",
     "retry_base_delay": "base_delay",
     "retry_max_delay": "max_delay",
@@ -185,7 +192,7 @@ def generation_settings(
                 f"as separate arguments, not both (given beside it: {', '.join(sorted(flat))})"
             )
         return checked_generation(generation, "generation")
-    retry = {_RETRY_ARGUMENTS[k]: flat.pop(k) for k in list(flat) if k in _RETRY_ARGUMENTS}
+    retry = {RETRY_ARGUMENTS[k]: flat.pop(k) for k in list(flat) if k in RETRY_ARGUMENTS}
     if retry:
         flat["retry"] = RetryPolicy(**retry)
     check_names(flat, GenerationSettings.accepted(), "generation setting")

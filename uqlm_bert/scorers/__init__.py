@@ -33,6 +33,8 @@ from uqlm_bert.scorers._base import (
 )
 from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
 from uqlm_bert.scorers._registry import (
+    DEFAULT_SCORERS,
+    ScorerPlan,
     ScorerSpec,
     available_scorers,
     build_scorer,
@@ -45,7 +47,9 @@ from uqlm_bert.scorers._registry import (
 from uqlm_bert.scorers._settings import CosineSettings, ExactMatchSettings
 
 __all__ = [
+    "DEFAULT_SCORERS",
     "DEFAULT_THRESHOLD",
+    "ScorerPlan",
     "CosineSettings",
     "ExactMatchSettings",
     "PairwiseScorer",

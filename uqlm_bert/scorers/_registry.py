@@ -30,7 +30,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from uqlm_bert._checks import check_names
@@ -45,7 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BERTSCORE_SCORERS",
+    "DEFAULT_SCORERS",
     "BuiltSettings",
+    "ScorerPlan",
     "ScorerSpec",
     "available_scorers",
     "build_scorer",
@@ -105,6 +107,9 @@ class ScorerSpec:
 
 _REGISTRY: dict[str, ScorerSpec] = {}
 
+#: The scorers when none are named: the mean BERTScore F1 of the answer against its samples.
+DEFAULT_SCORERS = ("bert_score",)
+
 
 def register_scorer(
     name: str, factory: Callable[..., Scorer], settings: Iterable[str] | type = ()
@@ -163,7 +168,7 @@ def check_scorer_names(names: Sequence[str] | str | None) -> list[str]:
         ['bleu']
     """
     if names is None:
-        return ["bert_score"]
+        return list(DEFAULT_SCORERS)
     names = [names] if isinstance(names, str) else list(names)
     if not names:
         raise ConfigurationError("scorers is empty; give at least one, e.g. ['bert_score']")
@@ -190,15 +195,16 @@ class BuiltSettings(dict):
 
 
 def build_scorers(
-    scorers: Sequence[str | Scorer] | str | Scorer | None = None,
+    scorers: Sequence[str | Scorer] | str | Scorer | ScorerPlan | None = None,
     settings: BuiltSettings | None = None,
     **flat: Any,
 ) -> list[Scorer]:
-    """Build the scorers named (or take the instances given), in order; the one place names and
-    settings are checked.
+    """Build the scorers named (or take the instances given), in order: the scorers of a
+    :class:`ScorerPlan`, made here from the arguments or given whole.
 
     Args:
-        scorers: names (default ``["bert_score"]``) or :class:`Scorer` instances.
+        scorers: names (default ``["bert_score"]``), :class:`Scorer` instances, or a
+            :class:`ScorerPlan` (then nothing else).
         settings: the settings :func:`scorer_settings` built for these scorers, used as they
             are (then no flat settings).
         flat: the named scorers' settings, either whole (``bertscore=BERTScoreSettings(...)``,
@@ -220,29 +226,128 @@ def build_scorers(
         >>> build_scorers(["bert_score"], bertscore=s)[0].engine.settings is s
         True
     """
-    items = scorer_items(scorers)
-    specs = [_REGISTRY[item] for item in items if isinstance(item, str)]
+    if isinstance(scorers, ScorerPlan):
+        if settings is not None or flat:
+            raise ConfigurationError("a ScorerPlan holds its settings: give it alone")
+        return scorers.build()
     if settings is None:
-        built_settings = _settings_for(specs, flat)
-    elif flat or not isinstance(settings, BuiltSettings):
+        return ScorerPlan.of(scorers, **flat).build()
+    if flat or not isinstance(settings, BuiltSettings):
         raise ConfigurationError(
             "settings= takes what scorer_settings() built, and no other settings beside it"
         )
-    else:
-        built_settings = settings
-    engine = _shared_bert_engine(specs, built_settings)
-    built: list[Scorer] = []
-    for item in items:
-        if isinstance(item, Scorer):
-            scorer = item
-        elif isinstance((spec := _REGISTRY[item]).factory, _BERTFactory):
-            scorer = BERTScoreConsistency(spec.factory.metric, engine=engine)
-        else:
-            scorer = spec.make(built_settings)
-        if any(s.name == scorer.name for s in built):
-            raise ConfigurationError(f"scorer {scorer.name!r} is listed twice")
-        built.append(scorer)
-    return built
+    return ScorerPlan.of_settings(scorers, settings).build()
+
+
+@dataclass(frozen=True)
+class ScorerPlan:
+    """An entry point's scorers, read once: the scorers as given (names and :class:`Scorer`
+    objects), their settings objects built once (:class:`BuiltSettings`), and the registered
+    specs of the names, so that a process that did not register them (a Ray actor) builds the
+    same scorers. Picklable; ``BlackBoxUQ`` builds its scorers from one, and sends the same one
+    to its Ray actors.
+
+    Example:
+        >>> plan = ScorerPlan.of(["bert_score", "rouge_l"], num_layers=4)
+        >>> plan.names, plan.settings["bertscore"].num_layers
+        (['bert_score', 'rouge_l'], 4)
+        >>> [s.name for s in ScorerPlan.of(["exact_match"]).build()]
+        ['exact_match']
+    """
+
+    items: tuple[str | Scorer, ...]
+    settings: BuiltSettings
+    specs: tuple[ScorerSpec, ...]
+
+    @classmethod
+    def of(
+        cls,
+        scorers: Sequence[str | Scorer] | str | Scorer | None = None,
+        scorer_kwargs: Mapping[str, Any] | None = None,
+        **settings: Any,
+    ) -> ScorerPlan:
+        """The plan of ``scorers`` (default ``["bert_score"]``) with these settings (see
+        :func:`scorer_settings`), each settings object built once.
+
+        Raises:
+            ConfigurationError: an unknown scorer or setting name, a bad value, or settings
+                given both whole and flat.
+        """
+        return cls.of_items(scorer_items(scorers), scorer_kwargs, **settings)
+
+    @classmethod
+    def of_items(
+        cls,
+        items: Sequence[str | Scorer],
+        scorer_kwargs: Mapping[str, Any] | None = None,
+        **settings: Any,
+    ) -> ScorerPlan:
+        """:meth:`of` for a list of scorers already read by :func:`scorer_items` (an entry
+        point that reads it once and looks at it before building its settings)."""
+        specs = _specs(items)
+        built = _settings_for(specs, merge_scorer_kwargs(scorer_kwargs, settings))
+        return cls(tuple(items), built, specs)
+
+    @classmethod
+    def of_settings(
+        cls, scorers: Sequence[str | Scorer] | str | Scorer | None, settings: Mapping[str, Any]
+    ) -> ScorerPlan:
+        """The plan of ``scorers`` with settings objects already built (by
+        :func:`scorer_settings`, or changed since: run-wide idf weights, say), used as they are.
+
+        Example:
+            >>> ScorerPlan.of_settings(["rouge_l"], {}).names
+            ['rouge_l']
+        """
+        items = scorer_items(scorers)
+        return cls(tuple(items), BuiltSettings(settings), _specs(items))
+
+    @property
+    def names(self) -> list[str]:
+        """The scorers' names, in order."""
+        return [item if isinstance(item, str) else item.name for item in self.items]
+
+    def on_device(self, device: str | None) -> ScorerPlan:
+        """The same scorers with their models on ``device`` where their settings leave the
+        device open (an actor given a GPU runs its models there)."""
+        if device is None:
+            return self
+        moved = {
+            key: replace(value, device=device)
+            if is_dataclass(value) and getattr(value, "device", "") is None
+            else value
+            for key, value in self.settings.items()
+        }
+        return replace(self, settings=BuiltSettings(moved))
+
+    def build(self) -> list[Scorer]:
+        """Register the specs in this process (where they are not yet) and build the scorers,
+        in order; the built-in BERTScore scorers named together share one engine, loaded once.
+
+        Raises:
+            ConfigurationError: a bad value, or a scorer named twice.
+        """
+        for spec in self.specs:
+            if _REGISTRY.get(spec.name) != spec:
+                register_scorer(spec.name, spec.factory, spec.settings)
+        engine = _shared_bert_engine(self.specs, self.settings)
+        built: list[Scorer] = []
+        for item in self.items:
+            if isinstance(item, Scorer):
+                scorer = item
+            elif isinstance((spec := _REGISTRY[item]).factory, _BERTFactory):
+                scorer = BERTScoreConsistency(spec.factory.metric, engine=engine)
+            else:
+                scorer = spec.make(self.settings)
+            if any(s.name == scorer.name for s in built):
+                raise ConfigurationError(f"scorer {scorer.name!r} is listed twice")
+            built.append(scorer)
+        return built
+
+
+def _specs(items: Sequence[str | Scorer]) -> tuple[ScorerSpec, ...]:
+    """The registered specs of the names among ``items`` (known: checked already)."""
+    return tuple(_REGISTRY[item] for item in items if isinstance(item, str))
 
 
 def scorer_settings(
@@ -270,9 +375,7 @@ def scorer_settings(
         >>> sorted(out), out["bertscore"].num_layers
         (['bertscore'], 4)
     """
-    items = scorer_items(names)
-    specs = [_REGISTRY[i] for i in items if isinstance(i, str)]
-    return _settings_for(specs, merge_scorer_kwargs(scorer_kwargs, settings))
+    return ScorerPlan.of(names, scorer_kwargs, **settings).settings
 
 
 def scorer_items(scorers: Sequence[str | Scorer] | str | Scorer | None) -> list[Any]:
@@ -288,7 +391,7 @@ def scorer_items(scorers: Sequence[str | Scorer] | str | Scorer | None) -> list[
         (['bert_score'], ['bleu'])
     """
     if scorers is None:
-        items: list[Any] = ["bert_score"]
+        items: list[Any] = list(DEFAULT_SCORERS)
     elif isinstance(scorers, (str, Scorer)):
         items = [scorers]
     else:
@@ -349,6 +452,19 @@ def _check_accepted(specs: Sequence[ScorerSpec], given: Mapping[str, Any]) -> No
     accepted |= {spec.settings_type.keyword for spec in specs if spec.settings_type is not None}
     names = [spec.name for spec in specs]
     where = f" for scorers {', '.join(names)}" if names else " (only Scorer objects were given)"
+    kinds = {s.settings_type.keyword: s.name for s in _REGISTRY.values() if s.settings_type}
+    for name in given:
+        if name in kinds and name not in accepted:  # a settings object, whole, for no scorer
+            takers = sorted(
+                n
+                for n, s in _REGISTRY.items()
+                if s.settings_type and s.settings_type.keyword == name
+            )
+            raise ConfigurationError(
+                f"{name}= holds the settings of the {', '.join(takers)} scorer(s), and none of "
+                f"them is among the scorers ({', '.join(names) or 'Scorer objects only'}): add "
+                f"one to scorers, or leave {name}= out"
+            )
     check_names(given, accepted, "setting", where)
 
 

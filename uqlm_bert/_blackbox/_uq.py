@@ -6,7 +6,7 @@ For each prompt the LLM gives one answer (at its own temperature) and ``num_resp
 answer (candidate) against each sample (reference).
 
 Scoring overlaps generation: prompts are scored in batches as they complete, while the event
-loop keeps the LLM calls going (see :mod:`uqlm_bert.blackbox._pipeline`).
+loop keeps the LLM calls going (see :mod:`uqlm_bert._blackbox._pipeline`).
 
 Example:
     >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -23,28 +23,28 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from uqlm_bert._checks import NOT_GIVEN, NotGiven, check_int
-from uqlm_bert._exceptions import ConfigurationError
-from uqlm_bert._inputs import scoring_lists
-from uqlm_bert.bertscore._settings import BERTScoreSettings
-from uqlm_bert.blackbox._assembly import (
+from uqlm_bert._blackbox._assembly import (
     Assembly,
     bert_engine,
     generation_metadata,
     sentence_result,
     support_thresholds,
 )
-from uqlm_bert.blackbox._fields import SettingsField
-from uqlm_bert.blackbox._pipeline import generate_and_score
-from uqlm_bert.blackbox._pool import scoring_place
-from uqlm_bert.blackbox._queue import ScoringQueues
-from uqlm_bert.blackbox._uqlm_face import (
-    refuse_what_needs_another_model,
-    sentence_transformer_setting,
-)
-from uqlm_bert.blackbox._verbose import verbose_logging
+from uqlm_bert._blackbox._fields import SettingsField
+from uqlm_bert._blackbox._moved_arguments import accepts_moved_arguments
+from uqlm_bert._blackbox._pipeline import generate_and_score
+from uqlm_bert._blackbox._pool import scoring_place
+from uqlm_bert._blackbox._queue import ScoringQueues
+from uqlm_bert._blackbox._scoring import ScoringSettings
+from uqlm_bert._blackbox._uqlm_face import sentence_transformer_setting, uqlm_arguments
+from uqlm_bert._blackbox._verbose import verbose_logging
+from uqlm_bert._checks import NOT_GIVEN, NotGiven
+from uqlm_bert._exceptions import ConfigurationError
+from uqlm_bert._inputs import scoring_lists
+from uqlm_bert.bertscore._settings import BERTScoreSettings
 from uqlm_bert.generation._event_loop import EventLoopThread
 from uqlm_bert.generation._settings import (
+    NUM_RESPONSES,
     GenerationSettings,
     checked_generation,
     generation_settings,
@@ -52,7 +52,7 @@ from uqlm_bert.generation._settings import (
 from uqlm_bert.results._failures import warn_failures
 from uqlm_bert.results._result import UQResult
 from uqlm_bert.scorers._base import Scorer
-from uqlm_bert.scorers._registry import build_scorers, scorer_settings
+from uqlm_bert.scorers._registry import ScorerPlan, scorer_items
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,11 +70,14 @@ CheckpointArg = "str | os.PathLike[str] | Checkpoint | None"
 class BlackBoxUQ:
     """Black-box uncertainty quantification: confidence from agreement between sampled answers.
 
-    The generation arguments (``system_prompt``, ``max_calls_per_min``, ``max_concurrency``,
-    ``sampling_temperature``, ``max_retries``, ``request_timeout``, ``retry_base_delay``,
-    ``retry_max_delay``, ``rate_limit_period``, ``use_n_param``) default to
-    :class:`~uqlm_bert.generation._settings.GenerationSettings`' values, which live there only
-    (``NOT_GIVEN`` in the signature: left out); the defaults named below are those.
+    The first 17 arguments are uqlm's ``BlackBoxUQ``'s, in its order, so code written for uqlm
+    runs as it is; the others are keyword-only. Everything else is set through three settings
+    objects: ``generation`` (:class:`~uqlm_bert.GenerationSettings`: retries, timeouts, the rate
+    window, ...), ``bertscore`` (:class:`~uqlm_bert.BERTScoreSettings`: model, layer, idf,
+    dtype, long texts, ...) and ``scoring`` (:class:`~uqlm_bert.ScoringSettings`: where to
+    score, batch size, supports). A default lives in its settings object only (``NOT_GIVEN``
+    below: left out); the flat arguments of earlier releases that moved into them still work,
+    with a ``FutureWarning`` naming the new spelling (docs/migration.md).
 
     Args:
         llm: a LangChain chat model (``BaseChatModel``), e.g. ``ChatOpenAI``. It is never
@@ -83,73 +86,49 @@ class BlackBoxUQ:
             counted here. ``None`` when only scoring answers you already have.
         scorers: scorer names (default ``["bert_score"]``) or :class:`~uqlm_bert.scorers.Scorer`
             instances; an unknown name raises an error listing the known ones.
-        device: where the models of the scorers run (``None``: cuda, then mps, then cpu).
-        system_prompt: a system message put before each prompt that has none (default: none).
-        max_calls_per_min: at most this many HTTP calls, retries included, may arrive at the
-            provider in any window of ``rate_limit_period`` seconds; ``None`` for no limit.
-        max_concurrency: the most LLM calls in flight at once (a hard cap, 1,000 by default, the
-            OpenAI client's connection limit; ``None`` for none). A run starts with all its calls
-            in flight within it; on 429s, 5xx and timeouts the number drops to what the provider
-            was serving, and it grows again while replies keep coming at a flat latency. The
-            level reached is kept for the next run against the same provider and model.
-        sampling_temperature: the temperature of the samples (1.0).
-        max_retries: retries (5) of a call after transient failures (429, 5xx, timeouts,
-            connection errors, malformed replies). 400s and other permanent failures are not
-            retried; 401/403 stop the run with :class:`~uqlm_bert.AuthenticationFailedError`.
-        request_timeout: seconds one attempt may take before it counts as a timeout (60).
-        show_progress_bars: progress bars for generation and scoring (terminal and notebook).
-        model_type, num_layers, idf, idf_sents, rescale_with_baseline, baseline_path, lang, batch_size, max_length, dtype, long_texts:
-            BERTScore settings (see :class:`~uqlm_bert.BERTScorer`; ``long_texts`` also for
-            ``cosine_sim``), built once into one :class:`~uqlm_bert.BERTScoreSettings` on top of
-            the scorers' defaults (:data:`~uqlm_bert.bertscore._settings.SCORER_DEFAULTS`: fixed
-            idf weights, the fastest safe dtype, long texts read whole in windows, not cut).
-        scorer_kwargs: further settings for the scorers (``exact_match_normalize``, ...); a
-            setting no chosen scorer accepts is an error.
-        retry_base_delay, retry_max_delay: backoff before retry ``k`` is uniform in
-            ``[0, min(retry_max_delay, retry_base_delay * 2**k)]`` seconds, and at least the
-            server's ``Retry-After`` (1 and 60 seconds).
-        rate_limit_period: the window of ``max_calls_per_min`` in seconds (60).
-        score_batch_size: at most this many prompts per scoring batch while generating.
-        scoring: where ``generate_and_score`` scores: ``"local"`` (this process, by default),
-            ``"ray"`` or a :class:`~uqlm_bert.distributed.RayScoring` (a pool of Ray actors,
-            which each build these scorers, while generation stays here; see
-            :mod:`uqlm_bert.distributed._actor_pool`). :meth:`close` stops the pool, and Ray if it
-            was started for it. ``score`` and ``score_sentences`` score in this process.
-        generation: all the generation settings as one
-            :class:`~uqlm_bert.generation._settings.GenerationSettings`; the generation
-            arguments above must then be left out (any of them given beside it, even with its
-            default's value, is a :class:`~uqlm_bert.ConfigurationError`).
-        bertscore: all the BERTScore settings as one :class:`~uqlm_bert.BERTScoreSettings`,
-            passed whole to the ``bert_score`` scorers; the BERTScore arguments above (and
-            ``device``) then must be left out. What it leaves unset takes the scorers'
-            defaults, as for the arguments: ``bertscore=BERTScoreSettings(num_layers=4)``
-            scores as ``num_layers=4`` does.
+        device: where the scorers' models run (``None``: cuda, then mps, then cpu).
         use_best: return as each prompt's answer the candidate (original answer or sample) that
-            agrees most with the others, scored against them (see
-            :mod:`uqlm_bert.scorers._best`); the result says which was chosen
+            agrees most with the others, scored against them; the result says which was chosen
             (``best_response_index``: -1 the original) and keeps the original in
             ``original_responses``. Off by default.
-        token_supports: keep, from the scoring pass, how well the samples support each token
-            of each answer (``UQResult.supports()``, ``sentences()``; docs/supports.md); off,
-            a result holds the confidences alone (a little less time and memory).
+        nli_model_name, nli_batch_size: uqlm's NLI model, which none of these scorers uses:
+            accepted, and they change nothing (as in uqlm with these scorers).
+        sentence_transformer: the ``cosine_sim`` scorer's model (default: the embedded
+            all-MiniLM-L6-v2).
         postprocessor: a function applied to every answer and sample before scoring (to strip
             formatting, say); the texts it returns are what is scored.
-        return_responses: with a postprocessor, which texts the result holds: ``"all"``
-            (the postprocessed ones, and the raw ones in ``raw_responses`` and
+        structured_response, output_extractor: uqlm's structured output: refused, with what to
+            use instead (the scorers compare texts).
+        system_prompt: a system message put before each prompt that has none (default: none).
+        max_calls_per_min: at most this many HTTP calls, retries included, may arrive at the
+            provider in any window of the generation settings' ``rate_limit_period`` (60 s);
+            ``None`` for no limit.
+        sampling_temperature: the temperature of the samples (1.0).
+        return_responses: with a postprocessor, which texts the result holds: ``"all"`` (the
+            postprocessed ones, and the raw ones in ``raw_responses`` and
             ``raw_sampled_responses``), ``"raw"`` or ``"postprocessed"``.
+        use_n_param: ask for a prompt's samples in one call with the provider's ``n``
+            parameter: ``"auto"`` (default) for clients known to accept it (``ChatOpenAI``,
+            ``AzureChatOpenAI``), ``True`` for any client, ``False`` for one call per sample.
+        max_length: the most tokens the models read at once (default: the model's window);
+            uqlm's default, 2000 (characters for its NLI model), means the default here.
         verbose: progress bars on, and the package's INFO log lines (retries, resumes) on
             stderr during each call.
-        sentence_transformer: the ``cosine_sim`` scorer's model (its name in other libraries);
-            the default is the embedded all-MiniLM-L6-v2.
-        use_n_param: ask for a prompt's samples in one call with the provider's ``n``
-            parameter (the answer stays its own call): ``"auto"`` (default) for clients known to
-            accept it (``ChatOpenAI``, ``AzureChatOpenAI``), ``True`` for any client, ``False``
-            for one call per sample. Providers bill the prompt once per call, so the samples'
-            prompt tokens cost ``1/num_responses`` of one call per sample. A provider that returns
-            fewer choices than asked gets the missing samples asked for again.
-        nli_model_name, nli_batch_size, structured_response, output_extractor: arguments of
-            uqlm's ``BlackBoxUQ`` that need what this package does not have; giving one raises
-            :class:`~uqlm_bert.ConfigurationError` saying what to use instead.
+        max_concurrency: the most LLM calls in flight at once (a hard cap, 1,000 by default, the
+            OpenAI client's connection limit; ``None`` for none). Within it the number in
+            flight adapts to the provider's push-back, and what is learned is kept for the next
+            run against the same provider and model.
+        show_progress_bars: progress bars for generation and scoring (terminal and notebook);
+            each call can override it.
+        scoring: a :class:`~uqlm_bert.ScoringSettings`, or where to score: ``"local"`` (this
+            process, by default), ``"ray"`` or a :class:`~uqlm_bert.distributed.RayScoring` (a
+            pool of Ray actors; :meth:`close` stops it).
+        generation: the generation settings whole, instead of its flat arguments above
+            (``system_prompt``, ``max_calls_per_min``, ``max_concurrency``,
+            ``sampling_temperature``, ``use_n_param``: giving one beside it is an error).
+        bertscore: the BERTScore settings of the ``bert_score`` scorers whole (``device`` and
+            ``max_length`` then inside it); what it leaves unset takes the scorers' defaults
+            (fixed idf weights, the fastest safe dtype, long texts read whole in windows).
 
     The generation settings are kept as one frozen :attr:`generation` object, read at every
     call: changing one (``uq.sampling_temperature = 0.3``) changes what the next call does and
@@ -166,99 +145,62 @@ class BlackBoxUQ:
         True
     """
 
+    @accepts_moved_arguments
     def __init__(
         self,
         llm: Any = None,
         scorers: Sequence[str | Scorer] | None = None,
         device: str | None = None,
-        *,
-        system_prompt: str | None | NotGiven = NOT_GIVEN,
-        max_calls_per_min: int | None | NotGiven = NOT_GIVEN,
-        max_concurrency: int | None | NotGiven = NOT_GIVEN,
-        sampling_temperature: float | NotGiven = NOT_GIVEN,
-        max_retries: int | NotGiven = NOT_GIVEN,
-        request_timeout: float | None | NotGiven = NOT_GIVEN,
-        show_progress_bars: bool = True,
-        model_type: str | None = None,
-        num_layers: int | None = None,
-        idf: Any = None,
-        idf_sents: Sequence[str] | None = None,
-        rescale_with_baseline: bool | None = None,
-        baseline_path: str | None = None,
-        lang: str | None = None,
-        batch_size: int | None = None,
-        max_length: int | None = None,
-        dtype: str | None = None,
-        long_texts: str | None = None,
-        scorer_kwargs: dict[str, Any] | None = None,
-        retry_base_delay: float | NotGiven = NOT_GIVEN,
-        retry_max_delay: float | NotGiven = NOT_GIVEN,
-        rate_limit_period: float | NotGiven = NOT_GIVEN,
-        score_batch_size: int = 256,
-        scoring: str | RayScoring = "local",
-        generation: GenerationSettings | None = None,
-        bertscore: BERTScoreSettings | None = None,
         use_best: bool = False,
-        token_supports: bool = True,
-        postprocessor: Callable[[str], str] | None = None,
-        return_responses: str = "all",
-        verbose: bool = False,
-        sentence_transformer: str | None = None,
         nli_model_name: str | None = None,
-        nli_batch_size: int | None = None,
-        use_n_param: bool | str | NotGiven = NOT_GIVEN,
+        sentence_transformer: str | None = None,
+        postprocessor: Callable[[str], str] | None = None,
         structured_response: Any = None,
         output_extractor: Callable[[Any], str] | None = None,
+        system_prompt: str | None | NotGiven = NOT_GIVEN,
+        max_calls_per_min: int | None | NotGiven = NOT_GIVEN,
+        sampling_temperature: float | NotGiven = NOT_GIVEN,
+        return_responses: str = "all",
+        use_n_param: bool | str | NotGiven = NOT_GIVEN,
+        max_length: int | None = None,
+        verbose: bool = False,
+        nli_batch_size: int | None = None,
+        *,
+        max_concurrency: int | None | NotGiven = NOT_GIVEN,
+        show_progress_bars: bool = True,
+        scoring: str | RayScoring | ScoringSettings = "local",
+        generation: GenerationSettings | None = None,
+        bertscore: BERTScoreSettings | None = None,
     ) -> None:
-        refuse_what_needs_another_model(
-            nli_model_name, nli_batch_size, structured_response, output_extractor
+        max_length = uqlm_arguments(
+            nli_model_name, nli_batch_size, structured_response, output_extractor, max_length
         )
-        check_int("score_batch_size", score_batch_size, 1)
         self._generation = generation_settings(
             generation,
             sampling_temperature=sampling_temperature,
             system_prompt=system_prompt,
             max_concurrency=max_concurrency,
             max_calls_per_min=max_calls_per_min,
-            rate_limit_period=rate_limit_period,
-            max_retries=max_retries,
-            retry_base_delay=retry_base_delay,
-            retry_max_delay=retry_max_delay,
-            request_timeout=request_timeout,
             use_n_param=use_n_param,
         )
+        self._scoring = ScoringSettings.of(scoring)
         self._limits: SharedLimits | None = None  # shared by the calls in flight
         self.llm = llm  # checked once, by the generator it gets
         self.show_progress_bars = show_progress_bars
-        self.score_batch_size = score_batch_size
-        # the scorers' settings objects, each built once, from the arguments by name and
-        # scorer_kwargs beside them, and used as they are (here, and by a pool's actors)
-        self.scorers: list[Scorer] = build_scorers(
-            scorers,
-            built := scorer_settings(
-                scorers,
-                scorer_kwargs,
-                model_type=model_type,
-                num_layers=num_layers,
-                idf=idf,
-                idf_sents=idf_sents,
-                rescale_with_baseline=rescale_with_baseline,
-                baseline_path=baseline_path,
-                lang=lang,
-                device=device,
-                batch_size=batch_size,
-                max_length=max_length,
-                dtype=dtype,
-                long_texts=long_texts,
-                bertscore=bertscore,
-                **sentence_transformer_setting(sentence_transformer, scorers),
-            ),
+        items = scorer_items(scorers)  # the one reading of the scorers, for everything below
+        plan = ScorerPlan.of_items(
+            items,
+            self._scoring.scorer_settings,
+            device=device,
+            max_length=max_length,
+            bertscore=bertscore,
+            **sentence_transformer_setting(sentence_transformer, items),
         )
+        self.scorers: list[Scorer] = plan.build()
         # shared by the calls in flight, as the limits are (docs/black_box.md, "In an async app")
-        self._queues = ScoringQueues(scoring_place(scoring, scorers, built))
+        self._queues = ScoringQueues(scoring_place(self._scoring.where, plan))
         weakref.finalize(self, self._queues.close)
         self.use_best = bool(use_best)
-        self.token_supports = bool(token_supports)
         self.postprocessor = postprocessor
         self.return_responses = return_responses
         self._assembly()  # checks postprocessor and return_responses
@@ -279,6 +221,11 @@ class BlackBoxUQ:
     @generation.setter
     def generation(self, value: GenerationSettings) -> None:
         self._generation = checked_generation(value, "generation")
+
+    @property
+    def scoring(self) -> ScoringSettings:
+        """How and where the answers are scored, and what the results keep (read-only)."""
+        return self._scoring
 
     @property
     def llm(self) -> Any:
@@ -307,8 +254,6 @@ class BlackBoxUQ:
     )
     max_concurrency = SettingsField("generation", "The cap on calls in flight.")
     use_n_param = SettingsField("generation", "Whether samples are asked for in one call with n.")
-    request_timeout = SettingsField("generation", "Seconds an attempt may take.")
-    rate_limit_period = SettingsField("generation", "The window of max_calls_per_min, in seconds.")
 
     @property
     def bertscore_settings(self) -> BERTScoreSettings | None:
@@ -319,7 +264,7 @@ class BlackBoxUQ:
     async def generate_and_score(
         self,
         prompts: Sequence[Any],
-        num_responses: int = 5,
+        num_responses: int = NUM_RESPONSES,
         show_progress_bars: bool | None = None,
         checkpoint: CheckpointArg = None,
     ) -> UQResult:
@@ -358,7 +303,7 @@ class BlackBoxUQ:
     def generate_and_score_sync(
         self,
         prompts: Sequence[Any],
-        num_responses: int = 5,
+        num_responses: int = NUM_RESPONSES,
         show_progress_bars: bool | None = None,
         checkpoint: CheckpointArg = None,
     ) -> UQResult:
@@ -404,7 +349,7 @@ class BlackBoxUQ:
     async def generate_candidate_responses(
         self,
         prompts: Sequence[Any],
-        num_responses: int = 5,
+        num_responses: int = NUM_RESPONSES,
         show_progress_bars: bool | None = None,
         checkpoint: CheckpointArg = None,
     ) -> list[list[str | None]]:
@@ -542,12 +487,12 @@ class BlackBoxUQ:
                 validate_prompts(prompts),  # checked once: the generator takes them as they are
                 num_responses,
                 self.scorers,
-                max_batch=self.score_batch_size,
+                max_batch=self._scoring.batch_size,
                 show=self._show(show_progress_bars),
                 use_best=self.use_best,
                 postprocess=assembly.scored_row,
                 checkpoint=checkpoint,
-                queue=self._queues.of_running_loop(self.score_batch_size),
+                queue=self._queues.of_running_loop(self._scoring.batch_size),
                 settings=settings,
                 supports=assembly.token_supports,
             )
@@ -587,7 +532,7 @@ class BlackBoxUQ:
     def _assembly(self) -> Assembly:
         """How this call's texts are scored and shown, as the instance is set now."""
         return Assembly(
-            self.postprocessor, self.return_responses, self.use_best, self.token_supports
+            self.postprocessor, self.return_responses, self.use_best, self._scoring.supports
         )
 
     def _generator(self) -> ResponseGenerator:

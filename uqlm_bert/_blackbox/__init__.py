@@ -12,13 +12,14 @@ The one public name here is :class:`BlackBoxUQ`; the private modules behind it a
 - ``_fields``, ``_verbose``: the generation settings as attributes, and ``verbose=True``.
 
 Example:
-    >>> from uqlm_bert.blackbox import BlackBoxUQ
+    >>> from uqlm_bert._blackbox import BlackBoxUQ
     >>> BlackBoxUQ(show_progress_bars=False).scorers[0].name
     'bert_score'
 """
 
 from __future__ import annotations
 
-from uqlm_bert.blackbox._uq import BlackBoxUQ
+from uqlm_bert._blackbox._scoring import ScoringSettings
+from uqlm_bert._blackbox._uq import BlackBoxUQ
 
-__all__ = ["BlackBoxUQ"]
+__all__ = ["BlackBoxUQ", "ScoringSettings"]

@@ -3,7 +3,7 @@
 :func:`scoring_place` turns ``BlackBoxUQ``'s ``scoring`` argument into where its scoring queues
 score their batches: None for this process (each queue's worker thread), or a
 :class:`PoolBatches` over a :class:`~uqlm_bert.distributed._actor_pool.ScorerPool` whose actors build the
-object's scorers from its scorer settings and run :func:`~uqlm_bert.blackbox._pipeline.score_rows`,
+object's scorers from its :class:`~uqlm_bert.scorers.ScorerPlan` and run :func:`~uqlm_bert._blackbox._pipeline.score_rows`,
 the scoring step of one process. The queue forms the batches (when to send one, how large) and
 sends as many at once as the pool takes; :class:`PoolBatches` sends a batch's texts and prompts,
 with the names of the scorers to run, and hands each call its rows' share of the result. As in
@@ -12,49 +12,45 @@ own, so that it reaches only the call whose rows raised it. Ray is imported, and
 with ``scoring="ray"``.
 
 Example:
-    >>> from uqlm_bert.scorers import scorer_settings
-    >>> scoring_place("local", ["bert_score"], scorer_settings(["bert_score"])) is None
+    >>> from uqlm_bert.scorers import ScorerPlan
+    >>> scoring_place("local", ScorerPlan.of()) is None
     True
-    >>> place = scoring_place("ray", ["bert_score"], scorer_settings(["bert_score"]))  # doctest: +SKIP
+    >>> place = scoring_place("ray", ScorerPlan.of())  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from uqlm_bert.blackbox._pipeline import Scored, score_rows
-from uqlm_bert.blackbox._queue import Outcome, QueuedCall, Row, by_call, shares
+from uqlm_bert._blackbox._pipeline import Scored, score_rows
+from uqlm_bert._blackbox._queue import Outcome, QueuedCall, Row, by_call, shares
 
 if TYPE_CHECKING:
     from uqlm_bert.distributed._actor_pool import ScorerPool
-    from uqlm_bert.scorers._base import Scorer
-    from uqlm_bert.scorers._registry import BuiltSettings
+    from uqlm_bert.scorers._registry import ScorerPlan
 
 __all__ = ["PoolBatches", "scoring_place"]
 
 
-def scoring_place(
-    scoring: Any, scorers: Sequence[str | Scorer] | str | Scorer | None, settings: BuiltSettings
-) -> PoolBatches | None:
-    """Where ``BlackBoxUQ`` scores: None for ``"local"``, else a pool of Ray actors (not started
-    yet) that build ``scorers`` (as ``BlackBoxUQ`` takes them, checked) from ``settings``.
+def scoring_place(where: Any, plan: ScorerPlan) -> PoolBatches | None:
+    """Where ``BlackBoxUQ`` scores (``ScoringSettings.where``): None for ``"local"``, else a
+    pool of Ray actors (not started yet) that each build the scorers of ``plan``.
 
     Raises:
-        ConfigurationError: ``scoring`` is none of ``"local"``, ``"ray"`` and a
+        ConfigurationError: ``where`` is none of ``"local"``, ``"ray"`` and a
             :class:`~uqlm_bert.distributed.RayScoring`; Ray is not installed.
     """
-    if isinstance(scoring, str) and scoring == "local":
+    if isinstance(where, str) and where == "local":
         return None
-    from uqlm_bert.distributed._actor_pool import PoolScorers, RayScoring, ScorerPool
+    from uqlm_bert.distributed._actor_pool import RayScoring, ScorerPool
     from uqlm_bert.distributed._dataset import require_ray
 
-    ray_scoring = RayScoring.of(scoring)
+    ray_scoring = RayScoring.of(where)
     if ray_scoring is None:
         return None
     require_ray()
-    return PoolBatches(ScorerPool(ray_scoring, PoolScorers.of(scorers, settings), score_rows))
+    return PoolBatches(ScorerPool(ray_scoring, plan, score_rows))
 
 
 class PoolBatches:

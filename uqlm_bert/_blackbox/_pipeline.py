@@ -3,7 +3,7 @@ queue, and ``BlackBoxUQ``'s scoring step.
 
 A prompt's texts go through the postprocessor once, when its last LLM call returns, and the
 prompt is queued for scoring at once; the queue
-(:class:`~uqlm_bert.blackbox._queue.ScoringQueue`, one per ``BlackBoxUQ`` and event loop) scores
+(:class:`~uqlm_bert._blackbox._queue.ScoringQueue`, one per ``BlackBoxUQ`` and event loop) scores
 the prompts of every call in flight together, in batches, in a worker thread, while the event
 loop keeps the LLM calls going. :class:`ScoringPipeline` is one call's side: it queues the call's
 prompts, receives exactly their rows back, and counts them on the call's own progress bar. A
@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert._blackbox._queue import Row, ScoringQueue, recipe_of
 from uqlm_bert._inputs import ScoringInputs, prompt_text
-from uqlm_bert.blackbox._queue import Row, ScoringQueue, recipe_of
 from uqlm_bert.scorers._base import Scorer, score_all, score_with_supports
 from uqlm_bert.scorers._best import ORIGINAL, best_of
 

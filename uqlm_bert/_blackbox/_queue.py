@@ -6,7 +6,7 @@ Scored alone, each call would run the engine on a handful of texts: a forward pa
 and on a GPU a trickle of tiny launches. Instead a call's finished prompts join one queue per
 ``BlackBoxUQ`` and event loop (:class:`ScoringQueue`), whatever call they belong to, and a
 worker thread scores what has queued up as one batch while the event loop keeps the LLM calls
-going; each call gets exactly its own rows back (:class:`~uqlm_bert.blackbox._pipeline.ScoringPipeline` is
+going; each call gets exactly its own rows back (:class:`~uqlm_bert._blackbox._pipeline.ScoringPipeline` is
 a call's side of it).
 
 When a batch is scored. Queued prompts are scored once ``MIN_BATCH`` of them have queued, or
@@ -23,7 +23,7 @@ is not held for a long call's generation).
 
 Where a batch is scored. By default in a worker thread of this process, one batch at a time
 (:meth:`ScoringQueue._score_batch`). A queue given a :class:`BatchScoring` (``BlackBoxUQ``'s
-``scoring="ray"``: :class:`~uqlm_bert.blackbox._pool.PoolBatches`) hands its batches to that
+``scoring="ray"``: :class:`~uqlm_bert._blackbox._pool.PoolBatches`) hands its batches to that
 instead, as many at once as it takes, each formed when a place for it is free; there batches
 are not held for a busy event loop, as they run in other processes, and once no more prompts are
 coming what is left is cut into as many even batches as it takes at once, so that they end
@@ -38,7 +38,7 @@ being scored are not written back.
 Example:
     >>> import asyncio
     >>> from uqlm_bert.generation._records import GenerationResult
-    >>> from uqlm_bert.blackbox._pipeline import ScoringPipeline
+    >>> from uqlm_bert._blackbox._pipeline import ScoringPipeline
     >>> from uqlm_bert.scorers._lexical import ExactMatchScorer
     >>> async def two_calls():
     ...     queue, scorers = ScoringQueue(max_batch=8), [ExactMatchScorer()]
@@ -74,7 +74,7 @@ Outcome = list[tuple["QueuedCall", list["Row"], Any]]
 
 
 class QueuedCall(Protocol):
-    """What the queue needs of a call (:class:`~uqlm_bert.blackbox._pipeline.ScoringPipeline` is one)."""
+    """What the queue needs of a call (:class:`~uqlm_bert._blackbox._pipeline.ScoringPipeline` is one)."""
 
     #: calls whose prompts may share a batch have equal recipes (:func:`recipe_of`)
     recipe: Hashable

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from uqlm_bert._blackbox._pipeline import Scored, score_rows
 from uqlm_bert._exceptions import ConfigurationError
 from uqlm_bert._inputs import ScoringInputs
-from uqlm_bert.blackbox._pipeline import Scored, score_rows
 from uqlm_bert.results._failures import Failures
 from uqlm_bert.results._fields import SUPPORTS
 from uqlm_bert.results._identical_samples import identical_share
