@@ -34,6 +34,8 @@ if [ -x benchmarks/.venv-uqlm/bin/python ]; then
     if [ "$device" = cpu ]; then latencies=(0 1000); else latencies=(1000); fi
     benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_vs_uqlm --prompts 120 --rounds 3 \
         --latencies "${latencies[@]}" ${DEVICE:+--device "$DEVICE"}
+    benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_long_vs_uqlm --rounds 3 \
+        ${DEVICE:+--device "$DEVICE"}
 fi
 run eval_wikibio --no-progress
 run eval_idf --random-subsets 2000 --seed 0 --no-progress
