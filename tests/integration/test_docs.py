@@ -360,3 +360,27 @@ def test_every_example_uses_the_one_default_threshold_for_the_default_scorer():
     assert len(found) >= 3  # the scan sees the examples
     wrong = [f for f in found if f[2] != DEFAULT_THRESHOLD]
     assert not wrong, f"thresholds other than {DEFAULT_THRESHOLD}: {wrong}"
+
+
+# -- pages that map the code -------------------------------------------------------------------
+
+
+def test_the_migration_page_names_every_moved_spelling():
+    """Every old module path and every moved ``BlackBoxUQ`` argument is on docs/migration.md, so
+    a user who meets the FutureWarning finds the new spelling there."""
+    from uqlm_bert._blackbox._moved_arguments import MOVED as MOVED_ARGUMENTS
+    from uqlm_bert._moved import MOVED as MOVED_MODULES
+
+    page = (DOCS / "migration.md").read_text(encoding="utf-8")
+    missing = [f"uqlm_bert.{old}" for old in MOVED_MODULES if f"`uqlm_bert.{old}`" not in page]
+    missing += [f"{name}=" for name in MOVED_ARGUMENTS if f"`{name}=`" not in page]
+    for old, new in [
+        ("supports()", "words()"),
+        ("response_index", "prompt_index"),
+        ("SentenceUQResult", "sentences()"),
+        ("--spans", "--words"),
+        ('"spans": true', '"words": true'),
+        ("word_supports", "words"),
+    ]:
+        missing += [name for name in (old, new) if name not in page]
+    assert not missing, f"docs/migration.md does not name: {missing}"
