@@ -12,8 +12,8 @@ What counts as a figure, by one small rule:
 - not in fenced code blocks, inline code spans, raw HTML blocks (pictures of an example's
   output, as a code block's output is), link targets or HTML tags;
 - not part of a word or a longer dotted name (``gpt-3.5-turbo``, ``v1.2``, ``0.6.7``), and not
-  the version written after the name of a piece of software (:data:`VERSIONED`: ``Python 3.11``,
-  ``Ray 2.60``).
+  the version written after the name of a piece of software or a licence (:data:`VERSIONED`:
+  ``Python 3.11``, ``Ray 2.60``, ``CC BY-SA 4.0``).
 
 A figure is backed when RESULTS.md holds a number with the same digits, or one that rounds to it
 at the page's precision (``2.7x`` from ``2.72x``, ``2.8e-4`` from ``2.8e-4``, ``60%`` from
@@ -34,8 +34,12 @@ from tests.conftest import REPO_ROOT
 
 RESULTS = REPO_ROOT / "benchmarks" / "RESULTS.md"
 
-#: Software whose version may follow its name (``Python 3.11+``, ``Ray 2.60``): not a figure.
-VERSIONED = ("Python", "Ray", "uqlm", "torch", "transformers", "onnxruntime", "bert-score")
+#: Software and licences whose version may follow their name (``Python 3.11+``, ``Ray 2.60``,
+#: ``Apache License 2.0``): not a figure.
+VERSIONED = (
+    "Python", "Ray", "uqlm", "torch", "transformers", "onnxruntime", "bert-score",
+    "License", "licence", "BY-SA",
+)  # fmt: skip
 
 #: Figures that are settings, not measurements, and that RESULTS.md does not state: figure ->
 #: why it is on a page. Keep it short; a measurement belongs on the results page instead.
