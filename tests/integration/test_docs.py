@@ -384,3 +384,82 @@ def test_the_migration_page_names_every_moved_spelling():
     ]:
         missing += [name for name in (old, new) if name not in page]
     assert not missing, f"docs/migration.md does not name: {missing}"
+
+
+PACKAGE = REPO_ROOT / "uqlm_bert"
+ROW = re.compile(r"^\| `(?P<room>[^`]+)` \| (?P<holds>.*) \| (?P<imports>[^|]*) \|$")
+
+
+def _rooms() -> dict[str, tuple[str, str]]:
+    """docs/architecture.md's table of rooms: room (a package folder ``name/`` or a root module
+    ``name.py``) -> (what it holds, what it may import)."""
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    table = page.split("## Which room holds what", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        m = ROW.match(line.strip())
+        if m and m.group("room") != "room":
+            rows[m.group("room")] = (m.group("holds"), m.group("imports"))
+    return rows
+
+
+def _package_rooms() -> set[str]:
+    """Every package folder (``name/``, at any depth) and root module (``name.py``) of uqlm_bert."""
+    folders = {
+        str(p.parent.relative_to(PACKAGE)).replace("\\", "/") + "/"
+        for p in PACKAGE.rglob("__init__.py")
+        if p.parent != PACKAGE
+    }
+    return folders | {p.name for p in PACKAGE.glob("*.py")}
+
+
+def test_the_architecture_page_names_every_room():
+    rooms = _rooms()
+    assert len(rooms) >= 15
+    missing = sorted(_package_rooms() - set(rooms))
+    assert not missing, f"docs/architecture.md has no row for: {missing}"
+    gone = sorted(set(rooms) - _package_rooms())
+    assert not gone, f"docs/architecture.md has a row for what is not in the package: {gone}"
+
+
+def test_the_architecture_page_names_every_module_in_its_room():
+    rooms = _rooms()
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        folder = path.parent.relative_to(PACKAGE)
+        if folder == Path(".") or path.name == "__init__.py":
+            continue
+        holds = rooms.get(str(folder).replace("\\", "/") + "/", ("", ""))[0]
+        if f"`{path.name}`" not in holds:
+            missing.append(str(path.relative_to(PACKAGE)))
+    assert not missing, f"docs/architecture.md does not name these in their room's row: {missing}"
+
+
+def test_every_room_imports_only_what_the_architecture_page_allows():
+    from tests.test_architecture import _import_graph
+
+    def room(module: str) -> str:
+        parts = module.split(".")
+        if len(parts) == 1:
+            return "__init__"
+        path = PACKAGE / parts[1]
+        return parts[1] + "/" if path.is_dir() else parts[1]
+
+    allowed: dict[str, set[str]] = {}
+    for name, (_, imports) in _rooms().items():
+        listed = set(re.findall(r"`([^`]+)`", imports))
+        key = name.removesuffix(".py").removesuffix("/")
+        allowed[key] = {"__init__" if n == "uqlm_bert" else n for n in listed}
+    found: dict[str, set[str]] = {}
+    for module, targets in _import_graph(lazy=True).items():
+        source = room(module)
+        for target in targets:
+            other = room(target)
+            if other != source:
+                found.setdefault(source.removesuffix("/"), set()).add(other.removesuffix("/"))
+    wrong = {
+        source: sorted(targets - allowed.get(source, set()))
+        for source, targets in found.items()
+        if targets - allowed.get(source, set())
+    }
+    assert not wrong, f"imports that docs/architecture.md's 'may import' column does not list: {wrong}"
