@@ -41,6 +41,7 @@ import pytest
 import uqlm_bert
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer
+from tests.test_api import PUBLIC
 
 DOCS = REPO_ROOT / "docs"
 SKIP_MARKER = re.compile(r"^\s*#\s*docs:\s*skip-exec\b(.*)$", re.M)
@@ -96,6 +97,10 @@ def _offline_env() -> dict[str, str]:
     return env
 
 
+#: The public modules, as tests/test_api.py pins them; every other module is private.
+PUBLIC_MODULES = tuple(sorted(PUBLIC))
+
+
 def test_sphinx_builds_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")
@@ -137,6 +142,19 @@ def test_sphinx_builds_with_warnings_as_errors(tmp_path):
     core = (out / "api" / "core.html").read_text(encoding="utf-8")
     assert "generate_and_score_sync" in core and "plot_histogram" in core
     assert "calibrate" in core
+    # every public class and function of every public module has its entry, under the name
+    # users import it by (a face's own name, or the top level's for the top-level classes)
+    api = "\n".join(p.read_text(encoding="utf-8") for p in (out / "api").glob("*.html"))
+    undocumented = []
+    for face in PUBLIC_MODULES:
+        module = importlib.import_module(face)
+        for name in getattr(module, "__all__", ()):
+            value = getattr(module, name)
+            if not (isinstance(value, type) or callable(value)):
+                continue
+            if f'id="{face}.{name}"' not in api and f'id="uqlm_bert.{name}"' not in api:
+                undocumented.append(f"{face}.{name}")
+    assert not undocumented, f"not in the API reference: {undocumented}"
 
 
 # -- doctests ----------------------------------------------------------------------------------
@@ -463,3 +481,23 @@ def test_every_room_imports_only_what_the_architecture_page_allows():
         if targets - allowed.get(source, set())
     }
     assert not wrong, f"imports that docs/architecture.md's 'may import' column does not list: {wrong}"
+
+
+def test_the_api_reference_documents_the_public_faces_only():
+    """docs/api/*.rst names every public module and no private one (a module whose name, or a
+    package's above it, starts with ``_``)."""
+    directive = re.compile(r"^\.\. auto(?:module|class|exception|function|data)::\s+(\S+)", re.M)
+    named = {
+        target
+        for rst in (DOCS / "api").glob("*.rst")
+        for target in directive.findall(rst.read_text(encoding="utf-8"))
+    }
+    private = sorted(t for t in named if any(part.startswith("_") for part in t.split(".")))
+    assert not private, f"the API reference documents private modules: {private}"
+    automodules = {
+        m
+        for rst in (DOCS / "api").glob("*.rst")
+        for m in re.findall(r"^\.\. automodule::\s+(\S+)", rst.read_text(encoding="utf-8"), re.M)
+    }
+    public = set(PUBLIC_MODULES)
+    assert automodules == public, (sorted(public - automodules), sorted(automodules - public))
