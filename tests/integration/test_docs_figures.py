@@ -11,13 +11,15 @@ What counts as a figure, by one small rule:
   (``2.7x``, ``3x``), a percentage (``60%``) or a bound in e-notation (``2.8e-4``);
 - not in fenced code blocks, inline code spans, raw HTML blocks (pictures of an example's
   output, as a code block's output is), link targets or HTML tags;
+- both ends of a range (``0.780-0.819``);
 - not part of a word or a longer dotted name (``gpt-3.5-turbo``, ``v1.2``, ``0.6.7``), and not
   the version written after the name of a piece of software or a licence (:data:`VERSIONED`:
   ``Python 3.11``, ``Ray 2.60``, ``CC BY-SA 4.0``).
 
 A figure is backed when RESULTS.md holds a number with the same digits, or one that rounds to it
 at the page's precision (``2.7x`` from ``2.72x``, ``2.8e-4`` from ``2.8e-4``, ``60%`` from
-``59.6%``). A setting that is not a measurement and not on the results page is listed in
+``59.6%``): a percentage from a percentage, a bound in e-notation from one, a ratio or a decimal
+from any number (the results page's tables give ratios in columns, without the ``x``). A setting that is not a measurement and not on the results page is listed in
 :data:`SETTINGS` with why; the list stays short, and every entry must still be used.
 """
 
@@ -48,7 +50,7 @@ SETTINGS: dict[str, str] = {
 }
 
 FIGURE = re.compile(
-    r"(?<![\w.\-/])"  # not inside a word, a dotted name or a path
+    r"(?<![\w./])(?<![A-Za-z]-)"  # not inside a word, a name (gpt-3.5), a dotted name or a path
     r"(?P<number>\d+(?:\.\d+)?)"
     r"(?P<kind>x(?![\w])|%|e[-+]?\d+)?"
     r"(?![\w]|\.\d)"  # nor followed by more of a name or another dotted part
@@ -117,16 +119,27 @@ def figures(text: str, page: str = "<page>") -> list[Figure]:
     return found
 
 
+PERCENT_RANGE_END = re.compile(r"-\d+(?:\.\d+)?%")
+
+
 def _results_values(text: str) -> list[tuple[float, str]]:
-    """Every number on the results page, code included, with its text."""
-    number = re.compile(r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?)x?(?![\w])")
-    return [(float(m.group(1).replace(",", "")), m.group(1)) for m in number.finditer(text)]
+    """Every number on the results page, code included, with its text; a percentage (``59.6%``,
+    or either end of ``77-82%``) keeps its ``%``."""
+    number = re.compile(r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?)(?:x|(%))?(?![\w])")
+    found = []
+    for m in number.finditer(text):
+        percent = m.group(2) is not None or bool(PERCENT_RANGE_END.match(text, m.end()))
+        found.append((float(m.group(1).replace(",", "")), m.group(1) + ("%" if percent else "")))
+    return found
 
 
 def backed(figure: Figure, results: list[tuple[float, str]]) -> bool:
     """Whether a RESULTS.md number has the figure's digits, or rounds to it."""
     how, n = figure.precision
     for value, text in results:
+        if figure.text.endswith("%") != text.endswith("%"):
+            continue
+        text = text.rstrip("%")
         if how == "significant":
             if value == 0 or "e" not in text:
                 continue
@@ -191,11 +204,13 @@ SYNTHETIC_RESULTS = """
         ("About 2.7x the reference's speed.", ["2.7x"], []),
         ("F1 within 2.8e-4 of float32, AUROC 0.797 (0.80 rounded).", ["2.8e-4", "0.797", "0.80"], []),
         ("It wins in 60% of the resamples.", ["60%"], []),
+        ("AUROC 0.797 (0.780-0.819).", ["0.797", "0.780", "0.819"], ["0.780", "0.819"]),
         # the negative cases: a figure the results page does not give
         ("Now 9.99x faster!", ["9.99x"], ["9.99x"]),
         ("Confidences within 2e-3 of float32.", ["2e-3"], ["2e-3"]),
         ("AUROC 0.81 on our data.", ["0.81"], ["0.81"]),
         ("A 12% gain.", ["12%"], ["12%"]),
+        ("A 0.80% gain.", ["0.80%"], ["0.80%"]),  # a percentage is backed by a percentage only
         # not figures: code, versions, names, dotted numbers, integers, links, HTML
         (
             "Run `--rate 9.5` on Python 3.11 with Ray 2.60, uqlm 0.6.7, gpt-3.5-turbo, "
