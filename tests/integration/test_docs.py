@@ -480,7 +480,9 @@ def test_every_room_imports_only_what_the_architecture_page_allows():
         for source, targets in found.items()
         if targets - allowed.get(source, set())
     }
-    assert not wrong, f"imports that docs/architecture.md's 'may import' column does not list: {wrong}"
+    assert not wrong, (
+        f"imports that docs/architecture.md's 'may import' column does not list: {wrong}"
+    )
 
 
 def test_the_api_reference_documents_the_public_faces_only():

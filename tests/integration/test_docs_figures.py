@@ -155,7 +155,10 @@ def backed(figure: Figure, results: list[tuple[float, str]]) -> bool:
 
 def _pages() -> list[Path]:
     docs = REPO_ROOT / "docs"
-    return [REPO_ROOT / "README.md", *sorted(p for p in docs.rglob("*.md") if "_build" not in p.parts)]
+    return [
+        REPO_ROOT / "README.md",
+        *sorted(p for p in docs.rglob("*.md") if "_build" not in p.parts),
+    ]
 
 
 def _all_figures() -> list[Figure]:
@@ -202,7 +205,11 @@ SYNTHETIC_RESULTS = """
     ("prose", "expected", "unbacked"),
     [
         ("About 2.7x the reference's speed.", ["2.7x"], []),
-        ("F1 within 2.8e-4 of float32, AUROC 0.797 (0.80 rounded).", ["2.8e-4", "0.797", "0.80"], []),
+        (
+            "F1 within 2.8e-4 of float32, AUROC 0.797 (0.80 rounded).",
+            ["2.8e-4", "0.797", "0.80"],
+            [],
+        ),
         ("It wins in 60% of the resamples.", ["60%"], []),
         ("AUROC 0.797 (0.780-0.819).", ["0.797", "0.780", "0.819"], ["0.780", "0.819"]),
         # the negative cases: a figure the results page does not give
