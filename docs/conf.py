@@ -53,6 +53,52 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False
 
+
+# A constant that a package's face re-exports from one of its private modules keeps the ``#:``
+# comment written where it is defined, and is documented under the face's name: the comments
+# are added to what autodoc's source analyzer found in the face itself.
+def _reexported_attr_docs(face: str) -> dict[tuple[str, str], list[str]]:
+    import importlib
+    import pkgutil
+
+    from sphinx.errors import PycodeError
+    from sphinx.pycode import ModuleAnalyzer
+
+    package = importlib.import_module(face)
+    exported = set(getattr(package, "__all__", ()))
+    docs: dict[tuple[str, str], list[str]] = {}
+    for info in pkgutil.iter_modules(package.__path__, face + "."):
+        try:
+            found = ModuleAnalyzer.for_module(info.name).find_attr_docs()
+        except PycodeError:  # no source to read comments from
+            continue
+        for (scope, attr), lines in found.items():
+            if not scope and attr in exported:
+                docs.setdefault((scope, attr), list(lines))
+    return docs
+
+
+def _document_reexported_constants(app) -> None:
+    import pkgutil
+
+    from sphinx.pycode import ModuleAnalyzer
+
+    faces = [
+        info.name
+        for info in pkgutil.iter_modules(uqlm_bert.__path__, "uqlm_bert.")
+        if info.ispkg and not info.name.rpartition(".")[2].startswith("_")
+    ]
+    for face in faces:
+        analyzer = ModuleAnalyzer.for_module(face)
+        analyzer.analyze()
+        for key, lines in _reexported_attr_docs(face).items():
+            analyzer.attr_docs.setdefault(key, lines)
+
+
+def setup(app):
+    app.connect("builder-inited", _document_reexported_constants)
+
+
 html_theme = "furo"
 html_title = f"uqlm-bert {release}"
 html_static_path: list[str] = []

@@ -41,6 +41,7 @@ import pytest
 import uqlm_bert
 from tests.conftest import REPO_ROOT
 from tests.openai_server import FakeOpenAIServer
+from tests.test_api import PUBLIC
 
 DOCS = REPO_ROOT / "docs"
 SKIP_MARKER = re.compile(r"^\s*#\s*docs:\s*skip-exec\b(.*)$", re.M)
@@ -96,6 +97,10 @@ def _offline_env() -> dict[str, str]:
     return env
 
 
+#: The public modules, as tests/test_api.py pins them; every other module is private.
+PUBLIC_MODULES = tuple(sorted(PUBLIC))
+
+
 def test_sphinx_builds_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")
@@ -137,6 +142,19 @@ def test_sphinx_builds_with_warnings_as_errors(tmp_path):
     core = (out / "api" / "core.html").read_text(encoding="utf-8")
     assert "generate_and_score_sync" in core and "plot_histogram" in core
     assert "calibrate" in core
+    # every public class and function of every public module has its entry, under the name
+    # users import it by (a face's own name, or the top level's for the top-level classes)
+    api = "\n".join(p.read_text(encoding="utf-8") for p in (out / "api").glob("*.html"))
+    undocumented = []
+    for face in PUBLIC_MODULES:
+        module = importlib.import_module(face)
+        for name in getattr(module, "__all__", ()):
+            value = getattr(module, name)
+            if not (isinstance(value, type) or callable(value)):
+                continue
+            if f'id="{face}.{name}"' not in api and f'id="uqlm_bert.{name}"' not in api:
+                undocumented.append(f"{face}.{name}")
+    assert not undocumented, f"not in the API reference: {undocumented}"
 
 
 # -- doctests ----------------------------------------------------------------------------------
@@ -360,3 +378,128 @@ def test_every_example_uses_the_one_default_threshold_for_the_default_scorer():
     assert len(found) >= 3  # the scan sees the examples
     wrong = [f for f in found if f[2] != DEFAULT_THRESHOLD]
     assert not wrong, f"thresholds other than {DEFAULT_THRESHOLD}: {wrong}"
+
+
+# -- pages that map the code -------------------------------------------------------------------
+
+
+def test_the_migration_page_names_every_moved_spelling():
+    """Every old module path and every moved ``BlackBoxUQ`` argument is on docs/migration.md, so
+    a user who meets the FutureWarning finds the new spelling there."""
+    from uqlm_bert._blackbox._moved_arguments import MOVED as MOVED_ARGUMENTS
+    from uqlm_bert._moved import MOVED as MOVED_MODULES
+
+    page = (DOCS / "migration.md").read_text(encoding="utf-8")
+    missing = [f"uqlm_bert.{old}" for old in MOVED_MODULES if f"`uqlm_bert.{old}`" not in page]
+    missing += [f"{name}=" for name in MOVED_ARGUMENTS if f"`{name}=`" not in page]
+    for old, new in [
+        ("supports()", "words()"),
+        ("response_index", "prompt_index"),
+        ("SentenceUQResult", "sentences()"),
+        ("--spans", "--words"),
+        ('"spans": true', '"words": true'),
+        ("word_supports", "words"),
+    ]:
+        missing += [name for name in (old, new) if name not in page]
+    assert not missing, f"docs/migration.md does not name: {missing}"
+
+
+PACKAGE = REPO_ROOT / "uqlm_bert"
+ROW = re.compile(r"^\| `(?P<room>[^`]+)` \| (?P<holds>.*) \| (?P<imports>[^|]*) \|$")
+
+
+def _rooms() -> dict[str, tuple[str, str]]:
+    """docs/architecture.md's table of rooms: room (a package folder ``name/`` or a root module
+    ``name.py``) -> (what it holds, what it may import)."""
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    table = page.split("## Which room holds what", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        m = ROW.match(line.strip())
+        if m and m.group("room") != "room":
+            rows[m.group("room")] = (m.group("holds"), m.group("imports"))
+    return rows
+
+
+def _package_rooms() -> set[str]:
+    """Every package folder (``name/``, at any depth) and root module (``name.py``) of uqlm_bert."""
+    folders = {
+        str(p.parent.relative_to(PACKAGE)).replace("\\", "/") + "/"
+        for p in PACKAGE.rglob("__init__.py")
+        if p.parent != PACKAGE
+    }
+    return folders | {p.name for p in PACKAGE.glob("*.py")}
+
+
+def test_the_architecture_page_names_every_room():
+    rooms = _rooms()
+    assert len(rooms) >= 15
+    missing = sorted(_package_rooms() - set(rooms))
+    assert not missing, f"docs/architecture.md has no row for: {missing}"
+    gone = sorted(set(rooms) - _package_rooms())
+    assert not gone, f"docs/architecture.md has a row for what is not in the package: {gone}"
+
+
+def test_the_architecture_page_names_every_module_in_its_room():
+    rooms = _rooms()
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        folder = path.parent.relative_to(PACKAGE)
+        if folder == Path(".") or path.name == "__init__.py":
+            continue
+        holds = rooms.get(str(folder).replace("\\", "/") + "/", ("", ""))[0]
+        if f"`{path.name}`" not in holds:
+            missing.append(str(path.relative_to(PACKAGE)))
+    assert not missing, f"docs/architecture.md does not name these in their room's row: {missing}"
+
+
+def test_every_room_imports_only_what_the_architecture_page_allows():
+    from tests.test_architecture import _import_graph
+
+    def room(module: str) -> str:
+        parts = module.split(".")
+        if len(parts) == 1:
+            return "__init__"
+        path = PACKAGE / parts[1]
+        return parts[1] + "/" if path.is_dir() else parts[1]
+
+    allowed: dict[str, set[str]] = {}
+    for name, (_, imports) in _rooms().items():
+        listed = set(re.findall(r"`([^`]+)`", imports))
+        key = name.removesuffix(".py").removesuffix("/")
+        allowed[key] = {"__init__" if n == "uqlm_bert" else n for n in listed}
+    found: dict[str, set[str]] = {}
+    for module, targets in _import_graph(lazy=True).items():
+        source = room(module)
+        for target in targets:
+            other = room(target)
+            if other != source:
+                found.setdefault(source.removesuffix("/"), set()).add(other.removesuffix("/"))
+    wrong = {
+        source: sorted(targets - allowed.get(source, set()))
+        for source, targets in found.items()
+        if targets - allowed.get(source, set())
+    }
+    assert not wrong, (
+        f"imports that docs/architecture.md's 'may import' column does not list: {wrong}"
+    )
+
+
+def test_the_api_reference_documents_the_public_faces_only():
+    """docs/api/*.rst names every public module and no private one (a module whose name, or a
+    package's above it, starts with ``_``)."""
+    directive = re.compile(r"^\.\. auto(?:module|class|exception|function|data)::\s+(\S+)", re.M)
+    named = {
+        target
+        for rst in (DOCS / "api").glob("*.rst")
+        for target in directive.findall(rst.read_text(encoding="utf-8"))
+    }
+    private = sorted(t for t in named if any(part.startswith("_") for part in t.split(".")))
+    assert not private, f"the API reference documents private modules: {private}"
+    automodules = {
+        m
+        for rst in (DOCS / "api").glob("*.rst")
+        for m in re.findall(r"^\.\. automodule::\s+(\S+)", rst.read_text(encoding="utf-8"), re.M)
+    }
+    public = set(PUBLIC_MODULES)
+    assert automodules == public, (sorted(public - automodules), sorted(automodules - public))
