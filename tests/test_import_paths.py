@@ -52,7 +52,7 @@ def _resolve(dotted: str) -> object:
 
 def test_the_pages_show_import_paths():
     assert len(SHOWN) > 40, sorted(SHOWN)
-    assert "uqlm_bert.BlackBoxUQ" in SHOWN and "uqlm_bert._local_llm.LocalLLM" in SHOWN
+    assert "uqlm_bert.BlackBoxUQ" in SHOWN and "uqlm_bert.LocalLLM" in SHOWN
 
 
 @pytest.mark.parametrize("dotted", sorted(SHOWN))

@@ -266,7 +266,11 @@ async def test_the_app_from_the_environment(monkeypatch):
         async with client_of(app) as client:
             replies = await ask_all(client, ["Question from the environment"])
             uq = app.state.service.uq
-            settings = (uq.max_concurrency, uq.request_timeout, app.state.service.timeout_s)
+            settings = (
+                uq.max_concurrency,
+                uq.generation.request_timeout,
+                app.state.service.timeout_s,
+            )
         models = {r.body["model"] for r in server.log}
     assert settings == (3, 20.0, 30.0)
     assert models == {"model-from-env"}

@@ -5,9 +5,10 @@
 on (:data:`MOVED`). The old spellings still work, for now: :func:`accepts_moved_arguments` takes
 them off the call, warns once for each with a ``FutureWarning`` naming the new spelling, and
 passes their settings object instead, with the flat arguments of the same object that the call
-gave (``device`` and ``max_length`` for BERTScore, ``system_prompt``, ``max_calls_per_min``,
-``max_concurrency``, ``sampling_temperature`` and ``use_n_param`` for generation, ``scoring`` for
-where to score) folded into it. They do not stand in the signature.
+gave (``system_prompt``, ``max_calls_per_min``, ``max_concurrency``, ``sampling_temperature``
+and ``use_n_param`` for generation, ``scoring`` for where to score) folded into it; the moved
+BERTScore arguments go, as before, to every scorer that takes them. They do not stand in the
+signature.
 
 Example:
     >>> import warnings
@@ -54,7 +55,6 @@ MOVED: dict[str, tuple[str, str]] = {
 
 #: The flat arguments of the signature that belong to the same object, folded in with them.
 _FOLDED = {
-    "bertscore": ("device", "max_length"),
     "generation": (
         "system_prompt",
         "max_calls_per_min",
@@ -81,8 +81,13 @@ def accepts_moved_arguments(init: Callable[..., None]) -> Callable[..., None]:
         for name in moved:
             group, spelling = MOVED[name]
             warn_user(f"BlackBoxUQ({name}=...) is now {group}={spelling}", FutureWarning)
-        for group in ("bertscore", "generation", "scoring"):
+        flat_bertscore = {k: v for k, v in moved.items() if MOVED[k][0] == "bertscore"}
+        if flat_bertscore and kwargs.get("bertscore") is not None:
+            _refuse("bertscore", flat_bertscore)
+        for group in ("generation", "scoring"):
             mine = {k: v for k, v in moved.items() if MOVED[k][0] == group}
+            if group == "scoring":
+                mine.update(flat_bertscore)
             if mine:
                 kwargs[group] = _settings_object(group, mine, kwargs)
         init(self, *args, **kwargs)
@@ -90,24 +95,26 @@ def accepts_moved_arguments(init: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
+def _refuse(group: str, moved: dict[str, Any]) -> None:
+    """Refuse moved arguments given beside the settings object of ``group``."""
+    kind = {"bertscore": "BERTScoreSettings", "generation": "GenerationSettings"}.get(
+        group, "ScoringSettings"
+    )
+    raise ConfigurationError(
+        f"give the {group} settings either as {group}={kind}(...) or as separate arguments, "
+        f"not both (given beside it: {', '.join(sorted(moved))})"
+    )
+
+
 def _settings_object(group: str, moved: dict[str, Any], kwargs: dict[str, Any]) -> Any:
     """The settings object of ``group`` from its moved arguments and the flat arguments of the
-    call that belong to it (taken off ``kwargs``)."""
+    call that belong to it (taken off ``kwargs``). The moved BERTScore arguments travel as the
+    scorers' flat settings, as they did: each reaches every scorer that takes it (``long_texts``
+    the ``cosine_sim`` scorer too), and the BERTScore scorers' object is built from them once."""
     given = kwargs.get(group)
     if given is not None and not (group == "scoring" and not _is_scoring_settings(given)):
-        kind = {"bertscore": "BERTScoreSettings", "generation": "GenerationSettings"}.get(
-            group, "ScoringSettings"
-        )
-        raise ConfigurationError(
-            f"give the {group} settings either as {group}={kind}(...) or as separate arguments, "
-            f"not both (given beside it: {', '.join(sorted(moved))})"
-        )
+        _refuse(group, moved)
     folded = {name: kwargs.pop(name) for name in _FOLDED[group] if name in kwargs}
-    if group == "bertscore":
-        from uqlm_bert.bertscore._settings import BERTScoreSettings
-
-        values = {**{k: v for k, v in folded.items() if v is not None}, **moved}
-        return BERTScoreSettings.for_scorers(**values)
     if group == "generation":
         from uqlm_bert.generation._settings import generation_settings
 
@@ -116,8 +123,17 @@ def _settings_object(group: str, moved: dict[str, Any], kwargs: dict[str, Any]) 
     from uqlm_bert._blackbox._scoring import ScoringSettings
 
     fields = {"score_batch_size": "batch_size", "token_supports": "supports"}
-    values = {fields.get(k, "scorer_settings"): v for k, v in moved.items() if v is not None}
-    return ScoringSettings(where=folded.get("scoring", "local"), **values)
+    values = {fields[k]: v for k, v in moved.items() if k in fields and v is not None}
+    scorer_settings = dict(moved.get("scorer_kwargs") or {})
+    flat = {k: v for k, v in moved.items() if MOVED[k][0] == "bertscore" and v is not None}
+    twice = sorted(set(flat) & set(scorer_settings))
+    if twice:
+        raise ConfigurationError(
+            f"{', '.join(twice)} given both as an argument and in scorer_kwargs; give it once"
+        )
+    return ScoringSettings(
+        where=folded.get("scoring", "local"), scorer_settings={**scorer_settings, **flat}, **values
+    )
 
 
 def _is_scoring_settings(value: Any) -> bool:
