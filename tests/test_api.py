@@ -129,6 +129,7 @@ PUBLIC = {
         "GenerationResult",
         "GenerationSettings",
         "LLMCaller",
+        "NUM_RESPONSES",
         "RateLimiter",
         "ResponseGenerator",
         "RetryPolicy",

@@ -46,6 +46,7 @@ from typing import Any
 
 from uqlm_bert._checks import check_int, check_number
 from uqlm_bert._exceptions import ConfigurationError, LocalServerError
+from uqlm_bert.generation._settings import NUM_RESPONSES
 
 __all__ = ["EMBEDDED_GGUF", "LocalLLM", "embedded_model_path"]
 
@@ -144,7 +145,7 @@ class LocalLLM:
         self,
         model_path: str | os.PathLike[str] | None = None,
         *,
-        num_responses: int = 5,
+        num_responses: int = NUM_RESPONSES,
         slots: int | None = None,
         threads: int | None = None,
         context_per_slot: int = 1024,

@@ -44,14 +44,8 @@ if TYPE_CHECKING:
     from uqlm_bert.generation._records import GenerationResult
     from uqlm_bert.generation._settings import GenerationSettings
 
-__all__ = [
-    "Assembly",
-    "RETURN_RESPONSES",
-    "bert_engine",
-    "generation_metadata",
-    "sentence_result",
-    "support_thresholds",
-]
+__all__ = ["Assembly", "RETURN_RESPONSES", "bert_engine", "generation_metadata"]
+__all__ += ["sentence_result", "support_thresholds"]
 
 #: The values of ``return_responses``.
 RETURN_RESPONSES = ("all", "raw", "postprocessed")
@@ -70,7 +64,7 @@ class Assembly:
         use_best: the answer shown is the candidate chosen by the scorers (see
             :mod:`uqlm_bert.scorers._best`); the original is kept in ``original_responses``.
         token_supports: each answer's token supports are collected in the scoring pass and
-            kept in the result (``supports()``, ``sentences()``).
+            kept in the result (``words()``, ``sentences()``, ``refine()``).
     """
 
     postprocessor: Callable[[str], str] | None = None

@@ -1,24 +1,24 @@
 """The BERTScore engine: settings, model loading, embedding, greedy matching, idf and baselines.
 
-==========================  ========================================================================
-module                      what it holds
-==========================  ========================================================================
-``settings``                :class:`BERTScoreSettings`, every setting that changes a number
-``engine``                  :class:`BERTScorer`, the ``bert_score``-compatible engine
-``models``                  loading a settings object's model and tokenizer: :func:`load_encoder`
-``resolve``                 the resolver: settings, machine and model into decisions, once (plans)
-``cache``                   the one cache of loaded models and tokenizers
-``layer_stack``             where a model keeps its layers: counting them, keeping the first k
-``encoder``                 tokenizing and embedding with a loaded model, which carries its plans
-``batching``                the one way texts reach the model: windows, batches, out of memory
-``packed``                  the packed BERT/RoBERTa forward pass
-``matching``                greedy matching: P, R, F1 from token similarities
-``idf``, ``fixed_idf``      idf weights: from documents, from a mapping, the shipped fixed table
-``baseline``                rescaling baselines: files, lookup, computing new ones
-``layers``                  published default layers, the embedded model, models per language
-==========================  ========================================================================
+=============================================  ==========================================================
+what                                           names
+=============================================  ==========================================================
+every setting that changes a number            :class:`BERTScoreSettings`
+the ``bert_score``-compatible engine           :class:`BERTScorer`
+loading a settings object's model, tokenizer   :func:`load_encoder`, :func:`load_tokenizer`,
+                                               :func:`resolve_device`, :func:`clear_model_cache`
+greedy matching: P, R, F1 from similarities    :func:`greedy_match`, :func:`greedy_match_padded`
+idf weights                                    :class:`IdfWeights`, :func:`idf_from_token_ids`
+rescaling baselines                            :func:`find_baseline`, :func:`read_baseline`,
+                                               :func:`compute_baseline`, :func:`rescale`
+published layers, the embedded model           :data:`MODEL_LAYERS`, :data:`EMBEDDED_MODEL_NAME`,
+                                               :data:`LANG_MODELS`
+where an answer is unsupported                 :class:`TokenSupport`, :data:`WEAK_SUPPORT`,
+                                               :data:`SENTENCE_THRESHOLD`
+=============================================  ==========================================================
 
-Names are imported on first use (torch and transformers load only then).
+The modules behind them are private (``_engine``, ``_settings``, ``_loading``, ...; see
+docs/architecture.md). Names are imported on first use (torch and transformers load only then).
 
 Example:
     >>> from uqlm_bert.bertscore import BERTScorer, MODEL_LAYERS

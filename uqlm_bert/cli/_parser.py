@@ -30,8 +30,7 @@ from uqlm_bert.cli._supports import support_options
 
 __all__ = ["NUM_RESPONSES", "build_parser"]
 
-#: Sampled answers per prompt when ``-m`` is not given.
-NUM_RESPONSES = 5
+from uqlm_bert.generation._settings import NUM_RESPONSES
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,10 +18,10 @@ import argparse
 import sys
 import time
 
-from uqlm_bert import BlackBoxUQ
-from uqlm_bert._local_llm import LocalLLM
+from uqlm_bert import BlackBoxUQ, LocalLLM
 from uqlm_bert.evaluation import auroc
 from uqlm_bert.examples import is_correct, load_questions
+from uqlm_bert.generation import NUM_RESPONSES
 
 #: Short answers, as a screening pipeline would ask for them.
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
@@ -30,7 +30,9 @@ SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=30, help="how many (default 30)")
-    parser.add_argument("--samples", type=int, default=5, help="samples per question (5)")
+    parser.add_argument(
+        "--samples", type=int, default=NUM_RESPONSES, help=f"samples per question ({NUM_RESPONSES})"
+    )
     parser.add_argument(
         "--threshold",
         type=float,

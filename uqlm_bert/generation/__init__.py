@@ -1,29 +1,20 @@
 """Sampling answers from LangChain chat models: settings, limits, retries, failures kept.
 
-==================  ====================================================================
-module              what it holds
-==================  ====================================================================
-``settings``        :class:`GenerationSettings`: temperatures, concurrency, rate limit,
-                    retries, timeout, system prompt
-``generator``       :class:`ResponseGenerator`: every slot of every prompt, in place
-``caller``          :class:`LLMCaller`: one run's calls, limits and retry loop, samples
-                    asked for with the provider's ``n``
-``clients``         what a LangChain model is: the copies called, its endpoint, whether it
-                    accepts ``n``, the text of a reply
-``limits``          the rate limit counted at the provider, and adaptive concurrency
-``cluster``         :class:`ClusterLimits`: the limits held for every process of a cluster
-                    by one Ray actor (``grants``, the keeper)
-``memory``          what runs learned about a provider (its limit, ``n``), kept for the
-                    next run in the process; :func:`forget_learned_limits`
-``retry``           :class:`RetryPolicy`: exponential backoff with full jitter
-``classify``        what a provider's exception means: retry, give up, or stop the run
-``checkpoint``      the JSONL record of a run, for resuming; locked while in use
-``records``         results, failures and call counts
-``prompts``         prompts as given and as sent; fingerprints
-``loop``            the long-lived event loop of the synchronous face
-==================  ====================================================================
+- how answers and samples are asked for: :class:`GenerationSettings` (temperatures,
+  concurrency, rate limit, timeout, system prompt), :class:`RetryPolicy` (exponential backoff
+  with full jitter), :data:`NUM_RESPONSES` (samples per prompt when none is said);
+- every slot of every prompt, in place: :class:`ResponseGenerator`, one run's calls
+  (:class:`LLMCaller`), their limits (:class:`RateLimiter`, :class:`AdaptiveConcurrency`; for a
+  whole cluster :class:`ClusterLimits`, held by one Ray actor), and what runs learned about a
+  provider (:func:`forget_learned_limits`);
+- what went wrong and what came back: :func:`classify_exception`, :class:`ErrorInfo`,
+  :func:`parse_retry_after`, :class:`CallFailure`, :class:`CallStats`,
+  :class:`GenerationResult`; resuming: :class:`Checkpoint`; the copies called:
+  :func:`derive_llm`; the synchronous face's loop: :class:`EventLoopThread`.
 
-Names are imported on first use (LangChain loads only then).
+The modules behind them are private (``_settings``, ``_generator``, ``_caller``,
+``_shared_limits``, ``_limiters``, ``_cluster_limits``, ``_cluster_keeper``, ``_learned_limits``,
+...; see docs/architecture.md). Names are imported on first use (LangChain loads only then).
 
 Example:
     >>> import asyncio
@@ -38,6 +29,7 @@ Example:
 from uqlm_bert._lazy import lazy_exports
 
 __all__ = [
+    "NUM_RESPONSES",
     "AdaptiveConcurrency",
     "CallFailure",
     "CallStats",
@@ -69,6 +61,7 @@ __getattr__, __dir__ = lazy_exports(
         "EventLoopThread": "uqlm_bert.generation._event_loop",
         "GenerationResult": "uqlm_bert.generation._records",
         "GenerationSettings": "uqlm_bert.generation._settings",
+        "NUM_RESPONSES": "uqlm_bert.generation._settings",
         "LLMCaller": "uqlm_bert.generation._caller",
         "RateLimiter": "uqlm_bert.generation._limiters",
         "ResponseGenerator": "uqlm_bert.generation._generator",

@@ -39,7 +39,7 @@ from uqlm_bert.generation._checkpoint import ORIGINAL_SLOT, Checkpoint
 from uqlm_bert.generation._clients import accepts_n, llm_description, llm_temperature
 from uqlm_bert.generation._prompts import fingerprint_prompt, to_messages, validate_prompts
 from uqlm_bert.generation._records import CallFailure, GenerationResult
-from uqlm_bert.generation._settings import GenerationSettings, checked_generation
+from uqlm_bert.generation._settings import NUM_RESPONSES, GenerationSettings, checked_generation
 from uqlm_bert.generation._shared_limits import SharedLimits
 
 __all__ = ["ResponseGenerator"]
@@ -98,7 +98,7 @@ class ResponseGenerator:
     async def generate(
         self,
         prompts: Sequence[Any],
-        num_responses: int = 5,
+        num_responses: int = NUM_RESPONSES,
         *,
         include_original: bool = True,
         checkpoint: str | os.PathLike[str] | Checkpoint | None = None,

@@ -20,15 +20,8 @@ from typing import Any
 
 import numpy as np
 
+import uqlm_bert.io._formats as formats
 from uqlm_bert._inputs import is_missing
-from uqlm_bert.io._formats import (
-    MAX_NESTING,
-    clip,
-    json_error,
-    json_type,
-    nests_deeper_than,
-    number_error,
-)
 
 __all__ = ["parse_samples"]
 
@@ -76,22 +69,22 @@ def parse_samples(value: Any) -> list[str | None]:
 
 def _list_from_text(text: str) -> list[Any]:
     """The list a text cell holds: JSON, else (for text that starts with ``[``) Python."""
-    if nests_deeper_than(text):  # no samples list nests; and no parser recursing that deep
+    if formats.nests_deeper_than(text):  # no samples list nests; and no parser recursing that deep
         raise ValueError(
             f"not a JSON list (nested too deeply to read) nor a Python list (nested more than "
-            f"{MAX_NESTING} levels deep)"
+            f"{formats.MAX_NESTING} levels deep)"
         )
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
-        json_problem = json_error(exc)
+        json_problem = formats.json_error(exc)
     except RecursionError:
         json_problem = "nested too deeply to read"
     except ValueError as exc:  # a number longer than Python converts
-        json_problem = number_error(exc)
+        json_problem = formats.number_error(exc)
     else:
         if not isinstance(parsed, list):
-            raise ValueError(f"a JSON {json_type(parsed)}, expected a list of strings")
+            raise ValueError(f"a JSON {formats.json_type(parsed)}, expected a list of strings")
         return parsed
     if not text.lstrip().startswith("["):
         raise ValueError(f"not a JSON list ({json_problem})")
@@ -138,7 +131,7 @@ def _python_list(text: str) -> list[Any]:
         else:
             segment = ast.get_source_segment(source, item) or type(item).__name__
             raise ValueError(
-                f"item {j} is not a literal string or None: {clip(segment, 40)} "
+                f"item {j} is not a literal string or None: {formats.clip(segment, 40)} "
                 f"at column {item.col_offset + 1}"
             )
     return items

@@ -1,19 +1,18 @@
 """Black-box confidence scorers over (response, sampled responses), and their registry.
 
-==================  ===================================================================
-module              what it holds
-==================  ===================================================================
-``base``            the :class:`Scorer` contract, the :class:`PairwiseScorer` template
-                    and :func:`score_all`
-``registry``        names in ``scorers=[...]``: registering and building scorers, and
-                    building their settings objects once
-``settings``        the settings objects of ``cosine_sim`` and ``exact_match``, and the
-                    shape every scorer family's settings class has
-``bert``            ``bert_score``, ``bert_score_precision``, ``bert_score_recall``
-``cosine``          ``cosine_sim``: sentence-embedding cosine
-``text``            ``exact_match``, ``rouge_l``, ``bleu``: no model needed
-``sentences``       sentence-level scores, SelfCheckGPT style, and sentence splitting
-==================  ===================================================================
+- the contract and the template: :class:`Scorer`, :class:`PairwiseScorer`, :func:`score_all`,
+  :func:`score_with_supports`, :func:`mean_by_group`;
+- the names accepted in ``scorers=[...]``: :func:`available_scorers`, :func:`register_scorer`,
+  :func:`build_scorer`, :func:`build_scorers`, :class:`ScorerSpec`, :func:`check_scorer_names`,
+  and :class:`ScorerPlan`, an entry point's scorers read once (:data:`DEFAULT_SCORERS` when none
+  are named), with their settings built once (:func:`scorer_settings`);
+- the settings of ``cosine_sim`` and ``exact_match``: :class:`CosineSettings`,
+  :class:`ExactMatchSettings` (the BERTScore scorers': :class:`~uqlm_bert.BERTScoreSettings`);
+- the ``bert_score`` scorer's default threshold at its default settings: :data:`DEFAULT_THRESHOLD`.
+
+The scorers themselves (``bert_score``, ``bert_score_precision``, ``bert_score_recall``,
+``cosine_sim``, ``exact_match``, ``rouge_l``, ``bleu``) are built by name; their modules are
+private.
 
 Example:
     >>> from uqlm_bert.scorers import build_scorer
