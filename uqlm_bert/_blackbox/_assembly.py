@@ -63,14 +63,14 @@ class Assembly:
             ``raw_sampled_responses``), ``"raw"`` or ``"postprocessed"``.
         use_best: the answer shown is the candidate chosen by the scorers (see
             :mod:`uqlm_bert.scorers._best`); the original is kept in ``original_responses``.
-        token_supports: each answer's token supports are collected in the scoring pass and
+        supports: each answer's token supports are collected in the scoring pass and
             kept in the result (``words()``, ``sentences()``, ``refine()``).
     """
 
     postprocessor: Callable[[str], str] | None = None
     return_responses: str = "all"
     use_best: bool = False
-    token_supports: bool = True
+    supports: bool = True
 
     def __post_init__(self) -> None:
         if self.return_responses not in RETURN_RESPONSES:
@@ -193,7 +193,7 @@ class Assembly:
         postprocessed once and scored, with how long that took."""
         started = time.perf_counter()
         processed = self.scored_texts(inputs)
-        scored = score_rows(list(scorers), processed, self.use_best, show, self.token_supports)
+        scored = score_rows(list(scorers), processed, self.use_best, show, self.supports)
         elapsed = time.perf_counter() - started
         n = len(inputs)
         metadata = {

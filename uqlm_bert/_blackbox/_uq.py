@@ -494,7 +494,7 @@ class BlackBoxUQ:
                 checkpoint=checkpoint,
                 queue=self._queues.of_running_loop(self._scoring.batch_size),
                 settings=settings,
-                supports=assembly.token_supports,
+                supports=assembly.supports,
             )
         self.last_generation = generation
         return assembly.run_result(

@@ -50,7 +50,7 @@ __all__ = [
     "result_html",
     "sentence_table",
     "support_threshold",
-    "token_supports",
+    "supports_of",
     "word_table",
 ]
 
@@ -60,7 +60,7 @@ MAX_HTML_ROWS = 50
 LEVELS = ("word", "sentence")
 
 
-def token_supports(result: Result) -> list[TokenSupport | None]:
+def supports_of(result: Result) -> list[TokenSupport | None]:
     """The result's token supports, one per row.
 
     Raises:
@@ -116,7 +116,7 @@ def word_table(result: Result) -> pd.DataFrame:
     :func:`~uqlm_bert.results._tables.word_frame`), ``prompt_index`` the row's label."""
     from uqlm_bert.results._tables import word_frame
 
-    return _relabel(word_frame(token_supports(result)), result)
+    return _relabel(word_frame(supports_of(result)), result)
 
 
 def sentence_table(
@@ -131,7 +131,7 @@ def sentence_table(
     ``<NA>`` where there is neither) before ``method``."""
     from uqlm_bert.results._tables import sentence_frame
 
-    frame = _relabel(sentence_frame(token_supports(result), sentences, language), result)
+    frame = _relabel(sentence_frame(supports_of(result), sentences, language), result)
     return with_flags(frame, _optional_threshold(result, "sentence", threshold))
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert._warn import warn_user
-from uqlm_bert.results._answers import support_threshold, token_supports
+from uqlm_bert.results._answers import support_threshold, supports_of
 
 __all__ = ["REFINEMENTS", "refine_table", "refine_text"]
 
@@ -114,7 +114,7 @@ def refine_table(
     from uqlm_bert.results._tables import sentence_frame
 
     cut = support_threshold(result, "sentence", threshold)
-    supports = token_supports(result)
+    supports = supports_of(result)
     frame = result.to_df()
     table = sentence_frame(supports, sentences, language)
     by_row = {k: g for k, g in table.groupby("prompt_index", sort=False)}
