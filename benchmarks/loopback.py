@@ -1,5 +1,5 @@
 """The loopback server of the end-to-end benchmarks: WikiBio passages served by the scripted
-OpenAI-compatible server (``tests/openai_server.py``) on 127.0.0.1, and the client that calls it.
+OpenAI-compatible server (``fakes/openai_server.py``) on 127.0.0.1, and the client that calls it.
 
 The server answers a prompt's passage at temperature 0 and its samples in turn otherwise, honours
 a request's ``n`` or ignores it (one choice, as some servers do), waits a set latency and logs
@@ -23,7 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tests.openai_server import FakeOpenAIServer
+from fakes.openai_server import FakeOpenAIServer
 
 QUEUE = 4096  # listen backlog: bursts of hundreds of new connections
 #: The system prompt of every call: uqlm's default for string prompts.

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.source import parse_source
+from tests.helpers.source import parse_source
 
 PACKAGE = REPO_ROOT / "uqlm_bert"
 HEAVY = ("torch", "transformers", "langchain_core", "langchain_openai", "pandas")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.scripted_chat import ScriptedChatModel
+from tests.helpers.scripted_chat import ScriptedChatModel
 from tests.test_api import PUBLIC
 from uqlm_bert import UQLMBertError
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import uqlm_bert
-from tests.source import parse_source
+from tests.helpers.source import parse_source
 
 PACKAGE = Path(uqlm_bert.__file__).parent
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.texts import LONG, SHORT, passage
+from tests.helpers.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, BlackBoxUQ, ConfigurationError
 from uqlm_bert.bertscore import _resolve as resolve
 from uqlm_bert.bertscore._resolve import auto_dtype, resolve_dtype

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.texts import LONG, SHORT
+from tests.helpers.texts import LONG, SHORT
 from uqlm_bert import BERTScorer
 
 

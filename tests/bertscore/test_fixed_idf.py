@@ -16,7 +16,7 @@ import warnings
 import pytest
 import torch
 
-from tests.texts import passage
+from tests.helpers.texts import passage
 from uqlm_bert.bertscore import _fixed_idf as fixed_idf
 from uqlm_bert.bertscore._fixed_idf import (
     DOC_WORDS,
@@ -195,7 +195,7 @@ def test_a_cased_tokenizer_credits_both_forms_of_a_word(tmp_path, table, cased, 
 def test_byte_level_bpe_words_get_their_leading_space_tokens(tmp_path, table):
     from transformers import AutoTokenizer
 
-    from tests.tiny_models import build_tiny_roberta
+    from tests.helpers.tiny_models import build_tiny_roberta
 
     directory = build_tiny_roberta(tmp_path / "roberta")
     plain = AutoTokenizer.from_pretrained(str(directory))

@@ -119,7 +119,7 @@ def test_an_embedding_that_is_not_finite_gives_a_score_that_is_not():
 
 
 def _long_pairs(n_tokens: int):
-    from tests.texts import LONG
+    from tests.helpers.texts import LONG
 
     text = " ".join(LONG)
     words = text.split()

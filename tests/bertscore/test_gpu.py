@@ -23,8 +23,8 @@ from tests.bertscore.test_parity import (  # noqa: F401 - baseline_file is a fix
     baseline_file,
     grid_case,
 )
-from tests.devices import CUDA_ONLY
-from tests.texts import LONG, SHORT, passage
+from tests.helpers.devices import CUDA_ONLY
+from tests.helpers.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, BlackBoxUQ, DeviceOutOfMemoryError
 from uqlm_bert.bertscore._encoder import Encoder
 
@@ -163,7 +163,7 @@ def test_a_text_that_does_not_fit_alone_on_cuda_raises_the_typed_error():
 @pytest.mark.network
 async def test_generate_and_score_on_cuda_against_a_loopback_server():
     langchain_openai = pytest.importorskip("langchain_openai")
-    from tests.openai_server import FakeOpenAIServer
+    from fakes.openai_server import FakeOpenAIServer
 
     def answer(prompt: str, temperature: float | None) -> str:
         return passage(zlib.crc32(f"{prompt}|{temperature}".encode()), 60)

@@ -14,7 +14,7 @@ from uqlm_bert.bertscore._baseline import read_baseline
 
 
 @pytest.fixture(scope="module")
-def scorer() -> BERTScorer:
+def inputs_engine() -> BERTScorer:
     return BERTScorer(show_progress_bars=False)
 
 
@@ -33,32 +33,32 @@ def scorer() -> BERTScorer:
         (["a", "b"], ["c", ["d", None]], r"refs\[1\]\[1\] is None"),
     ],
 )
-def test_bad_inputs_name_the_index(scorer, cands, refs, message):
+def test_bad_inputs_name_the_index(inputs_engine, cands, refs, message):
     with pytest.raises(InputValidationError, match=message):
-        scorer.score(cands, refs)
+        inputs_engine.score(cands, refs)
 
 
-def test_input_errors_are_value_errors(scorer):
+def test_input_errors_are_value_errors(inputs_engine):
     with pytest.raises(ValueError):
-        scorer.score(["a"], [])
+        inputs_engine.score(["a"], [])
 
 
 @pytest.mark.parametrize("empty", ["", "   ", "\n\t "])
-def test_empty_candidate_or_reference_scores_zero_with_warning(scorer, empty):
+def test_empty_candidate_or_reference_scores_zero_with_warning(inputs_engine, empty):
     with pytest.warns(UserWarning, match=r"empty candidate text .* at index 1"):
-        P, R, F = scorer.score(["A cat.", empty], ["A cat.", "A dog."])
+        P, R, F = inputs_engine.score(["A cat.", empty], ["A cat.", "A dog."])
     assert (float(P[1]), float(R[1]), float(F[1])) == (0.0, 0.0, 0.0)
     assert float(F[0]) > 0.99  # the other pair is untouched
     with pytest.warns(UserWarning, match=r"empty reference text .* index 0"):
-        P, R, F = scorer.score(["A cat.", "A dog."], [empty, "A dog."])
+        P, R, F = inputs_engine.score(["A cat.", "A dog."], [empty, "A dog."])
     assert (float(P[0]), float(R[0]), float(F[0])) == (0.0, 0.0, 0.0)
 
 
 def test_empty_text_rescaled_from_raw_zero():
-    scorer = BERTScorer(rescale_with_baseline=True, show_progress_bars=False)
-    b = read_baseline(scorer.baseline_path, scorer.num_layers)
+    inputs_engine = BERTScorer(rescale_with_baseline=True, show_progress_bars=False)
+    b = read_baseline(inputs_engine.baseline_path, inputs_engine.num_layers)
     with pytest.warns(UserWarning, match="empty"):
-        P, R, F = scorer.score([""], ["Some reference."])
+        P, R, F = inputs_engine.score([""], ["Some reference."])
     # raw 0 rescaled: (0 - b) / (1 - b)
     assert [float(P[0]), float(R[0]), float(F[0])] == pytest.approx(
         [-b[0] / (1 - b[0]), -b[1] / (1 - b[1]), -b[2] / (1 - b[2])], abs=1e-6
@@ -93,8 +93,8 @@ def test_bad_settings():
         BERTScorer(idf=True, idf_sents=[None])
 
 
-def test_idf_mapping(scorer):
-    tok = scorer.encoder.tokenizer
+def test_idf_mapping(inputs_engine):
+    tok = inputs_engine.encoder.tokenizer
     cand, ref = "the cat sat", "the dog sat"
     ids_c = tok(cand)["input_ids"]
     cat_id = tok.convert_tokens_to_ids("cat")
@@ -105,8 +105,8 @@ def test_idf_mapping(scorer):
     with pytest.warns(UserWarning, match=r"reference whose idf weights are all 0 at index 0"):
         P_w, R_w, F_w = weighted.score([cand], [ref])
     assert (float(R_w[0]), float(F_w[0])) == (0.0, 0.0)
-    emb_c = scorer.encoder.embed_packed([ids_c])
-    emb_r = scorer.encoder.embed_packed([tok(ref)["input_ids"]])
+    emb_c = inputs_engine.encoder.embed_packed([ids_c])
+    emb_r = inputs_engine.encoder.embed_packed([tok(ref)["input_ids"]])
     pos = ids_c.index(cat_id)
     expected = float((emb_c[pos] @ emb_r.T).max())
     assert float(P_w[0]) == pytest.approx(expected, abs=1e-6)
@@ -114,7 +114,7 @@ def test_idf_mapping(scorer):
         BERTScorer(idf={"cat": 1.0})
 
 
-def test_idf_sents_weights_follow_the_formula(scorer):
+def test_idf_sents_weights_follow_the_formula(inputs_engine):
     sents = ["the cat sat", "the dog sat", "a bird flew"]
     s = BERTScorer(idf=True, idf_sents=sents, show_progress_bars=False)
     tok = s.encoder.tokenizer
@@ -126,16 +126,16 @@ def test_idf_sents_weights_follow_the_formula(scorer):
     assert w[tok.convert_tokens_to_ids("zebra")] == pytest.approx(log(m + 1))
 
 
-def test_inputs_are_not_mutated(scorer):
+def test_inputs_are_not_mutated(inputs_engine):
     cands = [" A cat. ", "B"]
     refs = [["A cat.", "C"], "B"]
     before = (list(cands), [list(r) if isinstance(r, list) else r for r in refs])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        scorer.score(cands, refs)
+        inputs_engine.score(cands, refs)
     assert (cands, refs) == before
 
 
-def test_identical_texts_score_one(scorer):
-    P, R, F = scorer.score(["The same text here."], ["The same text here."])
+def test_identical_texts_score_one(inputs_engine):
+    P, R, F = inputs_engine.score(["The same text here."], ["The same text here."])
     assert torch.allclose(torch.stack([P, R, F]), torch.ones(3, 1), atol=1e-5)

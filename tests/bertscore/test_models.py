@@ -7,8 +7,8 @@ import warnings
 import pytest
 import torch
 
-from tests.texts import LONG, SHORT
-from tests.tiny_models import build_tiny_bert, build_tiny_roberta
+from tests.helpers.texts import LONG, SHORT
+from tests.helpers.tiny_models import build_tiny_roberta
 from uqlm_bert import BERTScorer, ConfigurationError, ModelLoadError
 from uqlm_bert.bertscore import MODEL_LAYERS, compute_baseline, read_baseline
 from uqlm_bert.bertscore._loading import resolve_device
@@ -16,11 +16,6 @@ from uqlm_bert.bertscore._settings import BERTScoreSettings
 
 bert_score = pytest.importorskip("bert_score")
 TOL = 1e-5
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory, embedded_model_path) -> str:
-    return str(build_tiny_bert(tmp_path_factory.mktemp("tiny") / "tiny-bert", embedded_model_path))
 
 
 @pytest.fixture(scope="module")

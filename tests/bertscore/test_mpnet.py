@@ -16,9 +16,9 @@ import warnings
 import pytest
 import torch
 
-from tests.devices import DEVICES
-from tests.texts import LONG, SHORT
-from tests.tiny_models import build_tiny_mpnet
+from tests.helpers.devices import DEVICES
+from tests.helpers.texts import LONG, SHORT
+from tests.helpers.tiny_models import build_tiny_mpnet
 from uqlm_bert import BERTScorer
 from uqlm_bert.bertscore import _packed_forward as packed_module
 from uqlm_bert.bertscore._loading import load_encoder

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.texts import LONG, SHORT, passage
+from tests.helpers.texts import LONG, SHORT, passage
 from uqlm_bert import BERTScorer, DeviceOutOfMemoryError, UQLMBertError
 from uqlm_bert.bertscore import _pair_scoring as pair_scoring
 from uqlm_bert.bertscore._batching import (
@@ -25,7 +25,7 @@ REFS = [passage(400 + i, 90 - 5 * i) for i in range(12)] + LONG[:4]
 
 
 @pytest.fixture(scope="module")
-def scorer() -> BERTScorer:
+def oom_engine() -> BERTScorer:
     return BERTScorer(device="cpu", show_progress_bars=False)
 
 
@@ -56,8 +56,10 @@ def test_plan_batches_by_count_and_by_padded_tokens():
     assert plan_batches([], max_texts=2, max_tokens=64) == []
 
 
-def test_a_batch_out_of_memory_is_split_and_nothing_is_lost_or_counted_twice(scorer, monkeypatch):
-    enc = scorer.encoder
+def test_a_batch_out_of_memory_is_split_and_nothing_is_lost_or_counted_twice(
+    oom_engine, monkeypatch
+):
+    enc = oom_engine.encoder
     seqs = sorted(enc.tokenize(CANDS + REFS), key=len)
     expected = torch.cat(embed_in_batches(enc, seqs, max_tokens=10**9))
     log: list = []
@@ -73,24 +75,26 @@ def test_a_batch_out_of_memory_is_split_and_nothing_is_lost_or_counted_twice(sco
     assert torch.allclose(got, expected, atol=1e-6, rtol=0)
 
 
-def test_scores_are_the_same_when_batches_run_out_of_memory(scorer, monkeypatch):
-    P, R, F = scorer.score(CANDS, REFS)
+def test_scores_are_the_same_when_batches_run_out_of_memory(oom_engine, monkeypatch):
+    P, R, F = oom_engine.score(CANDS, REFS)
     log: list = []
     _fail_above(monkeypatch, 400, log)
-    P2, R2, F2 = scorer.score(CANDS, REFS)
+    P2, R2, F2 = oom_engine.score(CANDS, REFS)
     assert any(not ok for *_, ok in log)
     for a, b in ((P, P2), (R, R2), (F, F2)):
         assert torch.allclose(a, b, atol=1e-6, rtol=0)
 
 
-def test_a_text_that_does_not_fit_alone_raises_a_typed_error_naming_its_length(scorer, monkeypatch):
+def test_a_text_that_does_not_fit_alone_raises_a_typed_error_naming_its_length(
+    oom_engine, monkeypatch
+):
     long_text = passage(7, 150)
-    n_tokens = len(scorer.encoder.tokenize([long_text])[0])
+    n_tokens = len(oom_engine.encoder.tokenize([long_text])[0])
     released: list[bool] = []
     monkeypatch.setattr(Encoder, "release_memory", lambda self: released.append(True))
     _fail_above(monkeypatch, n_tokens - 1, [])
     with pytest.raises(DeviceOutOfMemoryError) as info:
-        scorer.score(["A short answer.", long_text], ["A short sample.", "Another sample."])
+        oom_engine.score(["A short answer.", long_text], ["A short sample.", "Another sample."])
     message = str(info.value)
     assert f"{n_tokens} tokens" in message
     assert "max_length" in message and "smaller model" in message
@@ -104,20 +108,20 @@ def test_on_an_accelerator_the_remedy_names_the_cpu():
     assert "max_length" in message and "smaller model" in message and "device='cpu'" in message
 
 
-def test_other_errors_are_not_taken_for_out_of_memory(scorer, monkeypatch):
+def test_other_errors_are_not_taken_for_out_of_memory(oom_engine, monkeypatch):
     def broken(self, batch, normalize=True):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(Encoder, "embed_packed", broken)
     with pytest.raises(RuntimeError, match="illegal memory access"):
-        scorer.score(["a"], ["b"])
+        oom_engine.score(["a"], ["b"])
     assert is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 1 GB)"))
     assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory"))
     assert not is_out_of_memory(ValueError("out of memory"))
 
 
-def test_a_matching_block_out_of_memory_is_split(scorer, monkeypatch):
-    P, R, F = scorer.score(CANDS, REFS)
+def test_a_matching_block_out_of_memory_is_split(oom_engine, monkeypatch):
+    P, R, F = oom_engine.score(CANDS, REFS)
     real = pair_scoring.greedy_match_rows
     sizes: list[tuple[int, bool]] = []
 
@@ -130,7 +134,7 @@ def test_a_matching_block_out_of_memory_is_split(scorer, monkeypatch):
         return real(emb, aux, rows, cand_width)
 
     monkeypatch.setattr(pair_scoring, "greedy_match_rows", limited)
-    P2, R2, F2 = scorer.score(CANDS, REFS)
+    P2, R2, F2 = oom_engine.score(CANDS, REFS)
     assert any(not ok for _, ok in sizes)
     assert sum(n for n, ok in sizes if ok) == len(CANDS)  # each pair matched once
     for a, b in ((P, P2), (R, R2), (F, F2)):

@@ -18,7 +18,7 @@ import warnings
 import pytest
 import torch
 
-from tests.texts import LONG, OVERLONG, SHORT
+from tests.helpers.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer
 
 bert_score = pytest.importorskip("bert_score")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.texts import SHORT
-from tests.tiny_models import build_tiny_mpnet
+from tests.helpers.texts import SHORT
+from tests.helpers.tiny_models import build_tiny_mpnet
 from uqlm_bert import BERTScorer, BlackBoxUQ, ModelLoadError, ModelUnavailableError
 from uqlm_bert.bertscore import _fixed_idf as fixed_idf
 from uqlm_bert.bertscore._known_models import (

@@ -329,7 +329,7 @@ def test_the_command_gives_score_the_scorers_defaults_and_evaluate_the_engine_s(
 def test_flat_arguments_and_a_settings_object_score_identically():
     """``BlackBoxUQ(num_layers=4)`` and ``BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=4))``:
     one set of settings, one model, the same confidences (long answers included)."""
-    from tests.texts import LONG, OVERLONG, SHORT
+    from tests.helpers.texts import LONG, OVERLONG, SHORT
 
     responses = [SHORT[0], OVERLONG[0], LONG[1]]
     samples = [[SHORT[1], SHORT[2]], [OVERLONG[0][::-1], LONG[2]], [LONG[1], None]]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.texts import LONG, OVERLONG, SHORT
+from tests.helpers.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer, ConfigurationError, InputValidationError
 from uqlm_bert.bertscore import _pair_scoring as pair_scoring
 from uqlm_bert.bertscore import _resolve as resolve

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.devices import DEVICES
-from tests.texts import SHORT, passage
+from tests.helpers.devices import DEVICES
+from tests.helpers.texts import SHORT, passage
 from uqlm_bert import BERTScorer
 
 

@@ -20,8 +20,8 @@ import pytest
 import torch
 
 from tests.bertscore.test_parity import _pairs, baseline_file  # noqa: F401 (a fixture)
-from tests.texts import LONG, OVERLONG, SHORT
-from tests.tiny_models import build_tiny_bert
+from tests.helpers.texts import LONG, OVERLONG, SHORT
+from tests.helpers.tiny_models import build_tiny_bert
 from uqlm_bert import BERTScorer
 from uqlm_bert.bertscore._matching import greedy_match, greedy_match_tiled
 from uqlm_bert.bertscore._windows import MIN_OVERLAP, plan_windows
@@ -72,31 +72,31 @@ def test_idf_over_the_call_scores_the_same_in_both_modes():
 
 
 @pytest.fixture(scope="module")
-def scorers():
+def window_engines():
     return {
         mode: BERTScorer(num_layers=4, idf="auto", long_texts=mode, show_progress_bars=False)
         for mode in ("window", "truncate")
     }
 
 
-def test_a_tail_past_the_window_counts_only_in_window_mode(scorers):
+def test_a_tail_past_the_window_counts_only_in_window_mode(window_engines):
     head = OVERLONG[0]  # 700 tokens: its first 512 are all the truncating scorer reads
     same, other = head + " " + LONG[2], head + " " + LONG[3]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cut = _stack(scorers["truncate"].score([same, same], [same, other]))
-    whole = _stack(scorers["window"].score([same, same], [same, other]))
+        cut = _stack(window_engines["truncate"].score([same, same], [same, other]))
+    whole = _stack(window_engines["window"].score([same, same], [same, other]))
     assert torch.equal(cut[:, 0], cut[:, 1])  # blind past the window
     assert torch.allclose(whole[:, 0], torch.ones(3), atol=1e-6)  # a text against itself
     assert (whole[:, 1] < 1 - 1e-3).all()  # the other tail is seen
 
 
-def test_truncation_warns_only_in_truncate_mode_and_names_the_setting(scorers):
+def test_truncation_warns_only_in_truncate_mode_and_names_the_setting(window_engines):
     with pytest.warns(UserWarning, match="long_texts='window'"):
-        scorers["truncate"].score(OVERLONG, OVERLONG[::-1])
+        window_engines["truncate"].score(OVERLONG, OVERLONG[::-1])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        scorers["window"].score(OVERLONG, OVERLONG[::-1])
+        window_engines["window"].score(OVERLONG, OVERLONG[::-1])
 
 
 def _by_hand(scorer, text: str, ref: str, window: int):

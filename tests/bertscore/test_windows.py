@@ -56,7 +56,7 @@ def test_frame_of_a_bert_tokenizer(bert_frame):
 
 
 def test_frame_of_a_roberta_tokenizer(tmp_path):
-    from tests.tiny_models import build_tiny_roberta
+    from tests.helpers.tiny_models import build_tiny_roberta
 
     tok = load_tokenizer(str(build_tiny_roberta(tmp_path / "tiny-roberta")))
     frame = Frame.of(tok, 128)

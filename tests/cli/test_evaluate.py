@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.places import unwritable_directory
+from tests.helpers.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.evaluation._references import evaluate_references

@@ -13,12 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.expected import default_confidence
-from tests.places import unwritable_directory
+from tests.helpers.expected import default_confidence
+from tests.helpers.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import MAX_NESTING, read_table
-from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 #: A model that does not exist: a command that gets as far as loading it fails differently.
 NO_MODEL = ["--model-type", "/nonexistent/model-directory"]
@@ -38,12 +37,6 @@ ANSWERS = pd.DataFrame(
         ],
     }
 )
-
-
-@pytest.fixture(scope="module")
-def reference_scorer() -> BERTScorer:
-    """The engine with the ``bert_score`` scorer's default settings."""
-    return BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
 
 
 def expected_confidence(scorer: BERTScorer, response: str, samples: list) -> float:
@@ -84,7 +77,7 @@ SHAPES = ["jsonl", "json-compact", "json-indented", "csv-from-pandas", "parquet"
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_score_reads_every_file_shape_pandas_writes(tmp_path, capsys, reference_scorer, shape):
+def test_score_reads_every_file_shape_pandas_writes(tmp_path, capsys, default_engine, shape):
     if shape == "parquet":
         pytest.importorskip("pyarrow")
     src = write_shape(ANSWERS, tmp_path, shape)
@@ -95,7 +88,7 @@ def test_score_reads_every_file_shape_pandas_writes(tmp_path, capsys, reference_
     assert [str(r["id"]) for r in records] == [str(i) for i in ANSWERS["id"]]
     assert [r["response"] for r in records] == ANSWERS["response"].tolist()
     expected = [
-        expected_confidence(reference_scorer, r, s)
+        expected_confidence(default_engine, r, s)
         for r, s in zip(ANSWERS["response"], ANSWERS["sampled_responses"], strict=True)
     ]
     np.testing.assert_allclose([r["bert_score"] for r in records], expected, atol=1e-6)
@@ -156,7 +149,7 @@ def deep_file(directory, shape: str) -> str:
 
 @pytest.mark.parametrize("shape", ["jsonl", "json", "csv"])
 def test_deeply_nested_value_fails_its_row_and_the_others_are_scored(
-    tmp_path, capsys, reference_scorer, shape
+    tmp_path, capsys, default_engine, shape
 ):
     src = deep_file(tmp_path, shape)
     out = tmp_path / "scored.jsonl"
@@ -178,7 +171,7 @@ def test_deeply_nested_value_fails_its_row_and_the_others_are_scored(
         row = ANSWERS.iloc[i // 2]
         assert records[i]["score_error"] is None
         assert records[i]["bert_score"] == pytest.approx(
-            expected_confidence(reference_scorer, row["response"], row["sampled_responses"]),
+            expected_confidence(default_engine, row["response"], row["sampled_responses"]),
             abs=1e-6,
         )
     assert "rows: 3  failed: 1" in stdout

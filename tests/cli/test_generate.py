@@ -9,9 +9,9 @@ import os
 import pandas as pd
 import pytest
 
-from tests.expected import default_confidence
-from tests.openai_server import FakeOpenAIServer, answer_text
-from tests.places import unwritable_directory
+from fakes.openai_server import FakeOpenAIServer, answer_text
+from tests.helpers.expected import default_confidence
+from tests.helpers.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
@@ -23,12 +23,6 @@ pytestmark = pytest.mark.network
 
 KEY_VAR = "UQLM_BERT_TEST_KEY"
 KEY = "sk-test-8c1f-do-not-print"
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer() as s:
-        yield s
 
 
 def record_authorization(server: FakeOpenAIServer) -> list[str | None]:

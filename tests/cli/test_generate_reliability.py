@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from fakes.openai_server import FakeOpenAIServer, answer_text
 from tests.conftest import REPO_ROOT
-from tests.openai_server import FakeOpenAIServer, answer_text
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
 
@@ -34,10 +34,8 @@ KEY = "sk-test-3f9a7c41-never-written-anywhere"
 PROMPTS = ["Capital of France?", "Boiling point of water?", "Who wrote 'Hamlet'?"]
 
 
-@pytest.fixture
-def server():
-    with FakeOpenAIServer(request_queue_size=128) as s:
-        yield s
+#: the scripted server's options in this module (the ``server`` fixture reads them)
+SERVER_OPTIONS = {"request_queue_size": 128}
 
 
 @pytest.fixture(autouse=True)

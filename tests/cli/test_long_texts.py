@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.deadline import deadline
-from tests.expected import default_confidence
-from tests.texts import LONG, OVERLONG, SHORT
+from tests.helpers.deadline import deadline
+from tests.helpers.expected import default_confidence
+from tests.helpers.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer
 from uqlm_bert.bertscore._settings import SCORER_DEFAULTS
 from uqlm_bert.cli import main

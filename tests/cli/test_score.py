@@ -13,19 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.expected import default_confidence, precision_confidence
+from tests.helpers.expected import default_confidence, precision_confidence
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
 from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def reference_scorer() -> BERTScorer:
-    """The engine with the ``bert_score`` scorer's default settings."""
-    return BERTScorer.from_settings(SCORER_DEFAULTS, show_progress_bars=False)
 
 
 def expected_confidence(scorer: BERTScorer, response, samples) -> float:
@@ -72,7 +66,7 @@ ROWS = [
 
 
 def test_score_keeps_every_row_and_column_and_adds_one_column_per_scorer(
-    tmp_path, capsys, reference_scorer
+    tmp_path, capsys, default_engine
 ):
     src = write_jsonl(tmp_path / "answers.jsonl", ROWS)
     out = tmp_path / "scored.csv"
@@ -86,7 +80,7 @@ def test_score_keeps_every_row_and_column_and_adds_one_column_per_scorer(
         r["sampled_responses"] for r in ROWS
     ]
     expected = [
-        expected_confidence(reference_scorer, r["response"], r["sampled_responses"]) for r in ROWS
+        expected_confidence(default_engine, r["response"], r["sampled_responses"]) for r in ROWS
     ]
     got = [math.nan if v is None else float(v) for v in df["bert_score"]]
     np.testing.assert_allclose(got, expected, atol=1e-6, equal_nan=True)
@@ -154,7 +148,7 @@ def test_parquet_output_from_jsonl_input(tmp_path, capsys):
 
 
 def test_malformed_csv_rows_are_reported_and_leave_other_rows_alone(
-    tmp_path, capsys, reference_scorer
+    tmp_path, capsys, default_engine
 ):
     good = ROWS[1]
     src = tmp_path / "answers.csv"
@@ -182,10 +176,10 @@ def test_malformed_csv_rows_are_reported_and_leave_other_rows_alone(
     assert records[2]["score_error"] == "field 'response': missing (empty or null)"
     assert records[0]["score_error"] is None and records[3]["score_error"] is None
     assert records[0]["bert_score"] == pytest.approx(
-        expected_confidence(reference_scorer, good["response"], good["sampled_responses"]), abs=1e-6
+        expected_confidence(default_engine, good["response"], good["sampled_responses"]), abs=1e-6
     )
     assert records[3]["bert_score"] == pytest.approx(
-        expected_confidence(reference_scorer, good["response"], ["Cusco."]), abs=1e-6
+        expected_confidence(default_engine, good["response"], ["Cusco."]), abs=1e-6
     )
 
 

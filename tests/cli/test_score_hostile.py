@@ -1,7 +1,7 @@
 """``uqlm-bert score`` on random hostile files: every row is kept, in order, and scored or given a
 reason; no row can fail the whole file.
 
-The rows mix the texts of ``tests/texts_hostile.py`` (lone surrogates as JSON escapes, NUL and
+The rows mix the texts of ``tests/helpers/texts_hostile.py`` (lone surrogates as JSON escapes, NUL and
 other controls, combining marks, right-to-left text, emoji, very long lines) with rows of the
 wrong shape: missing fields, numbers where text belongs, samples nested thousands of lists deep,
 a line that is not JSON.
@@ -17,7 +17,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from tests.texts_hostile import random_text
+from tests.helpers.texts_hostile import random_text
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.deadline import deadline
-from tests.texts import passage
+from tests.helpers.deadline import deadline
+from tests.helpers.texts import passage
 from uqlm_bert import ConfigurationError, InputValidationError, UQLMBertError
 from uqlm_bert.cli import main
 from uqlm_bert.distributed import (
@@ -28,7 +27,6 @@ from uqlm_bert.distributed import (
     plan_workers,
     score_dataset,
     score_file,
-    start_local_ray,
 )
 from uqlm_bert.io import read_table, scoring_inputs, validate_rows
 from uqlm_bert.scorers import Scorer, build_scorer, build_scorers, scorer_settings
@@ -210,21 +208,6 @@ def test_score_file_with_no_row_to_score_writes_the_failures_without_ray(tmp_pat
 
 
 # -- on a local Ray ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    assert not ray.is_initialized(), "another test left Ray running"
-    start_local_ray(num_cpus=2)
-    assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
-    # Scorers defined in this module travel to the workers by value.
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    try:
-        yield ray
-    finally:
-        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-        ray.shutdown()
 
 
 @pytest.mark.ray

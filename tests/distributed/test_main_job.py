@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.deadline import deadline
-from tests.openai_server import FakeOpenAIServer
-from tests.texts import passage
+from fakes.openai_server import FakeOpenAIServer
+from tests.helpers.deadline import deadline
+from tests.helpers.scorers import LengthRatio
+from tests.helpers.texts import passage
 from uqlm_bert import BlackBoxUQ, ConfigurationError
 from uqlm_bert.cli import main
-from uqlm_bert.distributed import RayScoring, start_local_ray
+from uqlm_bert.distributed import RayScoring
 from uqlm_bert.io import read_table
 from uqlm_bert.scorers import Scorer, register_scorer
 from uqlm_bert.scorers import _registry as scorer_registry
@@ -33,7 +32,6 @@ langchain_openai = pytest.importorskip("langchain_openai")
 
 TOL = 1e-6
 BF16_TOL = 1e-3  # a confidence in bfloat16, scored alone or among others (docs/bertscore.md)
-FAST = {"retry_base_delay": 0.0, "retry_max_delay": 0.0}
 
 
 class Answers:
@@ -50,6 +48,10 @@ class Answers:
         return self.choices(prompt, temperature, 1)[0]
 
 
+#: the scripted server's options in this module (the ``server`` fixture reads them)
+SERVER_OPTIONS = {"default_latency": 0.02, "answer": Answers(), "request_queue_size": 1024}
+
+
 class ShortAnswers(Answers):
     """One-sentence answers (4 to 11 words): the main job's size, at the scoring cost a test
     can afford twice (on the pool and in this process)."""
@@ -61,24 +63,6 @@ class ShortAnswers(Answers):
         return [passage(seed + 1 + j, 4 + (seed + 5 * j) % 8) for j in range(n)]
 
 
-class LengthRatio(Scorer):
-    """Mean min/max character length of response and sample; ``delay`` seconds per call, so
-    that a batch stays on its actor for a while."""
-
-    name = "length_ratio"
-
-    def __init__(self, delay: float = 0.0) -> None:
-        self.delay = delay
-
-    def score(self, responses, sampled_responses, show_progress_bars=False):
-        time.sleep(self.delay)
-        out = []
-        for r, samples in zip(responses, sampled_responses, strict=True):
-            vals = [min(len(r), len(s)) / max(len(r), len(s)) for s in samples if s and r]
-            out.append(sum(vals) / len(vals) if vals else math.nan)
-        return np.asarray(out)
-
-
 class PoisonScorer(Scorer):
     """Raises on a batch that holds the poisoned answer, scores 1.0 otherwise."""
 
@@ -88,21 +72,6 @@ class PoisonScorer(Scorer):
         if any(r is not None and "poison" in r for r in responses):
             raise ValueError("this scorer cannot read a poisoned answer")
         return np.ones(len(responses))
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray = pytest.importorskip("ray")
-    assert not ray.is_initialized(), "another test left Ray running"
-    start_local_ray(num_cpus=2)
-    assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
-    # the scorers defined here travel to the actors by value
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    try:
-        yield ray
-    finally:
-        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-        ray.shutdown()
 
 
 @pytest.fixture
@@ -118,12 +87,6 @@ def slow_length_ratio():
 def _named(scorer: Scorer, name: str) -> Scorer:
     scorer.name = name
     return scorer
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer(default_latency=0.02, answer=Answers(), request_queue_size=1024) as s:
-        yield s
 
 
 def chat(server: FakeOpenAIServer):

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.deadline import deadline
-from tests.texts import passage
+from tests.helpers.deadline import deadline
+from tests.helpers.texts import passage
 from uqlm_bert.distributed import ray_session, score_file
 from uqlm_bert.scorers import build_scorer
 

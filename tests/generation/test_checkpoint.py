@@ -8,12 +8,13 @@ import re
 
 import pytest
 
-from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from tests.helpers.retries import no_wait
+from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
 from uqlm_bert import CheckpointError
-from uqlm_bert.generation import Checkpoint, GenerationSettings, ResponseGenerator, RetryPolicy
+from uqlm_bert.generation import Checkpoint, GenerationSettings, ResponseGenerator
 from uqlm_bert.generation._records import CallFailure
 
-FAST = RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0)
+FAST = no_wait(1)
 PROMPTS = [f"question {i}" for i in range(8)]
 
 

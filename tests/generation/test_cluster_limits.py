@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.scripted_chat import Recorder, ScriptedChatModel, http_error
+from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, http_error
 from uqlm_bert import ConfigurationError, LimitsUnavailableError
 from uqlm_bert.generation import _cluster_limits as cluster_module
 from uqlm_bert.generation._backoff import RetryPolicy

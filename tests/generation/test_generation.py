@@ -13,7 +13,8 @@ from langchain_core.language_models.fake_chat_models import (
 )
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from tests.helpers.retries import no_wait
+from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
 from uqlm_bert import (
     AuthenticationFailedError,
     ConfigurationError,
@@ -39,7 +40,7 @@ from uqlm_bert.generation._prompts import (
     validate_prompts,
 )
 
-FAST = RetryPolicy(max_retries=3, base_delay=0.0, max_delay=0.0)
+FAST = no_wait(3)
 
 
 def scripted(**kwargs) -> ScriptedChatModel:

@@ -11,15 +11,15 @@ import logging
 
 import pytest
 
-from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from tests.helpers.retries import no_wait
+from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
 from uqlm_bert.generation import _learned_limits as memory
-from uqlm_bert.generation._backoff import RetryPolicy
 from uqlm_bert.generation._checkpoint import Checkpoint
 from uqlm_bert.generation._clients import accepts_n, provider_key
 from uqlm_bert.generation._generator import ResponseGenerator
 from uqlm_bert.generation._settings import GenerationSettings
 
-FAST = RetryPolicy(max_retries=3, base_delay=0.0, max_delay=0.0)
+FAST = no_wait(3)
 PROMPTS = [f"q{i}" for i in range(6)]
 
 

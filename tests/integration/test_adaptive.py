@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.openai_server import FakeOpenAIServer
+from fakes.openai_server import FakeOpenAIServer
 from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.scorers._base import Scorer
 

@@ -21,7 +21,7 @@ from benchmarks import bench_end_to_end as end_to_end
 from benchmarks import bench_vs_uqlm as vs
 from benchmarks import eval_idf, eval_threshold, harness, loopback
 from benchmarks import eval_wikibio as combos
-from tests.deadline import deadline
+from tests.helpers.deadline import deadline
 from uqlm_bert.bertscore._settings import SCORER_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -419,8 +419,8 @@ def test_a_random_weights_copy_has_the_models_shapes_and_tokens_and_new_weights(
     from transformers import AutoConfig, AutoTokenizer
 
     from benchmarks.bench_presets import random_weights_copy
-    from tests.texts import LONG, SHORT
-    from tests.tiny_models import build_tiny_mpnet
+    from tests.helpers.texts import LONG, SHORT
+    from tests.helpers.tiny_models import build_tiny_mpnet
     from uqlm_bert import BERTScorer
 
     source = build_tiny_mpnet(tmp_path / "source", embedded_model_path)

@@ -1,6 +1,6 @@
 """End to end through langchain-openai's ChatOpenAI against a scripted server on 127.0.0.1.
 
-The server (tests/openai_server.py) injects latency, 429s with Retry-After, 503s, hung calls,
+The server (fakes/openai_server.py) injects latency, 429s with Retry-After, 503s, hung calls,
 400s, 401s and malformed replies, and logs every request with its arrival time.
 """
 
@@ -12,40 +12,20 @@ import math
 
 import pytest
 
-from tests.openai_server import FakeOpenAIServer, answer_text
+from fakes.openai_server import FakeOpenAIServer, answer_text
+from tests.helpers.retries import fast
+from tests.helpers.scorers import LengthRatio
 from uqlm_bert import AuthenticationFailedError
 from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.results._identical_samples import IdenticalSamplesWarning
-from uqlm_bert.scorers._base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")
 
 pytestmark = pytest.mark.network
 
-FAST = {"retry_base_delay": 0.0, "retry_max_delay": 0.0}
 
-
-class LengthRatio(Scorer):
-    """Mean of min/max character length of response and sample: cheap, exact, model-free."""
-
-    name = "length_ratio"
-
-    def score(self, responses, sampled_responses, show_progress_bars=False):
-        out = []
-        for r, samples in zip(responses, sampled_responses, strict=True):
-            vals = [
-                min(len(r), len(s)) / max(len(r), len(s))
-                for s in samples
-                if s is not None and r is not None
-            ]
-            out.append(sum(vals) / len(vals) if vals else math.nan)
-        return out
-
-
-@pytest.fixture
-def server():
-    with FakeOpenAIServer(default_latency=0.005) as s:
-        yield s
+#: the scripted server's options in this module (the ``server`` fixture reads them)
+SERVER_OPTIONS = {"default_latency": 0.005}
 
 
 def chat(server: FakeOpenAIServer, **kwargs):
@@ -84,12 +64,9 @@ async def test_alignment_retries_and_failure_accounting(server):
     uq = BlackBoxUQ(
         llm,
         scorers=[LengthRatio()],
-        max_retries=2,
-        request_timeout=0.5,
-        max_concurrency=6,
-        use_n_param=False,  # one call per sample: the server's log is counted per sample
         show_progress_bars=False,
-        **FAST,
+        # one call per sample: the server's log is counted per sample
+        **fast(max_retries=2, request_timeout=0.5, max_concurrency=6, use_n_param=False),
     )
     with pytest.warns(RuntimeWarning) as caught:
         result = await uq.generate_and_score(prompts, num_responses=2)
@@ -161,7 +138,7 @@ async def test_alignment_retries_and_failure_accounting(server):
 async def test_retry_after_is_honoured(server, header, wait):
     value = "1" if header == "retry_after" else "300"
     server.add_rule("slow down", status=429, times=1, **{header: value})
-    uq = BlackBoxUQ(chat(server), scorers=[LengthRatio()], show_progress_bars=False, **FAST)
+    uq = BlackBoxUQ(chat(server), scorers=[LengthRatio()], show_progress_bars=False, **fast())
     result = await uq.generate_and_score(["slow down"], num_responses=1)
     assert result.data["responses"] == [answer_text("slow down", 0.0)]
     log = server.requests_for("slow down")
@@ -176,12 +153,13 @@ async def test_rate_limit_holds_in_every_window_retries_included(server):
     uq = BlackBoxUQ(
         chat(server),
         scorers=[LengthRatio()],
-        max_calls_per_min=limit,
-        rate_limit_period=period,
-        max_concurrency=8,
-        use_n_param=False,
         show_progress_bars=False,
-        **FAST,
+        **fast(
+            max_calls_per_min=limit,
+            rate_limit_period=period,
+            max_concurrency=8,
+            use_n_param=False,
+        ),
     )
     await uq.generate_and_score([f"r{i}" for i in range(4)], num_responses=2)
     arrivals = sorted(r.arrived for r in server.log)
@@ -314,8 +292,8 @@ async def test_samples_come_in_one_call_with_n_and_faults_stay_in_their_slots(se
     server.add_rule("n-400", status=400, temperature=1.0)
     prompts = ["n-ok-0", "n-429", "n-hang", "n-400", "n-ok-1"]
     uq = BlackBoxUQ(
-        chat(server), scorers=[LengthRatio()], max_retries=1, request_timeout=0.5,
-        show_progress_bars=False, **FAST,
+        chat(server), scorers=[LengthRatio()], show_progress_bars=False,
+        **fast(max_retries=1, request_timeout=0.5),
     )  # fmt: skip
     with pytest.warns(RuntimeWarning):
         result = await uq.generate_and_score(prompts, num_responses=3)

@@ -11,9 +11,7 @@ import time
 
 import pytest
 
-from tests.deadline import deadline
 from uqlm_bert import LimitsUnavailableError
-from uqlm_bert.distributed._session import start_local_ray
 from uqlm_bert.generation._cluster_limits import ClusterLimits
 from uqlm_bert.generation._settings import GenerationSettings
 
@@ -21,18 +19,8 @@ ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.ray
 
-NAMESPACE = "uqlm-bert-cluster-limits-test"
+RAY_NAMESPACE = NAMESPACE = "uqlm-bert-cluster-limits-test"
 KEY = ("http://provider", "chat", "model")
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    assert not ray.is_initialized(), "another test left Ray running"
-    try:
-        with deadline(180, "the Ray tests of the cluster's limits"):
-            yield start_local_ray(num_cpus=2, namespace=NAMESPACE)
-    finally:
-        ray.shutdown()
 
 
 @ray.remote(num_cpus=1)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.openai_server import FakeOpenAIServer, answer_text
+from fakes.openai_server import FakeOpenAIServer, answer_text
 from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.scorers._base import Scorer
 

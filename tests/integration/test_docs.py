@@ -6,7 +6,7 @@
   order in one namespace (later blocks use what earlier ones defined), in a scratch working
   directory, offline:
 
-  * an LLM server is the scripted OpenAI-compatible server of ``tests/openai_server.py`` on
+  * an LLM server is the scripted OpenAI-compatible server of ``fakes/openai_server.py`` on
     127.0.0.1: the address the docs give (``http://localhost:8000/v1``) is replaced by its
     address, and ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` point ``ChatOpenAI`` without a
     ``base_url`` at it;
@@ -39,8 +39,8 @@ from pathlib import Path
 import pytest
 
 import uqlm_bert
+from fakes.openai_server import FakeOpenAIServer
 from tests.conftest import REPO_ROOT
-from tests.openai_server import FakeOpenAIServer
 from tests.test_api import PUBLIC
 
 DOCS = REPO_ROOT / "docs"

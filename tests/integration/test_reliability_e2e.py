@@ -21,39 +21,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.openai_server import FakeOpenAIServer, answer_text
+from fakes.openai_server import FakeOpenAIServer, answer_text
+from tests.helpers.retries import fast
+from tests.helpers.scorers import LengthRatio
 from uqlm_bert import GenerationError, ProviderUnreachableError
 from uqlm_bert._blackbox import BlackBoxUQ
-from uqlm_bert.scorers._base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")
 
 pytestmark = pytest.mark.network
 
-FAST = {"retry_base_delay": 0.0, "retry_max_delay": 0.0}
 
-
-class LengthRatio(Scorer):
-    """Mean of min/max character length of response and sample: cheap, exact, model-free."""
-
-    name = "length_ratio"
-
-    def score(self, responses, sampled_responses, show_progress_bars=False):
-        out = []
-        for r, samples in zip(responses, sampled_responses, strict=True):
-            vals = [
-                min(len(r), len(s)) / max(len(r), len(s))
-                for s in samples
-                if s is not None and r is not None
-            ]
-            out.append(sum(vals) / len(vals) if vals else math.nan)
-        return out
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(default_latency=0.005, request_queue_size=128) as s:
-        yield s
+#: the scripted server's options in this module (the ``server`` fixture reads them)
+SERVER_OPTIONS = {"default_latency": 0.005, "request_queue_size": 128}
 
 
 def chat(base_url: str, **kwargs):
@@ -126,7 +106,7 @@ def test_a_client_bound_to_a_closed_loop_stops_the_run_and_fills_no_slot(server,
     the run stops with a GenerationError that says what to do, and no slot records it."""
     httpx = pytest.importorskip("httpx")
     llm = chat(server.base_url, http_async_client=httpx.AsyncClient())
-    uq = uq_for(llm, **FAST)
+    uq = uq_for(llm, **fast())
     first = asyncio.run(uq.generate_and_score(["loop-0"], num_responses=2))
     assert_complete(first, ["loop-0"], 2)
     path = tmp_path / "run.jsonl"
@@ -184,7 +164,7 @@ def test_a_reply_with_a_lone_surrogate_is_repaired_and_counted():
 def test_a_reply_without_choices_is_malformed_and_retried(server, shape):
     server.add_rule("twice", malformed=shape, times=2)
     server.add_rule("always", malformed=shape)
-    uq = uq_for(chat(server.base_url), max_retries=3, max_concurrency=1, **FAST)
+    uq = uq_for(chat(server.base_url), **fast(max_retries=3, max_concurrency=1))
     with pytest.warns(RuntimeWarning, match=r"failed for good \(malformed"):
         result = asyncio.run(uq.generate_and_score(["twice", "always"], num_responses=1))
     # the first two replies to "twice" had no choices; the third, a proper one, is kept
@@ -319,7 +299,7 @@ def test_an_unreachable_server_stops_the_run_early_with_one_warning(closed_port,
 
 def test_one_failed_call_gives_one_warning_at_the_callers_line(server, caplog):
     server.add_rule("refused", status=400, temperature=0.0)  # the answer fails for good, once
-    uq = uq_for(chat(server.base_url), **FAST)
+    uq = uq_for(chat(server.base_url), **fast())
     caplog.set_level(logging.WARNING, logger="uqlm_bert")
 
     with warnings.catch_warnings(record=True) as sync_caught:

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from fakes.openai_server import FakeOpenAIServer
 from tests.conftest import REPO_ROOT
-from tests.openai_server import FakeOpenAIServer
 
 MIGRATION = REPO_ROOT / "docs" / "migration.md"
 

@@ -11,16 +11,11 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.texts_hostile import random_text
+from tests.helpers.texts_hostile import random_text
 from uqlm_bert import BlackBoxUQ, ConfigurationError, InputValidationError
 from uqlm_bert.bertscore import SENTENCE_THRESHOLD
 from uqlm_bert.results._refine import REFINEMENTS, refine_text
 from uqlm_bert.scorers._sentences import locate_sentences, sentence_spans
-
-
-@pytest.fixture(scope="module")
-def uq() -> BlackBoxUQ:
-    return BlackBoxUQ(show_progress_bars=False)
 
 
 def _without(text: str, spans: list[tuple[int, int]], removed: list[int]) -> str:
@@ -97,7 +92,7 @@ def test_hostile_and_long_answers_keep_every_offset_and_refine_to_a_fixed_point(
     assert refine_text(refined, again, [supports[k] for k in kept], 0.5) == (refined, [])
 
 
-def test_a_result_refines_its_answers_and_says_what_went_and_why(uq):
+def test_a_result_refines_its_answers_and_says_what_went_and_why(default_uq):
     responses = [
         "Lima is the capital of Peru.  It has nine moons.\n\nLima is on the coast.",
         None,
@@ -112,7 +107,7 @@ def test_a_result_refines_its_answers_and_says_what_went_and_why(uq):
         ["The Moon orbits the Earth.", "The Moon is rock and dust."],
         [None, None],
     ]
-    result = uq.score(responses, samples)
+    result = default_uq.score(responses, samples)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = result.refine()
@@ -159,9 +154,9 @@ def test_a_result_refines_its_answers_and_says_what_went_and_why(uq):
     assert again["removed_sentences"].tolist() == table["removed_sentences"].tolist()
 
 
-def test_refine_takes_a_threshold_and_a_split_of_one_s_own(uq):
+def test_refine_takes_a_threshold_and_a_split_of_one_s_own(default_uq):
     text = "Lima is in Peru. It has nine moons."
-    result = uq.score([text], [["Lima is the capital of Peru."]])
+    result = default_uq.score([text], [["Lima is the capital of Peru."]])
     support = result.sentences()["support"].to_numpy()
     above_all = float(np.nanmax(support)) + 0.01
     assert result.refine(above_all)["refinement"].tolist() == ["all_removed"]
@@ -172,8 +167,8 @@ def test_refine_takes_a_threshold_and_a_split_of_one_s_own(uq):
         result.refine("high")
 
 
-def test_refine_after_filter_keeps_the_labels(uq):
-    result = uq.score(
+def test_refine_after_filter_keeps_the_labels(default_uq):
+    result = default_uq.score(
         ["Lima is in Peru. It has nine moons.", "Paris is in France."],
         [["Lima is the capital of Peru."], ["Paris is in France."]],
     )
@@ -200,7 +195,7 @@ def _layer(n: int):
     return BERTScoreSettings(num_layers=n)
 
 
-def test_hostile_answers_and_a_ten_thousand_word_one_refine_with_every_offset_right(uq):
+def test_hostile_answers_and_a_ten_thousand_word_one_refine_with_every_offset_right(default_uq):
     """Through scoring: control characters, lone surrogates (scored as repaired), right-to-left
     text and a 10,000-word answer keep every removed sentence's offsets into the text scored,
     and each refined answer is that text minus its removed sentences."""
@@ -228,7 +223,7 @@ def test_hostile_answers_and_a_ten_thousand_word_one_refine_with_every_offset_ri
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # texts repaired, answers emptied
-        result = uq.score(responses, samples)
+        result = default_uq.score(responses, samples)
         table = result.refine()
     sentences = result.sentences()
     for label, row in table.iterrows():

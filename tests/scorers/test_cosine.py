@@ -25,7 +25,7 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def scorer():
+def cosine_f32():
     return CosineSimScorer(device="cpu", dtype="float32", long_texts="truncate")  # parity
 
 
@@ -36,17 +36,17 @@ def reference_vectors():
     return vecs.astype(np.float64)
 
 
-def test_embeddings_match_sentence_transformers(scorer, reference_vectors):
-    ours = scorer.embed(TEXTS)
+def test_embeddings_match_sentence_transformers(cosine_f32, reference_vectors):
+    ours = cosine_f32.embed(TEXTS)
     assert ours.shape == reference_vectors.shape
     np.testing.assert_allclose(ours, reference_vectors, atol=1e-5)
 
 
-def test_scores_are_normalised_mean_cosines(scorer, reference_vectors):
+def test_scores_are_normalised_mean_cosines(cosine_f32, reference_vectors):
     v = {t: reference_vectors[i] for i, t in enumerate(TEXTS)}
     responses = [TEXTS[0], TEXTS[3], None, TEXTS[5]]
     samples = [[TEXTS[1], TEXTS[2], None], [TEXTS[4]], [TEXTS[0]], [TEXTS[6], None]]
-    got = scorer.score(responses, samples)
+    got = cosine_f32.score(responses, samples)
     expected0 = (1 + np.mean([v[TEXTS[0]] @ v[TEXTS[1]], v[TEXTS[0]] @ v[TEXTS[2]]])) / 2
     expected1 = (1 + v[TEXTS[3]] @ v[TEXTS[4]]) / 2
     assert got[0] == pytest.approx(expected0, abs=1e-5)
@@ -56,9 +56,9 @@ def test_scores_are_normalised_mean_cosines(scorer, reference_vectors):
     assert got[0] > got[1]  # a paraphrase agrees more than an unrelated sentence
 
 
-def test_batch_size_does_not_change_numbers(scorer):
+def test_batch_size_does_not_change_numbers(cosine_f32):
     small = CosineSimScorer(device="cpu", dtype="float32", batch_size=2, long_texts="truncate")
-    np.testing.assert_allclose(small.embed(TEXTS), scorer.embed(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(small.embed(TEXTS), cosine_f32.embed(TEXTS), atol=1e-6)
 
 
 def test_registry_passes_the_settings_cosine_takes_and_refuses_others():
@@ -78,11 +78,11 @@ def test_bad_arguments():
         CosineSimScorer(max_length=1)
 
 
-def test_caller_lists_are_not_mutated(scorer):
+def test_caller_lists_are_not_mutated(cosine_f32):
     responses = ["  a  ", None]
     samples = [["b", None], ["c"]]
     before = (list(responses), [list(s) for s in samples])
-    scorer.score(responses, samples)
+    cosine_f32.score(responses, samples)
     assert (responses, samples) == before
 
 
@@ -101,7 +101,7 @@ def test_loading_the_model_shows_no_third_party_progress_bar(capfd):
 
 
 def test_a_batch_out_of_memory_is_split_and_a_text_that_fits_nowhere_is_a_typed_error(
-    scorer, monkeypatch
+    cosine_f32, monkeypatch
 ):
     """cosine_sim embeds through the engine's batching: a forward pass that runs out of device
     memory (injected here, as CUDA raises it) is split and the vectors are the same; one text
@@ -112,7 +112,7 @@ def test_a_batch_out_of_memory_is_split_and_a_text_that_fits_nowhere_is_a_typed_
     from uqlm_bert.bertscore._encoder import Encoder
 
     texts = TEXTS + [f"Sentence number {i} about something else entirely." for i in range(20)]
-    expected = scorer.embed(texts)
+    expected = cosine_f32.embed(texts)
     real = Encoder.embed_packed
     passes: list[tuple[int, bool]] = []
 
@@ -127,10 +127,10 @@ def test_a_batch_out_of_memory_is_split_and_a_text_that_fits_nowhere_is_a_typed_
         return embed_packed
 
     monkeypatch.setattr(Encoder, "embed_packed", limited(300))
-    got = scorer.embed(texts)
+    got = cosine_f32.embed(texts)
     assert any(not ok for _, ok in passes) and any(n > 1 for n, ok in passes if not ok)
     assert sum(n for n, ok in passes if ok) == len(texts)  # each text embedded once
     np.testing.assert_allclose(got, expected, atol=1e-6)
     monkeypatch.setattr(Encoder, "embed_packed", limited(100))  # LONG: 256 tokens alone
     with pytest.raises(DeviceOutOfMemoryError, match="a text of 256 tokens does not fit"):
-        scorer.embed([LONG])
+        cosine_f32.embed([LONG])

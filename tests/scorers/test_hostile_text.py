@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from tests.texts_hostile import random_rows
+from tests.helpers.texts_hostile import random_rows
 from uqlm_bert.scorers import build_scorer
 
 SCORERS = ["exact_match", "rouge_l", "bleu", "cosine_sim", "bert_score"]
@@ -21,7 +21,7 @@ MODEL_SCORERS = {"cosine_sim", "bert_score", "bert_score_precision", "bert_score
 
 
 @pytest.fixture(scope="module")
-def scorers():
+def hostile_scorers():
     built = {}
 
     def get(name):
@@ -34,8 +34,8 @@ def scorers():
 
 
 @pytest.mark.parametrize("name", SCORERS)
-def test_a_lone_surrogate_is_repaired_with_one_warning_and_the_batch_scored(scorers, name):
-    scorer = scorers(name)
+def test_a_lone_surrogate_is_repaired_with_one_warning_and_the_batch_scored(hostile_scorers, name):
+    scorer = hostile_scorers(name)
     responses = ["Paris is the capital \ud800 of France.", "Lima is in Peru.", "Rome."]
     samples = [
         ["Paris is the capital of France.", "It is Paris."],
@@ -72,21 +72,21 @@ def scores_are_valid(name, values, responses, samples) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("name", ["exact_match", "rouge_l", "bleu"])
-def test_text_scorers_on_random_hostile_text(scorers, name, seed):
+def test_text_scorers_on_random_hostile_text(hostile_scorers, name, seed):
     responses, samples = random_rows(random.Random(seed), 60)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        values = scorers(name).score(responses, samples)
+        values = hostile_scorers(name).score(responses, samples)
     scores_are_valid(name, values, responses, samples)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("name", ["cosine_sim", "bert_score", "bert_score_precision"])
-def test_model_scorers_on_random_hostile_text(scorers, name, seed):
+def test_model_scorers_on_random_hostile_text(hostile_scorers, name, seed):
     responses, samples = random_rows(random.Random(100 + seed), 30)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        values = scorers(name).score(responses, samples)
+        values = hostile_scorers(name).score(responses, samples)
     scores_are_valid(name, values, responses, samples)
     # and each row alone gets the score it gets in the batch (the fixed idf, the default, and
     # cosine similarity do not depend on the other rows)
@@ -94,5 +94,5 @@ def test_model_scorers_on_random_hostile_text(scorers, name, seed):
     for i in rng.sample(range(len(responses)), 3):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            alone = scorers(name).score([responses[i]], [samples[i]])
+            alone = hostile_scorers(name).score([responses[i]], [samples[i]])
         assert alone[0] == pytest.approx(values[i], abs=1e-5, nan_ok=True)

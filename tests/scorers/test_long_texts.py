@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.texts import LONG, OVERLONG, SHORT
-from tests.tiny_models import build_tiny_bert
+from tests.helpers.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ, ConfigurationError
 from uqlm_bert.bertscore._settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
 from uqlm_bert.bertscore._windows import MAX_TOKENS, MIN_OVERLAP, plan_windows
@@ -55,7 +54,9 @@ def test_one_flat_keyword_sets_every_model_based_scorer():
         for s in built
     ] == ["truncate", "truncate"]
     uq = BlackBoxUQ(
-        scorers=["bert_score", "cosine_sim"], long_texts="truncate", show_progress_bars=False
+        long_text_scorers=["bert_score", "cosine_sim"],
+        long_texts="truncate",
+        show_progress_bars=False,
     )
     assert uq.bertscore_settings.long_texts == "truncate"
     assert uq.scorers[1].settings.long_texts == "truncate"
@@ -216,14 +217,8 @@ def huge(kind: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory, embedded_model_path) -> str:
-    """A tiny random BERT with a window of 64 tokens: reading 32,768 tokens costs little."""
-    return str(build_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert", embedded_model_path))
-
-
-@pytest.fixture(scope="module")
-def scorers(tiny_bert):
-    """The truncating scorers on the embedded model; the windowed ones on the tiny model."""
+def long_text_scorers(tiny_bert):
+    """The truncating long_text_scorers on the embedded model; the windowed ones on the tiny model."""
     return {
         ("bert_score", "truncate"): build_scorer("bert_score", device="cpu", long_texts="truncate"),
         ("cosine_sim", "truncate"): build_scorer("cosine_sim", device="cpu", long_texts="truncate"),
@@ -241,8 +236,10 @@ def encoder_of(scorer):
 @pytest.mark.parametrize("mode", ["truncate", "window"])
 @pytest.mark.parametrize("name", ["bert_score", "cosine_sim"])
 @pytest.mark.parametrize("kind", ["sentences", "one word", "whitespace"])
-def test_a_50_mb_answer_is_scored_from_its_first_characters(scorers, monkeypatch, name, mode, kind):
-    scorer = scorers[name, mode]
+def test_a_50_mb_answer_is_scored_from_its_first_characters(
+    long_text_scorers, monkeypatch, name, mode, kind
+):
+    scorer = long_text_scorers[name, mode]
     encoder = encoder_of(scorer)
     limit = encoder.max_length if mode == "truncate" else MAX_TOKENS
     most = limit * 128  # 64 KiB for 512 tokens, 4 MiB for 32,768

@@ -153,7 +153,7 @@ def test_with_one_sample_the_default_is_f1_of_the_same_calls_precision_and_recal
     text, with and without prompts."""
     import random
 
-    from tests.texts_hostile import random_text
+    from tests.helpers.texts_hostile import random_text
     from uqlm_bert import BlackBoxUQ
 
     rng = random.Random(7)

@@ -118,7 +118,7 @@ class _CountingScorer:
 
 
 @pytest.fixture(scope="module")
-def reference_scorer():
+def bert_score_reference():
     bert_score = pytest.importorskip("bert_score", reason="bert-score not installed")
     return bert_score.BERTScorer(model_type=str(gt.get_model_path()), num_layers=6)
 
@@ -149,20 +149,20 @@ SAMPLES = [
 ]
 
 
-def _expected(reference_scorer, sentence, samples, metric=2):
+def _expected(bert_score_reference, sentence, samples, metric=2):
     """Mean over samples of the best single-reference score against the sample's sentences."""
     per_sample = []
     for sample in samples:
         if sample is None or not split_sentences(sample):
             continue
         sents = split_sentences(sample)
-        out = reference_scorer.score([sentence] * len(sents), sents)
+        out = bert_score_reference.score([sentence] * len(sents), sents)
         per_sample.append(float(out[metric].max()))
     return np.mean(per_sample) if per_sample else np.nan
 
 
-def test_sentence_scores_follow_the_formula(reference_scorer):
-    counting = _CountingScorer(reference_scorer)
+def test_sentence_scores_follow_the_formula(bert_score_reference):
+    counting = _CountingScorer(bert_score_reference)
     df = score_sentences(RESPONSES, SAMPLES, counting, method="reembed")
     assert list(df.columns) == SENTENCE_COLUMNS
     assert len(counting.calls) == 1  # batched: one engine call for all sentences of all responses
@@ -171,7 +171,7 @@ def test_sentence_scores_follow_the_formula(reference_scorer):
     assert df["sentence_index"].tolist() == [0, 1, 2, 0, 0]
     assert df["sentence"].tolist() == split_sentences(RESPONSES[0]) + RESPONSES[2:]
     for row in df.itertuples():
-        expected = _expected(reference_scorer, row.sentence, SAMPLES[row.prompt_index])
+        expected = _expected(bert_score_reference, row.sentence, SAMPLES[row.prompt_index])
         assert row.support == pytest.approx(expected, abs=1e-6, nan_ok=True)
     assert np.isnan(df["support"].iloc[4])
     # the unsupported claim scores below the supported ones
@@ -179,17 +179,17 @@ def test_sentence_scores_follow_the_formula(reference_scorer):
     assert scores[2] < scores[0]
 
 
-def test_reference_and_own_engine_agree(reference_scorer, our_scorer):
+def test_reference_and_own_engine_agree(bert_score_reference, our_scorer):
     ours = score_sentences(RESPONSES, SAMPLES, our_scorer, method="reembed")
-    ref = score_sentences(RESPONSES, SAMPLES, reference_scorer, method="reembed")
+    ref = score_sentences(RESPONSES, SAMPLES, bert_score_reference, method="reembed")
     np.testing.assert_allclose(ours["support"], ref["support"], atol=1e-5)
 
 
 @pytest.mark.parametrize(("metric", "index"), [("precision", 0), ("recall", 1)])
-def test_precision_and_recall_variants(reference_scorer, metric, index):
-    df = score_sentences(RESPONSES[:1], SAMPLES[:1], reference_scorer, metric=metric)
+def test_precision_and_recall_variants(bert_score_reference, metric, index):
+    df = score_sentences(RESPONSES[:1], SAMPLES[:1], bert_score_reference, metric=metric)
     for row in df.itertuples():
-        expected = _expected(reference_scorer, row.sentence, SAMPLES[0], metric=index)
+        expected = _expected(bert_score_reference, row.sentence, SAMPLES[0], metric=index)
         assert row.support == pytest.approx(expected, abs=1e-6)
 
 

@@ -16,8 +16,8 @@ import warnings
 import numpy as np
 import pytest
 
-from tests.texts import LONG, OVERLONG, SHORT
-from tests.texts_hostile import random_rows
+from tests.helpers.texts import LONG, OVERLONG, SHORT
+from tests.helpers.texts_hostile import random_rows
 from uqlm_bert import ConfigurationError
 from uqlm_bert._inputs import scoring_lists
 from uqlm_bert.scorers import build_scorer

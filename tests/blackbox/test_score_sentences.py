@@ -12,12 +12,7 @@ from uqlm_bert import BERTScorer, BlackBoxUQ
 from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 
-@pytest.fixture(scope="module")
-def uq() -> BlackBoxUQ:
-    return BlackBoxUQ(show_progress_bars=False)
-
-
-def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
+def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(default_uq):
     responses = ["Paris is the capital of France. It is known for the Eiffel Tower.", None]
     sentences = [["Paris is the capital of France.", "It is known for the Eiffel Tower."], None]
     samples = [
@@ -25,7 +20,7 @@ def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
         [["x"]],
     ]
     sample_texts = [[" ".join(s) for s in group] for group in samples]
-    df = uq.score_sentences(responses, sample_texts, sentences=sentences, method="reembed")
+    df = default_uq.score_sentences(responses, sample_texts, sentences=sentences, method="reembed")
     assert isinstance(df, pd.DataFrame)
     assert list(df.columns) == [
         "prompt_index", "sentence_index", "start", "end", "sentence", "support", "flagged",
@@ -47,8 +42,8 @@ def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(uq):
         assert df["support"].iloc[k] == pytest.approx(np.mean(per_sample), abs=1e-5)
 
 
-def test_precision_metric_and_missing_samples(uq):
-    df = uq.score_sentences(
+def test_precision_metric_and_missing_samples(default_uq):
+    df = default_uq.score_sentences(
         ["A cat sat. A dog ran."], [[None, "A cat sat on a mat."]], method="reembed",
         metric="precision",
     )  # fmt: skip
@@ -58,9 +53,9 @@ def test_precision_metric_and_missing_samples(uq):
     assert df.attrs["metric"] == "precision" and df.attrs["method"] == "reembed"
 
 
-def test_nan_from_pandas_counts_as_missing(uq):
+def test_nan_from_pandas_counts_as_missing(default_uq):
     responses = pd.Series(["Water boils at 100 C.", None], dtype=object)
-    conf = uq.score(list(responses), [["Water boils at 100 C.", float("nan")], [None]])
+    conf = default_uq.score(list(responses), [["Water boils at 100 C.", float("nan")], [None]])
     assert conf.data["bert_score"][0] == pytest.approx(1.0, abs=1e-5)
     assert math.isnan(conf.data["bert_score"][1])
 
@@ -92,14 +87,14 @@ def test_sentence_scores_take_only_bertscore_settings(settings):
         assert df["support"].iloc[k] == pytest.approx(max(F), abs=1e-5)
 
 
-def test_by_default_sentences_are_scored_from_token_supports(uq):
+def test_by_default_sentences_are_scored_from_token_supports(default_uq):
     """The default is the token-support method: the engine's own score_sentences with no method,
     and every sentence of the answer given its span in the answer."""
     from uqlm_bert.scorers._sentences import score_sentences
 
     responses = ["Paris is the capital of France. It has ten moons.", "Lima is in Peru."]
     samples = [["Paris is the capital of France.", "France's capital is Paris."], ["Lima, Peru."]]
-    got = uq.score_sentences(responses, samples)
+    got = default_uq.score_sentences(responses, samples)
     assert got["sentence"].tolist() == [
         "Paris is the capital of France.",
         "It has ten moons.",
@@ -111,19 +106,19 @@ def test_by_default_sentences_are_scored_from_token_supports(uq):
     assert got["support"].iloc[0] > got["support"].iloc[1]  # the made-up claim is lowest
 
 
-def test_score_sentences_gives_the_sentence_table_of_a_result(uq):
+def test_score_sentences_gives_the_sentence_table_of_a_result(default_uq):
     """One shape for one number: score_sentences and score(...).sentences() give the same
     columns, and with the support method the same rows."""
     responses = ["Paris is the capital of France. It has ten moons.", None, "Lima is in Peru."]
     samples = [["Paris is the capital of France.", "France's capital is Paris."], ["x"], ["Lima."]]
-    table = uq.score_sentences(responses, samples)
-    from_result = uq.score(responses, samples).sentences()
+    table = default_uq.score_sentences(responses, samples)
+    from_result = default_uq.score(responses, samples).sentences()
     assert list(table.columns) == list(from_result.columns)
     pd.testing.assert_frame_equal(
         table.drop(columns="support"), from_result.drop(columns="support")
     )
     np.testing.assert_allclose(table["support"], from_result["support"], atol=1e-6)
-    reembedded = uq.score_sentences(responses, samples, method="reembed")
+    reembedded = default_uq.score_sentences(responses, samples, method="reembed")
     assert list(reembedded.columns) == list(from_result.columns)
     assert reembedded[["prompt_index", "start", "end"]].equals(
         from_result[["prompt_index", "start", "end"]]

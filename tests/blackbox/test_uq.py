@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from tests.helpers.retries import fast
+from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
 from uqlm_bert import (
     AuthenticationFailedError,
     BERTScoreSettings,
@@ -24,8 +25,6 @@ from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.results._result import UQResult
 from uqlm_bert.scorers import Scorer, available_scorers, register_scorer
 from uqlm_bert.scorers._bertscore import BERTScoreConsistency
-
-FAST = {"max_retries": 1, "retry_base_delay": 0.0, "retry_max_delay": 0.0}
 
 
 def jaccard(a: str, b: str) -> float:
@@ -86,7 +85,10 @@ async def test_generate_and_score_aligns_answers_samples_and_scores():
     rec.add_fault("q3", http_error(400), temperature=1.0, always=True)  # every sample fails
     # one call at a time, in slot order: q2's first two samples each meet two 503s
     uq = BlackBoxUQ(
-        llm, scorers=["token_jaccard"], max_concurrency=1, show_progress_bars=False, **FAST
+        llm,
+        scorers=["token_jaccard"],
+        show_progress_bars=False,
+        **fast(max_concurrency=1, max_retries=1),
     )
     prompts = prompts_n(5)
     with pytest.warns(RuntimeWarning) as caught:
@@ -213,7 +215,7 @@ async def test_auth_failure_stops_the_run_and_leaves_the_llm_untouched():
     llm = scripted()
     llm.recorder.add_fault("q2", http_error(401), always=True)
     before = dict(llm.__dict__)
-    uq = BlackBoxUQ(llm, scorers=["token_jaccard"], show_progress_bars=False, **FAST)
+    uq = BlackBoxUQ(llm, scorers=["token_jaccard"], show_progress_bars=False, **fast(max_retries=1))
     with pytest.raises(AuthenticationFailedError, match="credentials"):
         await uq.generate_and_score(prompts_n(20), num_responses=2)
     assert llm.__dict__ == before
@@ -238,7 +240,7 @@ async def test_callers_objects_are_not_modified():
 async def test_generate_original_and_candidate_responses():
     llm = scripted()
     llm.recorder.add_fault("q1", http_error(400), temperature=1.0)
-    uq = BlackBoxUQ(llm, scorers=["token_jaccard"], show_progress_bars=False, **FAST)
+    uq = BlackBoxUQ(llm, scorers=["token_jaccard"], show_progress_bars=False, **fast(max_retries=1))
     originals = await uq.generate_original_responses(["q0", "q1"])
     assert originals == [answer_text("q0", 0.25), answer_text("q1", 0.25)]
     with pytest.warns(RuntimeWarning):
@@ -403,7 +405,10 @@ async def test_bert_score_through_generation_matches_direct_scoring(bert_uq):
     llm = scripted(latency=0.002)
     llm.recorder.add_fault("q3", http_error(400), temperature=1.0, always=True)
     uq = BlackBoxUQ(
-        llm, scorers=["bert_score"], max_concurrency=3, show_progress_bars=False, **FAST
+        llm,
+        scorers=["bert_score"],
+        show_progress_bars=False,
+        **fast(max_concurrency=3, max_retries=1),
     )
     with pytest.warns(RuntimeWarning):
         result = await uq.generate_and_score(prompts_n(6), num_responses=2)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.texts_hostile import random_text
+from tests.helpers.texts_hostile import random_text
 from uqlm_bert import InputValidationError
 from uqlm_bert._inputs import repair_text
 from uqlm_bert.bertscore._token_support import TokenSupport
@@ -25,7 +25,7 @@ from uqlm_bert.scorers._base import score_with_supports
 
 
 @pytest.fixture(scope="module")
-def scorer():
+def bert_f32():
     return build_scorer("bert_score", dtype="float32", device="cpu")
 
 
@@ -81,7 +81,7 @@ def test_sentence_frame_checks_the_split():
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_every_row_is_the_response_s_own_text(scorer, seed):
+def test_every_row_is_the_response_s_own_text(bert_f32, seed):
     rng = random.Random(seed)
     responses = [random_text(rng) for _ in range(20)] + [
         "<script>alert(1)</script> Hi!!! 日本語です。  ",
@@ -90,7 +90,7 @@ def test_every_row_is_the_response_s_own_text(scorer, seed):
     samples = [[random_text(rng), "Paris is the capital of France."] for _ in responses]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _, supports = score_with_supports([scorer], responses, samples)
+        _, supports = score_with_supports([bert_f32], responses, samples)
     texts = [repair_text(r)[0] for r in responses]  # the text scored
     for frame, column in ((word_frame(supports), "word"), (sentence_frame(supports), "sentence")):
         for row in frame.itertuples():
@@ -99,9 +99,9 @@ def test_every_row_is_the_response_s_own_text(scorer, seed):
     assert words["support"].between(-1, 1 + 1e-6).all()
 
 
-def test_a_response_without_supports_has_no_rows(scorer):
+def test_a_response_without_supports_has_no_rows(bert_f32):
     _, supports = score_with_supports(
-        [scorer], ["A cat. A dog.", None, "x"], [["A cat."], ["y"], [None]]
+        [bert_f32], ["A cat. A dog.", None, "x"], [["A cat."], ["y"], [None]]
     )
     assert supports[1] is None and supports[2] is None
     assert set(sentence_frame(supports)["prompt_index"]) == {0}

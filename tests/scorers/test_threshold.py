@@ -48,14 +48,9 @@ UNRELATED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def uq() -> BlackBoxUQ:
-    return BlackBoxUQ(show_progress_bars=False)
-
-
-def test_paraphrases_score_clearly_above_and_unrelated_samples_clearly_below(uq):
-    agree = uq.score(ANSWERS, PARAPHRASES)
-    unrelated = uq.score(ANSWERS, UNRELATED)
+def test_paraphrases_score_clearly_above_and_unrelated_samples_clearly_below(default_uq):
+    agree = default_uq.score(ANSWERS, PARAPHRASES)
+    unrelated = default_uq.score(ANSWERS, UNRELATED)
     assert min(agree.data["bert_score"]) > DEFAULT_THRESHOLD + 0.1
     assert max(unrelated.data["bert_score"]) < DEFAULT_THRESHOLD - 0.2
     assert not agree.flag()["flagged"].any()
@@ -63,8 +58,8 @@ def test_paraphrases_score_clearly_above_and_unrelated_samples_clearly_below(uq)
     assert len(agree.filter()) == 3 and len(unrelated.filter()) == 0
 
 
-def test_the_default_threshold_is_the_default_scorers_only(uq):
-    result = uq.score(ANSWERS, PARAPHRASES)
+def test_the_default_threshold_is_the_default_scorers_only(default_uq):
+    result = default_uq.score(ANSWERS, PARAPHRASES)
     assert result.threshold() == DEFAULT_THRESHOLD
     assert result.metadata["default_thresholds"] == {"bert_score": DEFAULT_THRESHOLD}
     for other in (

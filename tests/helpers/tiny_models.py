@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from tests.texts import LONG, SHORT
+from tests.helpers.texts import LONG, SHORT
 
 
 def build_tiny_bert(directory: Path, vocab_dir: str, layers: int = 3) -> Path:

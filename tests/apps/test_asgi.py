@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 
-from tests.openai_server import FakeOpenAIServer, answer_text
+from fakes.openai_server import FakeOpenAIServer, answer_text
 
 pytest.importorskip("starlette", reason="the example app needs the app extra (Starlette)")
 httpx = pytest.importorskip("httpx")
 langchain_openai = pytest.importorskip("langchain_openai")
 
+from tests.helpers.retries import NO_WAIT  # noqa: E402
 from uqlm_bert import BlackBoxUQ  # noqa: E402
 from uqlm_bert.apps import create_asgi_app, create_asgi_app_from_env  # noqa: E402
 from uqlm_bert.apps._asgi import CLIENT_CLOSED  # noqa: E402
@@ -36,7 +37,6 @@ pytestmark = pytest.mark.network
 #: the dtype's documented bound on how far a prompt's confidence moves with the company it is
 #: scored in ("Batch invariance" in docs/bertscore.md)
 COMPANY_BOUND = 1e-3
-FAST = {"retry_base_delay": 0.0, "retry_max_delay": 0.0}
 #: the server never answers a prompt holding this (no other question does)
 HUNG = "Never answered"
 
@@ -115,7 +115,7 @@ async def test_the_rate_limit_holds_for_the_process_across_concurrent_requests()
             max_calls_per_min=limit,
             rate_limit_period=period,
             use_n_param=False,
-            **FAST,
+            **NO_WAIT,
         )
         async with client_of(app) as client:
             replies = await ask_all(client, questions)
@@ -138,7 +138,7 @@ async def test_the_concurrency_cap_holds_for_the_process_across_concurrent_reque
     questions = [f"Question {i}: where does river {i} rise?" for i in range(6)]
     with FakeOpenAIServer(default_latency=0.3, request_queue_size=256) as server:
         app = create_asgi_app(
-            chat(server), num_responses=m, max_concurrency=cap, use_n_param=False, **FAST
+            chat(server), num_responses=m, max_concurrency=cap, use_n_param=False, **NO_WAIT
         )
         async with client_of(app) as client:
             replies = await ask_all(client, questions)
@@ -154,7 +154,7 @@ async def test_with_n_each_request_makes_two_calls_and_gets_its_own_answer():
     m = 2
     questions = [f"Question {i}: what is compound {i} made of?" for i in range(8)]
     with FakeOpenAIServer(default_latency=0.05, request_queue_size=256) as server:
-        app = create_asgi_app(chat(server), num_responses=m, **FAST)
+        app = create_asgi_app(chat(server), num_responses=m, **NO_WAIT)
         async with client_of(app) as client:
             replies = await ask_all(client, questions)
             health = (await client.get("/health")).json()
@@ -170,7 +170,7 @@ async def test_a_request_past_its_timeout_gets_504_and_gives_its_places_back():
         server.add_rule(HUNG, hang=True)  # never answered (until the server stops)
         # two places in flight: the stuck question's two calls take both until cancelled
         app = create_asgi_app(
-            chat(server), num_responses=2, max_concurrency=2, timeout_s=1.0, **FAST
+            chat(server), num_responses=2, max_concurrency=2, timeout_s=1.0, **NO_WAIT
         )
         async with client_of(app) as client:
             started = time.monotonic()
@@ -195,7 +195,7 @@ async def test_a_client_that_disconnects_cancels_its_own_work_only():
         # calls kept theirs after the disconnect, the two questions asked after it could not
         # both run, and would time out
         app = create_asgi_app(
-            chat(server), num_responses=2, max_concurrency=4, timeout_s=5.0, **FAST
+            chat(server), num_responses=2, max_concurrency=4, timeout_s=5.0, **NO_WAIT
         )
         async with client_of(app) as client:
             gone = asyncio.Event()

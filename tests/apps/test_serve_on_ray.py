@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from tests.deadline import deadline
-from tests.openai_server import FakeOpenAIServer
+from fakes.openai_server import FakeOpenAIServer
+from tests.helpers.deadline import deadline
 
 serve = pytest.importorskip("ray.serve", reason="the Serve app needs the serve extra")
 httpx = pytest.importorskip("httpx")

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tests.scripted_chat import Recorder, ScriptedChatModel, answer_text
+from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text
 from uqlm_bert import BlackBoxUQ, ConfigurationError
 from uqlm_bert.scorers import Scorer, register_scorer
 

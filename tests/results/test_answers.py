@@ -12,8 +12,8 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from tests.scripted_chat import Recorder, ScriptedChatModel
-from tests.texts_hostile import random_text
+from tests.helpers.scripted_chat import Recorder, ScriptedChatModel
+from tests.helpers.texts_hostile import random_text
 from uqlm_bert import BlackBoxUQ, ConfigurationError, InputValidationError
 
 HOSTILE = [
