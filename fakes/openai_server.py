@@ -7,7 +7,9 @@ a hang, a malformed body (``malformed=``: ``"json"``, not JSON; ``"shape"``, no 
 ``"empty_choices"``, ``"choices": []``; ``"null_choices"``, ``"choices": null``), or extra
 latency, for the first ``times`` matching requests or for all.
 Every request is logged with its arrival time, so tests can count calls per time window
-(:meth:`FakeOpenAIServer.most_in_window`).
+(:meth:`FakeOpenAIServer.most_in_window`), and wait, without polling, until the log shows
+something (:meth:`FakeOpenAIServer.wait_until`, or :meth:`FakeOpenAIServer.until` in a
+coroutine).
 ``answer`` replaces the scripted text with any function of (prompt, temperature) (called once per
 choice; an ``answer`` with a ``choices(prompt, temperature, n)`` method is called once per request
 instead), and
@@ -132,6 +134,8 @@ class FakeOpenAIServer:
         self.rules: list[Rule] = []
         self.log: list[RequestLog] = []
         self.lock = threading.Lock()
+        #: notified whenever a request arrives or stops counting in flight
+        self.changed = threading.Condition(self.lock)
         self.stopping = threading.Event()
         self.in_flight = 0
         self.max_in_flight = 0
@@ -153,6 +157,23 @@ class FakeOpenAIServer:
     def requests_for(self, text: str) -> list[RequestLog]:
         with self.lock:
             return [r for r in self.log if text in r.prompt]
+
+    def wait_until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+        """Return once ``condition()`` holds, checked whenever a request arrives or stops
+        counting in flight (it is called holding :attr:`lock`, so it may read the log).
+
+        Raises:
+            TimeoutError: it did not hold within ``timeout`` seconds.
+        """
+        with self.changed:
+            if not self.changed.wait_for(condition, timeout):
+                raise TimeoutError(f"the server's log did not come to show that in {timeout} s")
+
+    async def until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+        """:meth:`wait_until` for a coroutine: the event loop keeps running meanwhile."""
+        import asyncio
+
+        await asyncio.to_thread(self.wait_until, condition, timeout)
 
     def most_in_window(self, period: float) -> int:
         """The most requests that arrived within any window of ``period`` seconds (both ends
@@ -237,6 +258,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 if not overloaded:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                server.changed.notify_all()
             if overloaded:
                 self._overloaded(entry)
                 return
@@ -283,6 +305,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 with server.lock:
                     server.in_flight -= 1
                     entry.answered = time.monotonic()
+                    server.changed.notify_all()
 
         def _overloaded(self, entry: RequestLog) -> None:
             headers = {}

@@ -235,6 +235,7 @@ def _run(code: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "statement",
     [
@@ -250,6 +251,7 @@ def test_importing_loads_no_heavy_library(statement):
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_help_loads_no_heavy_library():
     code = (
         "import sys, contextlib, io\n"
@@ -261,6 +263,7 @@ def test_help_loads_no_heavy_library():
     assert _run(code).strip() == "[]"
 
 
+@pytest.mark.slow
 def test_using_the_package_changes_no_process_wide_state(tmp_path):
     """Scoring, plotting, reading and writing tables and running the command leave the process's
     global settings as they were: umask, logging, warning filters, matplotlib's backend, the

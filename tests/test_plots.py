@@ -413,6 +413,7 @@ _BACKEND_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("env_backend", "expected"),
     # no backend chosen: a standalone figure, and the choice is left to the program;

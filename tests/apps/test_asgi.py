@@ -103,6 +103,7 @@ def check_replies(questions: list[str], replies: list[Any], num_responses: int) 
         assert body["flagged"] is (body["confidence"] < DEFAULT_THRESHOLD)
 
 
+@pytest.mark.slow
 async def test_the_rate_limit_holds_for_the_process_across_concurrent_requests():
     limit, period, m = 20, 5.0, 3
     questions = [f"Question {i}: who painted fresco number {i}?" for i in range(6)]
@@ -133,6 +134,7 @@ async def test_the_rate_limit_holds_for_the_process_across_concurrent_requests()
     check_replies(questions, replies, m)
 
 
+@pytest.mark.slow
 async def test_the_concurrency_cap_holds_for_the_process_across_concurrent_requests():
     cap, m = 4, 3
     questions = [f"Question {i}: where does river {i} rise?" for i in range(6)]

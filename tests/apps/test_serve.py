@@ -122,6 +122,7 @@ async def test_an_ingress_replica_answers_as_the_asgi_app_with_the_scorers_numbe
     ingress.uq.close()
 
 
+@pytest.mark.slow
 def test_the_scorer_gives_each_request_of_a_joined_batch_its_own_scores_and_supports():
     work = PairBatches()  # the deployment's work, without Serve's batching
     scorer = build_scorer("bert_score")

@@ -122,6 +122,7 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+@pytest.mark.slow
 def test_default_confidences_on_the_dev_passages_stay_within_2e3_of_float32(dev_passages):
     """BlackBoxUQ at its defaults (dtype="auto": bfloat16 on this kind of CPU) against the same
     scorer in float32, on the 30 WikiBio passages with 5 samples each."""

@@ -97,6 +97,7 @@ def tiny_wordpiece(tmp_path, lower: bool):
 # -- the shipped files ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_shipped_token_table_is_what_the_word_table_builds(tok, built):
     key, shipped = read_token_table(EMBEDDED_TABLE)
     assert key == tokenizer_key(tok)
@@ -180,6 +181,7 @@ def test_frequent_words_and_punctuation_weigh_less_than_rare_words(tok, table, b
 # -- tokenizer kinds ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_cased_tokenizer_credits_both_forms_of_a_word(tmp_path, table, cased, cased_built):
     lower = tiny_wordpiece(tmp_path, lower=True)
     w_cased, w_lower = cased_built, build_idf(lower, table)
@@ -192,6 +194,7 @@ def test_a_cased_tokenizer_credits_both_forms_of_a_word(tmp_path, table, cased, 
     assert w_cased[paris] == w_cased[Paris] > w_cased[the]
 
 
+@pytest.mark.slow
 def test_byte_level_bpe_words_get_their_leading_space_tokens(tmp_path, table):
     from transformers import AutoTokenizer
 
@@ -214,6 +217,7 @@ def test_byte_level_bpe_words_get_their_leading_space_tokens(tmp_path, table):
 # -- batch invariance through the engine ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_pair_scores_the_same_alone_and_among_many():
     from uqlm_bert import BERTScorer
 
@@ -257,6 +261,7 @@ def test_the_embedded_tokenizer_gets_the_shipped_table_and_writes_nothing(fresh_
     assert not fresh_cache.exists()
 
 
+@pytest.mark.slow
 def test_other_tokenizers_are_cached_on_disk_and_reused(fresh_cache, monkeypatch, cased):
     first = idf_for_tokenizer(cased)
     path = fresh_cache / f"{tokenizer_key(cased)}.tsv.gz"
@@ -284,6 +289,7 @@ def test_a_different_tokenizer_gets_a_different_key(tmp_path, tok, cased):
     assert len(keys) == 3
 
 
+@pytest.mark.slow
 def test_a_failed_cache_write_is_logged_not_raised(
     tmp_path, monkeypatch, caplog, cased, cased_built
 ):
@@ -300,6 +306,7 @@ def test_a_failed_cache_write_is_logged_not_raised(
     )
 
 
+@pytest.mark.slow
 def test_an_unreadable_cache_file_is_logged_and_rebuilt(fresh_cache, caplog, cased, cased_built):
     path = fresh_cache / f"{tokenizer_key(cased)}.tsv.gz"
     path.parent.mkdir(parents=True)

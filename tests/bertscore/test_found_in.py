@@ -71,6 +71,7 @@ def test_clear_best_matches_give_the_float32_scores():
     assert torch.allclose(found, exact, atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_a_near_tie_costs_at_most_the_rounding_bound_and_never_adds():
     g = torch.Generator().manual_seed(1)
     base = _unit(torch.randn(300, DIM, generator=g))
@@ -128,6 +129,7 @@ def _long_pairs(n_tokens: int):
     return cands, refs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_the_engine_finds_in_bfloat16_for_long_pairs_only_and_only_in_bfloat16(monkeypatch, dtype):
     from uqlm_bert import BERTScorer

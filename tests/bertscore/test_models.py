@@ -7,6 +7,9 @@ import warnings
 import pytest
 import torch
 
+from tests.helpers.reference import scored_alone as _ref_alone
+from tests.helpers.reference import stack as _stack
+from tests.helpers.spies import spy
 from tests.helpers.texts import LONG, SHORT
 from tests.helpers.tiny_models import build_tiny_roberta
 from uqlm_bert import BERTScorer, ConfigurationError, ModelLoadError
@@ -21,14 +24,6 @@ TOL = 1e-5
 @pytest.fixture(scope="module")
 def tiny_roberta(tmp_path_factory) -> str:
     return str(build_tiny_roberta(tmp_path_factory.mktemp("tiny") / "tiny-roberta"))
-
-
-def _stack(prf) -> torch.Tensor:
-    return torch.stack([torch.as_tensor(x, dtype=torch.float64) for x in prf])
-
-
-def _ref_alone(ref, cands, refs) -> torch.Tensor:
-    return torch.cat([_stack(ref.score([c], [r])) for c, r in zip(cands, refs, strict=True)], dim=1)
 
 
 def test_published_layer_table():
@@ -50,6 +45,7 @@ def test_unknown_model_without_layer_uses_last_layer_with_warning(tiny_bert):
     assert scorer.num_layers == 3
 
 
+@pytest.mark.slow
 def test_local_bert_matches_reference_at_each_layer(tiny_bert):
     cands, refs = SHORT[:8], SHORT[8:16]
     for layer in (0, 1, 3):
@@ -62,6 +58,7 @@ def test_local_bert_matches_reference_at_each_layer(tiny_bert):
         )
 
 
+@pytest.mark.slow
 def test_roberta_gets_a_leading_space_and_otherwise_matches_reference(tiny_roberta):
     from transformers import AutoTokenizer
 
@@ -150,6 +147,7 @@ def test_accelerator_matches_cpu(device):
     assert torch.allclose(acc, cpu, atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow
 def test_compute_baseline_writes_reference_format(tmp_path, tiny_bert):
     corpus = SHORT + LONG
     path = tmp_path / "tiny.tsv"
@@ -199,6 +197,7 @@ def _transformers_states(enc, ids: list[list[int]]) -> list[torch.Tensor]:
         return [enc.model(torch.tensor([i]))[0][0] for i in ids]
 
 
+@pytest.mark.slow
 def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, embedded_model_path):
     """The packed pass (BERT/RoBERTa) gives the transformers forward's hidden states."""
     from uqlm_bert.bertscore._loading import load_encoder
@@ -216,6 +215,7 @@ def test_packed_forward_equals_transformers_forward(tiny_bert, tiny_roberta, emb
         assert torch.allclose(unit.norm(dim=-1), torch.ones(len(unit)), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_path):
     """Batches that share one workspace (growing, shrinking, with and without padding, widths on
     and off a multiple of 16) give the same states as batches that each allocate their own."""
@@ -234,6 +234,7 @@ def test_packed_workspace_reuse_across_batches_changes_nothing(embedded_model_pa
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_a_big_bfloat16_batch_gives_the_same_states_on_rounded_rows(embedded_model_path):
     """On the CPU in bfloat16, a batch of at least 16,384 tokens runs its row-wise steps on a
     multiple of 256 rows (spare rows, dropped at the end): each token's states are the ones the
@@ -281,6 +282,7 @@ def test_embedded_model_by_path_is_the_embedded_model(embedded_model_path, tiny_
 # --- the one model cache ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_clearing_the_cache_frees_a_model_nothing_else_holds():
     import gc
     import weakref
@@ -300,6 +302,7 @@ def test_clearing_the_cache_frees_a_model_nothing_else_holds():
     assert model() is None
 
 
+@pytest.mark.slow
 def test_scoring_keeps_no_reference_to_the_texts():
     import sys
 
@@ -318,16 +321,12 @@ def test_a_model_and_its_tokenizer_load_once_for_every_scorer_that_uses_them(mon
     from uqlm_bert.scorers import build_scorers
 
     clear_model_cache()
-    loads = []
-    original = models._load_model
-    monkeypatch.setattr(
-        models,
-        "_load_model",
-        lambda found, compute: loads.append(found.layers) or original(found, compute),
-    )
+    calls = spy(monkeypatch, models, "_load_model")
     first = build_scorers(["bert_score", "bert_score_recall"], device="cpu")
     second = build_scorers(["bert_score"], device="cpu")
-    assert loads == [MODEL_LAYERS["sentence-transformers/all-MiniLM-L6-v2"]]
+    assert [found.layers for (found, _), _ in calls] == [
+        MODEL_LAYERS["sentence-transformers/all-MiniLM-L6-v2"]
+    ]
     assert first[0].engine.encoder.model is second[0].engine.encoder.model
 
 
@@ -342,20 +341,15 @@ def test_lang_selects_the_model_as_the_reference_does():
         BERTScorer(lang="zh", show_progress_bars=False)
 
 
+@pytest.mark.slow
 def test_compute_baseline_loads_the_model_once_for_every_layer(tmp_path, tiny_bert, monkeypatch):
     from uqlm_bert.bertscore import _loading as models
 
-    loads = []
-    original = models._load_model
-    monkeypatch.setattr(
-        models,
-        "_load_model",
-        lambda found, compute: loads.append(found.layers) or original(found, compute),
-    )
+    calls = spy(monkeypatch, models, "_load_model")
     models.clear_model_cache()
     table = compute_baseline(SHORT + LONG, model_type=tiny_bert, num_pairs=10,
                              show_progress_bars=False)  # fmt: skip
-    assert list(table["LAYER"]) == [0, 1, 2, 3] and loads == [3]
+    assert list(table["LAYER"]) == [0, 1, 2, 3] and [found.layers for (found, _), _ in calls] == [3]
 
 
 def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):

@@ -10,13 +10,12 @@ where there is one, on a CUDA GPU.
 
 from __future__ import annotations
 
-import functools
-import warnings
-
 import pytest
 import torch
 
 from tests.helpers.devices import DEVICES
+from tests.helpers.reference import reference_scorer, scored_alone
+from tests.helpers.reference import stack as _stack
 from tests.helpers.texts import LONG, SHORT
 from tests.helpers.tiny_models import build_tiny_mpnet
 from uqlm_bert import BERTScorer
@@ -62,30 +61,19 @@ def _max_difference(xs, ys) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(xs, ys, strict=True))
 
 
-def _stack(prf) -> torch.Tensor:
-    return torch.stack([torch.as_tensor(x, dtype=torch.float64) for x in prf])
-
-
-@functools.cache
-def _reference(
-    location: str, layer: int, idf_sents: tuple[str, ...] | None, device: str | None = None
-):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return bert_score.BERTScorer(
-            model_type=location,
-            num_layers=layer,
-            idf=idf_sents is not None,
-            idf_sents=list(idf_sents) if idf_sents else None,
-            lang="en",
-            device=device,
-        )
-
-
-def _reference_alone(ref, cands, refs) -> torch.Tensor:
-    """The reference's scores, each pair scored on its own (its batch-independent answer: see
-    test_parity.py)."""
-    return torch.cat([_stack(ref.score([c], [r])) for c, r in zip(cands, refs, strict=True)], 1)
+def _ours(location: str, refs: list[str], idf: bool, device: str, layer: int | None = None):
+    """Our scorer on ``location`` (at its own layer unless ``layer``), idf from ``refs``; it runs
+    in float32 on ``device``, as the reference does."""
+    ours = BERTScorer(
+        model_type=location,
+        num_layers=layer,
+        idf=idf,
+        idf_sents=list(refs) if idf else None,
+        device=device,
+        show_progress_bars=False,
+    )
+    assert ours.device.type == device and ours.dtype == torch.float32
+    return ours
 
 
 def _pairs():
@@ -96,6 +84,7 @@ def _pairs():
 # -- the tiny model: what CI runs -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_tiny_mpnet_runs_packed_and_gives_every_layer_of_the_transformers_forward(
     tiny_mpnet, device
@@ -120,6 +109,7 @@ def test_a_truncated_tiny_mpnet_embeds_as_its_transformers_forward(tiny_mpnet, l
     assert _max_difference(_embedded(enc, ids), _padded_last(enc, ids)) < TOL
 
 
+@pytest.mark.slow
 def test_attention_in_groups_of_texts_and_masks_made_in_each_layer_change_nothing(
     tiny_mpnet, monkeypatch
 ):
@@ -136,22 +126,17 @@ def test_attention_in_groups_of_texts_and_masks_made_in_each_layer_change_nothin
     assert _max_difference(rebuilt, one_each) == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("layer", [1, 3])
 @pytest.mark.parametrize("idf", [False, True])
 def test_a_tiny_mpnet_scores_as_the_reference_package(tiny_mpnet, layer, idf, device):
     cands, refs = _pairs()
     idf_sents = tuple(refs) if idf else None
-    ours = BERTScorer(
-        model_type=tiny_mpnet,
-        num_layers=layer,
-        idf=idf,
-        idf_sents=list(refs) if idf else None,
-        device=device,
-        show_progress_bars=False,
+    ours = _ours(tiny_mpnet, refs, idf, device, layer)
+    expected = scored_alone(
+        reference_scorer(tiny_mpnet, layer, idf_sents, device=device), cands, refs
     )
-    assert ours.device.type == device and ours.dtype == torch.float32
-    expected = _reference_alone(_reference(tiny_mpnet, layer, idf_sents, device), cands, refs)
     with pytest.warns(UserWarning, match="truncated, as the reference does"):
         got = _stack(ours.score(cands, refs))  # texts over 130 tokens cut there by both
     assert got.shape == expected.shape
@@ -175,17 +160,10 @@ def test_all_mpnet_base_v2_scores_as_the_reference_package_in_float32(
     accurate_model_dir, idf, device
 ):
     cands, refs = _pairs()
-    ours = BERTScorer(
-        model_type=accurate_model_dir,
-        idf=idf,
-        idf_sents=list(refs) if idf else None,
-        device=device,
-        show_progress_bars=False,
-    )
-    assert ours.device.type == device and ours.dtype == torch.float32
+    ours = _ours(accurate_model_dir, refs, idf, device)
     # a directory named as the model keeps the model's measured layer
     assert (ours.model_type, ours.num_layers) == ("sentence-transformers/all-mpnet-base-v2", 11)
-    ref = _reference(accurate_model_dir, 11, tuple(refs) if idf else None, device)
-    expected = _reference_alone(ref, cands, refs)
+    ref = reference_scorer(accurate_model_dir, 11, tuple(refs) if idf else None, device=device)
+    expected = scored_alone(ref, cands, refs)
     got = _stack(ours.score(cands, refs))
     assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()

@@ -56,6 +56,7 @@ def test_plan_batches_by_count_and_by_padded_tokens():
     assert plan_batches([], max_texts=2, max_tokens=64) == []
 
 
+@pytest.mark.slow
 def test_a_batch_out_of_memory_is_split_and_nothing_is_lost_or_counted_twice(
     oom_engine, monkeypatch
 ):
@@ -75,6 +76,7 @@ def test_a_batch_out_of_memory_is_split_and_nothing_is_lost_or_counted_twice(
     assert torch.allclose(got, expected, atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow
 def test_scores_are_the_same_when_batches_run_out_of_memory(oom_engine, monkeypatch):
     P, R, F = oom_engine.score(CANDS, REFS)
     log: list = []
@@ -120,6 +122,7 @@ def test_other_errors_are_not_taken_for_out_of_memory(oom_engine, monkeypatch):
     assert not is_out_of_memory(ValueError("out of memory"))
 
 
+@pytest.mark.slow
 def test_a_matching_block_out_of_memory_is_split(oom_engine, monkeypatch):
     P, R, F = oom_engine.score(CANDS, REFS)
     real = pair_scoring.greedy_match_rows

@@ -12,33 +12,18 @@ scoring each pair on its own (no padding), which is its batch-independent answer
 
 from __future__ import annotations
 
-import functools
-import warnings
-
 import pytest
 import torch
 
+from tests.helpers.reference import reference_scorer as _ref
+from tests.helpers.reference import scored_alone as _ref_alone
+from tests.helpers.reference import stack as _stack
 from tests.helpers.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer
 
 bert_score = pytest.importorskip("bert_score")
 
 TOL = 1e-5
-
-
-@functools.cache
-def _ref(path: str, layer: int, idf_key: tuple | None, baseline: str | None):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return bert_score.BERTScorer(
-            model_type=path,
-            num_layers=layer,
-            idf=idf_key is not None,
-            idf_sents=list(idf_key) if idf_key else None,
-            lang="en",
-            rescale_with_baseline=baseline is not None,
-            baseline_path=baseline,
-        )
 
 
 def _pairs():
@@ -48,21 +33,6 @@ def _pairs():
     cands = cands + texts[:4]
     refs = refs + texts[:4]  # and a few identical pairs
     return cands, refs
-
-
-def _stack(prf) -> torch.Tensor:
-    return torch.stack([torch.as_tensor(x, dtype=torch.float64) for x in prf])
-
-
-def _ref_alone(ref, cands, refs) -> torch.Tensor:
-    """The reference's scores with each (candidate, reference) pair scored on its own; for several
-    references, the best per metric (the reference's multi-reference rule)."""
-    cols = []
-    for c, r in zip(cands, refs, strict=True):
-        group = [r] if isinstance(r, str) else r
-        per_ref = torch.stack([_stack(ref.score([c], [x]))[:, 0] for x in group], dim=1)
-        cols.append(per_ref.max(dim=1).values)
-    return torch.stack(cols, dim=1)
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +68,7 @@ def grid_case(
     return ours, _stack(ours.score(cands, refs)), expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", [1, 3, 6])
 @pytest.mark.parametrize("idf", [False, True])
 @pytest.mark.parametrize("rescale", [False, True])
@@ -107,6 +78,7 @@ def test_single_reference_grid(embedded_model_path, baseline_file, layer, idf, r
     assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer", [2, 6])
 @pytest.mark.parametrize("idf", [False, True])
 def test_multi_reference(embedded_model_path, layer, idf):
@@ -126,6 +98,7 @@ def test_multi_reference(embedded_model_path, layer, idf):
     assert torch.allclose(got, expected, atol=TOL, rtol=0), (got - expected).abs().max()
 
 
+@pytest.mark.slow
 def test_long_texts_are_truncated_like_the_reference(embedded_model_path):
     cands = OVERLONG + [LONG[-1]]
     refs = [LONG[-1], OVERLONG[0], OVERLONG[1]]
@@ -137,6 +110,7 @@ def test_long_texts_are_truncated_like_the_reference(embedded_model_path):
     assert torch.allclose(got, expected, atol=TOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_idf_over_references_matches_reference_score_function(embedded_model_path):
     """idf=True with no idf_sents weights by each call's references, as bert_score.score does."""
     cands, refs = _pairs()
@@ -147,6 +121,7 @@ def test_idf_over_references_matches_reference_score_function(embedded_model_pat
     assert torch.allclose(got, expected, atol=TOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_batch_size_and_chunking_do_not_change_scores(embedded_model_path):
     cands, refs = _pairs()
     base = _stack(BERTScorer(num_layers=4, show_progress_bars=False).score(cands, refs))
@@ -158,6 +133,7 @@ def test_batch_size_and_chunking_do_not_change_scores(embedded_model_path):
     assert torch.allclose(reversed_scores.flip(1), base, atol=TOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_packaged_baseline_rescales_like_reference(embedded_model_path):
     ours = BERTScorer(rescale_with_baseline=True, show_progress_bars=False)
     path = str(ours.baseline_path)

@@ -326,6 +326,7 @@ def test_the_command_gives_score_the_scorers_defaults_and_evaluate_the_engine_s(
     )
 
 
+@pytest.mark.slow
 def test_flat_arguments_and_a_settings_object_score_identically():
     """``BlackBoxUQ(num_layers=4)`` and ``BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=4))``:
     one set of settings, one model, the same confidences (long answers included)."""

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.helpers.spies import spy
 from tests.helpers.texts import LONG, OVERLONG, SHORT
 from uqlm_bert import BERTScorer, ConfigurationError, InputValidationError
 from uqlm_bert.bertscore import _pair_scoring as pair_scoring
@@ -96,14 +97,7 @@ def test_windowed_and_tiled_long_pairs(monkeypatch):
     blocks = scorer.score_matches(cands, refs)
     _assert_invariant(blocks)
     assert len(blocks.ids[0]) > scorer.encoder.max_length  # read whole, in windows
-    tiled = []
-    real = pair_scoring.greedy_match_tiled
-
-    def spy(*args, **kwargs):
-        tiled.append(True)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pair_scoring, "greedy_match_tiled", spy)
+    tiled = spy(monkeypatch, pair_scoring, "greedy_match_tiled")
     monkeypatch.setattr(pair_scoring, "MATCH_BUDGET_CPU", 50_000)  # no long pair fits a block
     small = scorer.score_matches(cands, refs)
     assert tiled
@@ -113,14 +107,7 @@ def test_windowed_and_tiled_long_pairs(monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_best_matches_found_in_bfloat16(monkeypatch, dtype):
-    used = []
-    real = pair_scoring.greedy_match_rows_found_in
-
-    def spy(*args, **kwargs):
-        used.append(True)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pair_scoring, "greedy_match_rows_found_in", spy)
+    used = spy(monkeypatch, pair_scoring, "greedy_match_rows_found_in")
     monkeypatch.setattr(resolve, "cpu_prefers_bfloat16", lambda: True)
     clear_model_cache()
     try:

@@ -66,6 +66,7 @@ def test_matching_makes_as_many_torch_calls_for_forty_pairs_as_for_two(device):
     assert torch.allclose(scores[0], scores[1][:2], atol=tol, rtol=0)
 
 
+@pytest.mark.slow
 def test_scoring_480_distinct_texts_makes_at_most_one_torch_call_per_text():
     """80 answers of WikiBio length with 5 samples each (480 distinct texts), at the engine's
     defaults on the CPU: the torch calls of the whole call, forward passes, matching and all,

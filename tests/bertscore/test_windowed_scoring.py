@@ -182,6 +182,7 @@ _MEMORY_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_20000_token_answer_is_scored_with_bounded_memory(tmp_path, embedded_model_path):
     if not sys.platform.startswith("linux"):
         pytest.skip("reads the peak memory from /proc")

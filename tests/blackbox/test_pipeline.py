@@ -14,11 +14,11 @@ import time
 import numpy as np
 import torch
 
+from tests.helpers.waiting import GUARD_S, settle, until
 from uqlm_bert._blackbox._pipeline import ScoringPipeline
 from uqlm_bert.generation._records import GenerationResult
 from uqlm_bert.scorers._base import Scorer
 
-GUARD_S = 30.0  # a bound on each wait, so that a broken pipeline fails instead of hanging
 FOREVER = 1e6
 
 
@@ -61,20 +61,6 @@ def submit(p: ScoringPipeline, indices) -> None:
 async def finish(p: ScoringPipeline, n: int) -> dict[str, np.ndarray]:
     scored = await asyncio.wait_for(p.finish(GenerationResult.empty(list(range(n)), 1)), GUARD_S)
     return scored.scores
-
-
-async def until(condition) -> None:
-    async def poll():
-        while not condition():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), GUARD_S)
-
-
-async def settle() -> None:
-    """Let the pipeline's task run as far as it can without time passing for it."""
-    for _ in range(20):
-        await asyncio.sleep(0)
 
 
 async def test_when_every_prompt_has_queued_they_are_scored_at_once_in_one_batch():

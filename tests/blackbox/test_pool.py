@@ -15,13 +15,12 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.helpers.waiting import GUARD_S, settle, until
 from uqlm_bert._blackbox._pipeline import ScoringPipeline, score_rows
 from uqlm_bert._blackbox._pool import PoolBatches
 from uqlm_bert._blackbox._queue import ScoringQueue
 from uqlm_bert.generation._records import GenerationResult
 from uqlm_bert.scorers._base import Scorer
-
-GUARD_S = 30.0
 
 
 class Numbered(Scorer):
@@ -84,14 +83,6 @@ async def finish(p: ScoringPipeline, n: int):
     return await asyncio.wait_for(p.finish(GenerationResult.empty(["q"] * n, 1)), GUARD_S)
 
 
-async def until(condition) -> None:
-    async def poll():
-        while not condition():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), GUARD_S)
-
-
 async def test_batches_go_out_as_places_free_up_several_at_once_and_end_evenly():
     scorer = Numbered()
     pool = HeldPool([scorer], places=4)
@@ -105,7 +96,7 @@ async def test_batches_go_out_as_places_free_up_several_at_once_and_end_evenly()
     for i in range(8, 40):  # queued while every place is taken
         p.submit(i, str(i), [str(i)])
     result = asyncio.ensure_future(finish(p, 40))
-    await asyncio.sleep(0.05)
+    await settle()
     assert pool.in_flight == 4 and sum(pool.sizes) < 40  # the rest waits for a place
     pool.release()
     scored = await result

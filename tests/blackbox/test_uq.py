@@ -489,6 +489,7 @@ def test_a_setting_no_scorer_takes_is_refused_naming_it(kwargs, fragment):
         BlackBoxUQ(**{"scorers": ["bert_score"], **kwargs})
 
 
+@pytest.mark.slow
 def test_the_default_scorer_gives_a_prompt_the_same_score_alone_or_among_ten_thousand():
     """Fixed idf weights: a prompt's confidence does not depend on the other prompts scored with
     it (idf over the call's samples, idf=True, does: the check can fail)."""

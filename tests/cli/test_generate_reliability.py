@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import traceback
 import warnings
 from pathlib import Path
@@ -22,6 +21,8 @@ import pytest
 
 from fakes.openai_server import FakeOpenAIServer, answer_text
 from tests.conftest import REPO_ROOT
+from tests.helpers.retries import fast
+from tests.helpers.waiting import wait_for
 from uqlm_bert.cli import main
 from uqlm_bert.io import read_table
 
@@ -267,20 +268,13 @@ def subprocess_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT), KEY_VAR: KEY}
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def slot_lines(path: Path) -> int:
     if not path.exists():
         return 0
     return sum(1 for line in path.read_bytes().split(b"\n")[1:] if line.strip())
 
 
+@pytest.mark.slow
 def test_a_second_process_on_the_same_checkpoint_is_refused_at_once(tmp_path):
     prompts = write_prompts(tmp_path / "prompts.txt")
     ckpt = tmp_path / "run.ckpt.jsonl"
@@ -318,6 +312,7 @@ def test_a_second_process_on_the_same_checkpoint_is_refused_at_once(tmp_path):
 # -- 13. kill -9 and resume -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
     """A run killed mid-way resumes from its checkpoint: across both runs the server answers
     each slot exactly once, and the table is the one an uninterrupted run writes."""
@@ -339,7 +334,7 @@ def test_kill_9_then_resume_loses_and_repeats_nothing(tmp_path):
                 return len(gate.answered) == 7 and slot_lines(ckpt) == slots
 
             wait_for(recorded, 120, "seven calls' answers in the checkpoint")
-            wait_for(lambda: len(server.log) > 7, 30, "calls in flight")  # killed mid-call
+            server.wait_until(lambda: len(server.log) > 7, 30)  # calls in flight: killed mid-call
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.communicate(timeout=60)
@@ -430,8 +425,7 @@ def test_the_api_key_is_in_no_output_log_checkpoint_metadata_warning_or_tracebac
     # the library: result metadata, warnings, and the tracebacks of the errors it raises
     def uq(base_url: str) -> BlackBoxUQ:
         llm = ChatOpenAI(model="m", base_url=base_url, api_key=KEY, temperature=0.0)
-        return BlackBoxUQ(llm, scorers=["exact_match"], show_progress_bars=False,
-                          retry_base_delay=0.0, retry_max_delay=0.0)  # fmt: skip
+        return BlackBoxUQ(llm, scorers=["exact_match"], show_progress_bars=False, **fast())
 
     with FakeOpenAIServer() as fine, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

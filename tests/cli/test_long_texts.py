@@ -123,6 +123,7 @@ def test_run_wide_idf_counts_the_whole_of_a_long_reference():
     assert default[token] == weights["window"][token]  # the scorers' default reads it whole
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_scores_long_answers_as_the_local_engine_in_both_modes(tmp_path):
     ray = pytest.importorskip("ray")

@@ -290,6 +290,7 @@ def test_ray_engine_without_ray_installed_exits_2_with_the_install_hint(
 # -- python -m uqlm_bert ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_python_dash_m_runs_the_command(tmp_path, capsys):
     src = write_jsonl(tmp_path / "answers.jsonl", ROWS)
     in_process = tmp_path / "in_process.csv"
@@ -311,6 +312,7 @@ def test_python_dash_m_runs_the_command(tmp_path, capsys):
     pd.testing.assert_frame_equal(a, b, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_warning_on_the_terminal_reads_as_the_commands_own_message(tmp_path):
     """Warnings reach the terminal as ``uqlm-bert: warning: ...``, without the code location
     (``<frozen runpy>:88:`` under ``python -m``) that means nothing to a user of the command."""

@@ -95,6 +95,7 @@ def run_score(src, out, capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_random_hostile_jsonl_keeps_every_row(tmp_path, capsys, seed):
     rng = random.Random(seed)
@@ -113,6 +114,7 @@ def test_random_hostile_jsonl_keeps_every_row(tmp_path, capsys, seed):
         check_output(out, has_pair)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_random_hostile_csv_keeps_every_row(tmp_path, capsys, seed):
     rng = random.Random(10 + seed)

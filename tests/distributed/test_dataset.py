@@ -210,6 +210,7 @@ def test_score_file_with_no_row_to_score_writes_the_failures_without_ray(tmp_pat
 # -- on a local Ray ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_dataset_scores_equal_single_process_scores_in_input_order(local_ray):
     rows = _rows(30)
@@ -236,6 +237,7 @@ def test_dataset_scores_equal_single_process_scores_in_input_order(local_ray):
     assert errors[14] == "field 'sampled_responses': item 1 is a int, expected a string or null"
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_parquet_in_parquet_out_with_the_default_pool(local_ray, tmp_path):
     """Read with Ray, score on the default pool (which leaves a CPU to the read tasks), write
@@ -256,6 +258,7 @@ def test_parquet_in_parquet_out_with_the_default_pool(local_ray, tmp_path):
     assert errors == {NO_RESPONSE: "field 'response': missing (empty or null)"}
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_score_file_jsonl_to_parquet(local_ray, tmp_path):
     rows = _rows(26, seed=3)
@@ -369,6 +372,7 @@ def _number(value) -> float:
     return math.nan if _cell(value) is None else float(value)
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.parametrize(
     ("source", "output", "failed"),
@@ -445,6 +449,7 @@ class _CrashOnce(Scorer):
         return self._inner.score(responses, sampled_responses, show_progress_bars)
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_a_killed_actor_is_replaced_without_losing_or_duplicating_rows(
     local_ray, tmp_path, monkeypatch

@@ -21,12 +21,16 @@ from fakes.openai_server import FakeOpenAIServer
 from tests.helpers.deadline import deadline
 from tests.helpers.scorers import LengthRatio
 from tests.helpers.texts import passage
-from uqlm_bert import BlackBoxUQ, ConfigurationError
+from tests.helpers.waiting import until
+from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ConfigurationError
 from uqlm_bert.cli import main
 from uqlm_bert.distributed import RayScoring
 from uqlm_bert.io import read_table
 from uqlm_bert.scorers import Scorer, register_scorer
 from uqlm_bert.scorers import _registry as scorer_registry
+
+#: the reference's dtype: one process and the pool give the same numbers
+FLOAT32 = BERTScoreSettings(dtype="float32")
 
 langchain_openai = pytest.importorskip("langchain_openai")
 
@@ -142,6 +146,7 @@ def test_scoring_on_ray_without_ray_says_which_extra_to_install(monkeypatch):
 # -- on a local Ray ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.network
 def test_a_few_hundred_prompts_get_the_scores_of_one_process_in_prompt_order(local_ray, server):
@@ -150,7 +155,7 @@ def test_a_few_hundred_prompts_get_the_scores_of_one_process_in_prompt_order(loc
     uq = BlackBoxUQ(
         chat(server),
         scorers=["bert_score", LengthRatio()],
-        dtype="float32",
+        bertscore=FLOAT32,
         show_progress_bars=False,
         scoring=RayScoring(num_workers=2, batch_size=16),
     )
@@ -178,7 +183,7 @@ def test_two_thousand_prompts_at_one_second_get_the_scores_of_one_process(local_
     with FakeOpenAIServer(default_latency=1.0, answer=answers, request_queue_size=4096) as srv:
         uq = BlackBoxUQ(
             chat(srv),
-            dtype="float32",
+            bertscore=FLOAT32,
             show_progress_bars=False,
             scoring=RayScoring(num_workers=2),
         )
@@ -190,6 +195,7 @@ def test_two_thousand_prompts_at_one_second_get_the_scores_of_one_process(local_
             assert sum(queue.batch_sizes) == 2000 and len(queue.batch_sizes) > 1
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.network
 async def test_an_actor_killed_mid_run_loses_no_row(local_ray, server, slow_length_ratio):
@@ -198,7 +204,7 @@ async def test_an_actor_killed_mid_run_loses_no_row(local_ray, server, slow_leng
     uq = BlackBoxUQ(
         chat(server),
         scorers=names,
-        dtype="float32",
+        bertscore=FLOAT32,
         show_progress_bars=False,
         scoring=RayScoring(num_workers=2, batch_size=8),
     )
@@ -206,8 +212,7 @@ async def test_an_actor_killed_mid_run_loses_no_row(local_ray, server, slow_leng
         task = asyncio.ensure_future(uq.generate_and_score(prompts, num_responses=2))
         pool = _pool(uq)
         # a batch has come back (the actors are up) and one is on its way on some actor
-        while not (any(q.batch_sizes for q in uq._queues) and any(pool.in_flight())):
-            await asyncio.sleep(0.01)
+        await until(lambda: any(q.batch_sizes for q in uq._queues) and any(pool.in_flight()), 140)
         busy = pool.in_flight()
         victim = pool.actors[busy.index(max(busy))]
         local_ray.kill(victim)
@@ -219,6 +224,7 @@ async def test_an_actor_killed_mid_run_loses_no_row(local_ray, server, slow_leng
         assert result.metadata["failures"]["unscored_prompts"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.network
 async def test_a_failure_in_one_calls_rows_reaches_only_that_call(local_ray, server):
@@ -245,6 +251,7 @@ async def test_a_failure_in_one_calls_rows_reaches_only_that_call(local_ray, ser
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.network
 async def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_ray_engine(
@@ -257,7 +264,11 @@ async def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_ray_engin
     names = ["bert_score", "length_ratio"]
 
     def settings(**kwargs):
-        return dict(scorers=["bert_score", LengthRatio()], dtype="bfloat16", **kwargs)
+        return dict(
+            scorers=["bert_score", LengthRatio()],
+            bertscore=BERTScoreSettings(dtype="bfloat16"),
+            **kwargs,
+        )
 
     local = BlackBoxUQ(chat(server), show_progress_bars=False, **settings())
     clean = await local.generate_and_score(prompts, num_responses=2)
@@ -270,8 +281,7 @@ async def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_ray_engin
     )
     with deadline(150), uq:
         task = asyncio.ensure_future(uq.generate_and_score(prompts, 2, checkpoint=path))
-        while not path.exists() or len(path.read_text().splitlines()) < 20:
-            await asyncio.sleep(0.01)
+        await until(lambda: path.exists() and len(path.read_text().splitlines()) >= 20, 140)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -290,6 +300,7 @@ async def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_ray_engin
         np.testing.assert_allclose(resumed.data[name], clean.data[name], rtol=0, atol=BF16_TOL)
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.network
 def test_generate_and_score_with_engine_ray_writes_the_local_engines_table(

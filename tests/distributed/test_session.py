@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -20,6 +19,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.helpers.deadline import deadline
 from tests.helpers.texts import passage
+from tests.helpers.waiting import wait_for
 from uqlm_bert.distributed import ray_session, score_file
 from uqlm_bert.scorers import build_scorer
 
@@ -39,6 +39,7 @@ def no_ray(monkeypatch):
             ray.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_session_starts_a_loopback_ray_and_shuts_it_down(no_ray):
     with ray_session() as session:
@@ -49,6 +50,7 @@ def test_ray_session_starts_a_loopback_ray_and_shuts_it_down(no_ray):
     assert not ray.is_initialized()
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_score_file_without_a_running_ray(no_ray, tmp_path):
     rows = [
@@ -91,6 +93,7 @@ def _listening(address: str) -> bool:
         return s.connect_ex((host, int(port))) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_a_ray_opened_by_black_box_uq_is_closed_by_close_and_at_exit(no_ray, tmp_path):
     from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
@@ -133,7 +136,4 @@ def test_a_ray_opened_by_black_box_uq_is_closed_by_close_and_at_exit(no_ray, tmp
     )
     assert done.returncode == 0, done.stderr
     address = done.stdout.strip().splitlines()[-1]
-    deadline = time.monotonic() + 30
-    while _listening(address) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not _listening(address)
+    wait_for(lambda: not _listening(address), 30, "the Ray the script started to stop")

@@ -413,6 +413,7 @@ def test_predict_rejects_infinite_and_non_numeric_scores():
 # --------------------------------------------------------------------------- dependencies
 
 
+@pytest.mark.slow
 def test_fitting_and_predicting_import_neither_sklearn_nor_scipy(tmp_path):
     script = (
         "import sys\n"

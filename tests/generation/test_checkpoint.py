@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.retries import no_wait
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from tests.helpers.waiting import until
 from uqlm_bert import CheckpointError
 from uqlm_bert.generation import Checkpoint, GenerationSettings, ResponseGenerator
 from uqlm_bert.generation._records import CallFailure
@@ -75,8 +76,7 @@ async def test_interrupted_run_resumes_to_the_same_result(tmp_path):
             PROMPTS, 3, checkpoint=path, show_progress_bars=False
         )
     )
-    while not path.exists() or len(read_lines(path)) < 12:  # header + 11 slots
-        await asyncio.sleep(0.005)
+    await until(lambda: path.exists() and len(read_lines(path)) >= 12)  # header + 11 slots
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -241,8 +241,7 @@ async def test_a_second_run_on_an_open_checkpoint_is_refused_at_once(tmp_path):
             PROMPTS, 2, checkpoint=path, show_progress_bars=False
         )
     )
-    while len(slow.recorder.calls) < 2:
-        await asyncio.sleep(0.01)
+    await slow.recorder.until(lambda: len(slow.recorder.calls) >= 2)
     second = scripted()
     with pytest.raises(CheckpointError, match=r"in use by another run.*run\.jsonl\.lock"):
         await ResponseGenerator(second).generate(

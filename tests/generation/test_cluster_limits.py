@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.retries import no_wait
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, http_error
+from tests.helpers.waiting import GUARD_S, settle
 from uqlm_bert import ConfigurationError, LimitsUnavailableError
 from uqlm_bert.generation import _cluster_limits as cluster_module
-from uqlm_bert.generation._backoff import RetryPolicy
 from uqlm_bert.generation._cluster_keeper import GrantKeeper, LimitNumbers
 from uqlm_bert.generation._cluster_limits import ClusterClient, ClusterLimits, KeeperLost
 from uqlm_bert.generation._generator import ResponseGenerator
@@ -43,20 +44,25 @@ class LocalKeeper:
     """A keeper in this event loop, reached as the Ray actor is: ``submit`` returns a future of
     its answer. ``die()`` fails the requests in flight and the next one as a dead actor does, and
     the request after that starts a replacement (as the client's Ray side does); ``delay`` holds
-    every answer back."""
+    every answer back. ``requests`` and ``answered`` count them by method, and :meth:`until`
+    waits for them to show something."""
 
     def __init__(self, lease_s: float = 30.0) -> None:
         self.lease_s = lease_s
         self.keeper = GrantKeeper(lease_s)
         self.delay = 0.0
         self.requests: dict[str, int] = {}
+        self.answered: dict[str, int] = {}
+        self._moved = asyncio.Event()  # set when a request comes in or is answered
         self._dead = False
         self._lost = False
         self._pending: set[asyncio.Future[Any]] = set()
 
     def submit(self, method: str, *args: Any) -> asyncio.Future[Any]:
         self.requests[method] = self.requests.get(method, 0) + 1
+        self._moved.set()
         future = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda _: self._answer_of(method))
         if self._dead:
             self._dead, self._lost = False, True
             future.set_exception(KeeperLost("the keeper died (test)", died=True))
@@ -81,6 +87,21 @@ class LocalKeeper:
         self._pending.add(future)
         return future
 
+    def _answer_of(self, method: str) -> None:
+        self.answered[method] = self.answered.get(method, 0) + 1
+        self._moved.set()
+
+    async def until(self, condition: Any) -> None:
+        """Return once ``condition()`` holds, checked whenever a request comes in or is
+        answered (failed, as by a dead keeper, included)."""
+
+        async def wait() -> None:
+            while not condition():
+                self._moved.clear()
+                await self._moved.wait()
+
+        await asyncio.wait_for(wait(), GUARD_S)
+
     async def _answer(self, keeper: GrantKeeper, method: str, args: tuple[Any, ...]) -> Any:
         if self.delay:
             await asyncio.sleep(self.delay)
@@ -100,6 +121,7 @@ def client(transport: LocalKeeper, nums: LimitNumbers, **spec: Any) -> ClusterCl
     return ClusterClient(ClusterLimits(**spec), KEY, nums, transport)
 
 
+@pytest.mark.slow
 async def test_no_window_holds_more_than_max_calls_across_clients():
     limit, period = 5, 0.5
     transport = LocalKeeper()
@@ -176,14 +198,19 @@ async def test_a_refusal_seen_by_one_client_lowers_the_level_for_all():
     held = [await a.level.acquire() for _ in range(4)]
     assert a.level.limit == math.inf  # no limit until the provider pushes back
     # as the caller does on a 429: report it, then give the place back to wait and retry
+    reports = transport.answered.get("report", 0)
     a.level.congestion(held[0], "rate_limit")
     a.level.release(held[0], None)
-    await asyncio.sleep(0.05)  # the report goes out with the next turn of the loop
+    # the report goes out with the next turn of the loop
+    await transport.until(lambda: transport.answered.get("report", 0) > reports)
     level = (await transport.keeper.snapshot())[KEY]["limit"]
     assert level == 3  # the three calls the provider was still serving
-    # b never saw a refusal, but gets no place while a's three fill the level
+    # b never saw a refusal, but gets no place while a's three fill the level: the keeper has
+    # its request, and grants nothing
+    asked = transport.requests.get("places", 0)
     waiting = asyncio.ensure_future(b.level.acquire())
-    await asyncio.sleep(0.3)
+    await transport.until(lambda: transport.requests.get("places", 0) > asked)
+    await settle()
     assert not waiting.done()
     assert b.level.limit == level and b.level.learned() is not None
     a.level.release(held[1], 0.01)
@@ -229,13 +256,15 @@ async def test_a_lost_keeper_stops_waiting_calls_and_its_replacement_waits_befor
     c = client(transport, numbers(max_calls_per_min=1, rate_limit_period=period), lease_s=lease)
     assert c.rate is not None
     await c.rate.acquire()  # the one token, held by a call in flight
+    asked = transport.requests.get("tokens", 0)
     waiting = asyncio.ensure_future(c.rate.acquire())
-    await asyncio.sleep(0.1)
+    await transport.until(lambda: transport.requests.get("tokens", 0) > asked)  # at the keeper
     transport.die()
     with pytest.raises(LimitsUnavailableError, match="died"):
         await asyncio.wait_for(waiting, 5)
+    reports = transport.answered.get("report", 0)
     c.rate.release()  # the call in flight ends: its release goes nowhere, and is logged
-    await asyncio.sleep(0.05)
+    await transport.until(lambda: transport.answered.get("report", 0) > reports)
     started = time.monotonic()
     await asyncio.wait_for(c.rate.acquire(), 10)  # a new keeper, after its quiet time
     assert time.monotonic() - started >= max(lease, period) - 0.1
@@ -245,6 +274,7 @@ async def test_a_lost_keeper_stops_waiting_calls_and_its_replacement_waits_befor
     await transport.stop()
 
 
+@pytest.mark.slow
 async def test_a_slow_keeper_fails_the_waiting_calls_and_late_grants_are_given_back(monkeypatch):
     monkeypatch.setattr(cluster_module, "POLL_S", 0.05)
     transport = LocalKeeper()
@@ -256,7 +286,8 @@ async def test_a_slow_keeper_fails_the_waiting_calls_and_late_grants_are_given_b
     with pytest.raises(LimitsUnavailableError, match="did not answer within"):
         await c.level.acquire()
     assert time.monotonic() - started < 0.5
-    await asyncio.sleep(1.5)  # the late grant arrives, and is given back
+    # the late grant arrives, and is given back: the second report (after the first permit's)
+    await transport.until(lambda: transport.answered.get("report", 0) >= 2)
     snapshot = (await transport.keeper.snapshot())[KEY]
     assert snapshot["max_in_flight"] == 1 and snapshot["in_flight"] == 0
     transport.delay = 0.0
@@ -279,7 +310,7 @@ async def test_two_generators_with_cluster_limits_share_the_cap_and_the_level(mo
     settings = GenerationSettings(
         max_concurrency=cap,
         use_n_param=False,
-        retry=RetryPolicy(base_delay=0.0, max_delay=0.0),
+        retry=no_wait(),
         cluster_limits=ClusterLimits(name="test"),
     )
     generators = [

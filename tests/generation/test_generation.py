@@ -361,9 +361,8 @@ async def test_caller_stops_on_auth_failure():
 async def test_caller_times_out_hung_calls():
     llm = scripted()
     llm.recorder.add_fault("q", "hang", always=True)
-    policy = RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0)
     (text, failure), _ = await call_once(
-        llm, to_messages("q"), sample=True, retry=policy, request_timeout=0.05
+        llm, to_messages("q"), sample=True, retry=no_wait(1), request_timeout=0.05
     )
     assert text is None and (failure.kind, failure.attempts) == ("timeout", 2)
     assert "request_timeout=0.05" in failure.message
@@ -561,8 +560,7 @@ async def test_cancellation_leaves_no_tasks_running():
     llm = scripted(latency=0.01)
     gen = generator(llm, max_concurrency=4)
     task = asyncio.ensure_future(gen.generate(prompts_n(100), 3, show_progress_bars=False))
-    while len(llm.recorder.calls) < 10:
-        await asyncio.sleep(0.005)
+    await llm.recorder.until(lambda: len(llm.recorder.calls) >= 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -13,6 +13,7 @@ import pytest
 
 from tests.helpers.retries import no_wait
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from tests.helpers.waiting import until
 from uqlm_bert.generation import _learned_limits as memory
 from uqlm_bert.generation._checkpoint import Checkpoint
 from uqlm_bert.generation._clients import accepts_n, provider_key
@@ -171,8 +172,7 @@ async def test_resume_asks_with_n_only_for_the_samples_that_are_missing(tmp_path
         )
     )
     done = 1 + 6 * (len(PROMPTS) - 1)  # the header, and every slot but q3's answer and samples
-    while not path.exists() or len(path.read_text().splitlines()) < done:
-        await asyncio.sleep(0.02)
+    await until(lambda: path.exists() and len(path.read_text().splitlines()) >= done)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     # each sample was recorded on its own line

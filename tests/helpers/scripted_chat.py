@@ -8,7 +8,8 @@ first matching calls. Exceptions that look like provider errors (an HTTP ``statu
 ``response.headers``) are built by :func:`http_error`.
 
 The log lives in a :class:`Recorder` object shared by the model and every copy of it, so tests can
-count the calls a run made while checking that the caller's model itself did not change.
+count the calls a run made while checking that the caller's model itself did not change, and wait,
+without polling, until the log shows something (:meth:`Recorder.until`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -87,6 +89,27 @@ class Recorder:
     max_random_latency: float = 0.0
     slow: dict[str, float] = field(default_factory=dict)  # prompt substring -> extra latency
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: notified whenever a call starts or ends
+    changed: threading.Condition = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)
+
+    def wait_until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+        """Return once ``condition()`` holds, checked whenever a call starts or ends (it is
+        called holding :attr:`lock`).
+
+        Raises:
+            TimeoutError: it did not hold within ``timeout`` seconds.
+        """
+        with self.changed:
+            if not self.changed.wait_for(condition, timeout):
+                raise TimeoutError(f"the calls did not come to show that in {timeout} s")
+
+    async def until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
+        """:meth:`wait_until` for a coroutine: the event loop (and the model's calls in it)
+        keeps running meanwhile."""
+        await asyncio.to_thread(self.wait_until, condition, timeout)
 
     def add_fault(
         self,
@@ -166,6 +189,7 @@ class ScriptedChatModel(BaseChatModel):
                     break
             extra = rec.latency_rng.uniform(0, rec.max_random_latency) if rec.latency_rng else 0.0
             extra += sum(v for k, v in rec.slow.items() if k in prompt)
+            rec.changed.notify_all()
         return prompt, temperature, error, self.latency + extra
 
     def _choices(self, kwargs: dict[str, Any]) -> int:
@@ -178,6 +202,7 @@ class ScriptedChatModel(BaseChatModel):
     def _end(self) -> None:
         with self.recorder.lock:
             self.recorder.in_flight -= 1
+            self.recorder.changed.notify_all()
 
     @staticmethod
     def _reply(prompt: str, temperature: float | None, error: Any, choices: int = 1) -> ChatResult:

@@ -9,6 +9,11 @@ import torch
 
 from tests.helpers.texts import LONG, SHORT
 
+#: what every tiny model shares: a width of 32 in two heads
+SMALL = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+#: the special tokens' ids of the RoBERTa and MPNet vocabularies built here
+SPECIAL_IDS = {"pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}
+
 
 def build_tiny_bert(directory: Path, vocab_dir: str, layers: int = 3) -> Path:
     """A 3-layer BERT with the embedded model's WordPiece vocabulary and random weights."""
@@ -17,12 +22,7 @@ def build_tiny_bert(directory: Path, vocab_dir: str, layers: int = 3) -> Path:
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(vocab_dir)
     config = BertConfig(
-        vocab_size=tok.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=layers,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
+        vocab_size=tok.vocab_size, num_hidden_layers=layers, max_position_embeddings=64, **SMALL
     )
     BertModel(config).save_pretrained(directory)
     tok.model_max_length = 64
@@ -50,14 +50,10 @@ def build_tiny_roberta(directory: Path, layers: int = 3) -> Path:
     torch.manual_seed(0)
     config = RobertaConfig(
         vocab_size=len(json.loads((directory / "vocab.json").read_text())),
-        hidden_size=32,
         num_hidden_layers=layers,
-        num_attention_heads=2,
-        intermediate_size=64,
         max_position_embeddings=130,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
+        **SMALL,
+        **SPECIAL_IDS,
     )
     RobertaModel(config).save_pretrained(directory)
     return directory
@@ -80,14 +76,10 @@ def build_tiny_mpnet(directory: Path, vocab_dir: str, layers: int = 3) -> Path:
     torch.manual_seed(0)
     config = MPNetConfig(
         vocab_size=len(vocab),
-        hidden_size=32,
         num_hidden_layers=layers,
-        num_attention_heads=2,
-        intermediate_size=64,
         max_position_embeddings=132,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
+        **SMALL,
+        **SPECIAL_IDS,
     )
     model = MPNetModel(config)
     with torch.no_grad():  # a bias that matters: random, as large as the scores

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from fakes.openai_server import FakeOpenAIServer
+from fakes.openai_server import FakeOpenAIServer, answer_text
 from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.scorers._base import Scorer
 
@@ -52,6 +52,7 @@ def statuses(server: FakeOpenAIServer) -> list[int]:
         return [r.status for r in sorted(server.log, key=lambda r: r.arrived)]
 
 
+@pytest.mark.slow
 async def test_a_provider_capped_at_n_in_flight_is_held_near_n_without_a_429_storm():
     n, prompts, m = 12, 60, 5
     calls_in_run = prompts * (m + 1)  # one per sample: the most calls, the hardest case
@@ -79,6 +80,7 @@ async def test_a_provider_capped_at_n_in_flight_is_held_near_n_without_a_429_sto
     assert n - 2 <= calls["concurrency_final"] <= 2 * n
 
 
+@pytest.mark.slow
 async def test_a_limit_learned_from_429s_carries_to_the_next_call_on_the_same_client():
     n = 12
     with FakeOpenAIServer(
@@ -103,19 +105,31 @@ async def test_a_limit_learned_from_429s_carries_to_the_next_call_on_the_same_cl
     assert s.max_in_flight == n
 
 
+@pytest.mark.slow
 async def test_a_provider_with_no_limit_gets_the_whole_run_in_flight_within_the_cap():
     cap = 64
-    with FakeOpenAIServer(default_latency=0.3, request_queue_size=BACKLOG) as s:
+
+    def answer_once(s: FakeOpenAIServer, in_flight: int):
+        """Replies that wait until ``in_flight`` calls were at the server at once (the server's
+        wait gives up after 30 s, and the calls then fail)."""
+
+        def answer(prompt: str, temperature: float | None) -> str:
+            s.wait_until(lambda: s.max_in_flight >= in_flight)
+            return answer_text(prompt, temperature)
+
+        return answer
+
+    with FakeOpenAIServer(request_queue_size=BACKLOG) as s:
+        s.answer = answer_once(s, cap)
         capped = await run(s, 50, 5, max_concurrency=cap, use_n_param=False)
         assert len(s.log) == 300 and all(r.status == 200 for r in s.log)
         peak_capped = s.max_in_flight
         with s.lock:
             s.log.clear()
             s.max_in_flight = 0
-            # calls start one per turn of the event loop: replies that take longer than the
-            # client needs to send 300 requests leave all of them in flight at once
-            s.default_latency = 2.0
+            s.answer = answer_once(s, 300)
         whole = await run(s, 50, 5, max_concurrency=None, use_n_param=False)
+        assert all(r.status == 200 for r in s.log)
         peak_whole = s.max_in_flight
     # the cap from the first call on, and held there
     assert peak_capped == cap
@@ -126,6 +140,7 @@ async def test_a_provider_with_no_limit_gets_the_whole_run_in_flight_within_the_
     assert capped["rate_limited"] == whole["rate_limited"] == 0
 
 
+@pytest.mark.slow
 async def test_the_rate_limit_holds_in_every_window_at_the_server_with_adaptive_concurrency():
     limit, period, start = 20, 1.0, 8  # growth, not the start, meets the limit
     with FakeOpenAIServer(default_latency=0.1, request_queue_size=256) as s:

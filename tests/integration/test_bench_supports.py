@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 
 def _rows(report: str, header: str) -> list[list[str]]:
     """The rows of the Markdown table whose header starts with ``header``."""
@@ -18,6 +20,7 @@ def _rows(report: str, header: str) -> list[list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_a_tiny_run_reports_both_m_with_positive_ratios(tmp_path, capsys):
     from benchmarks import bench_supports
 

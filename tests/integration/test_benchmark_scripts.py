@@ -44,6 +44,7 @@ def test_run_all_runs_every_benchmark():
     assert set(SCRIPTS) - {"harness", "loopback"} <= ran
 
 
+@pytest.mark.slow
 def test_a_benchmark_runs_with_python_m_and_skips_without_its_data(tmp_path):
     absent = tmp_path / "absent.jsonl"
     got = subprocess.run(
@@ -187,6 +188,7 @@ def test_vs_uqlm_rounds_put_every_run_in_every_place():
     assert list(harness.rounds(["x", "y"], 2)) == [(0, "x"), (0, "y"), (1, "y"), (1, "x")]
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
     runs = asyncio.run(
@@ -225,6 +227,7 @@ def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
     assert "| 0 ms | uqlm-bert, BERTScore as uqlm |" in report
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_vs_uqlm_generation_only_runs_the_three_ways_of_asking_for_samples():
     runs = asyncio.run(vs.run_generation(_passages(), _options(3), log=lambda _: None))
@@ -238,6 +241,7 @@ def test_vs_uqlm_generation_only_runs_the_three_ways_of_asking_for_samples():
     assert f"| 0 ms | {vs.GEN_AUTO} |" in report and "Floor at 1,000 ms" in report
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_vs_uqlm_script_writes_its_report(shared_data_dir, tmp_path, capsys):
     args = [
@@ -274,6 +278,7 @@ def test_vs_uqlm_uqlm_side_agrees(tmp_path):
     assert {r.variant for r in runs} == {vs.UQLM, vs.OURS, vs.OURS_DEFAULT}
 
 
+@pytest.mark.slow
 @pytest.mark.network
 @pytest.mark.parametrize("where", ["process", "thread"])
 def test_passage_server_answers_resets_and_logs_in_a_process_or_a_thread(where):
@@ -324,6 +329,7 @@ def test_vs_uqlm_skips_cleanly_without_the_data(tmp_path, capsys):
     assert "not found" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_import_benchmark_measures_and_reports_no_heavy_module(tmp_path, monkeypatch):
     from benchmarks import bench_import
 
@@ -359,6 +365,7 @@ def test_percentile_is_numpys():
             assert harness.percentile(xs, q) == pytest.approx(np.percentile(xs, q))
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_end_to_end_script_writes_its_report(shared_data_dir, tmp_path, capsys):
     n, m = 3, 2
@@ -383,6 +390,7 @@ def test_end_to_end_script_writes_its_report(shared_data_dir, tmp_path, capsys):
     assert "CPU: " in printed and ("AMX" in printed or "AVX512-BF16" in printed)
 
 
+@pytest.mark.slow
 def test_layer_sweep_scores_each_layer_as_the_scorer_does(shared_data_dir, monkeypatch):
     """eval_layers.py judges a layer by the confidences ``BlackBoxUQ.score`` gives at its
     defaults: at the default layer its pair scores reproduce them; at another layer they are
@@ -454,6 +462,7 @@ def test_a_random_weights_copy_has_the_models_shapes_and_tokens_and_new_weights(
 # bench_cluster_limits.py: what a grant of the cluster's limits costs, on a local Ray
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_cluster_limits_benchmark_reports_every_grant(tmp_path):
     """A few grants of each kind (bounded: 180 s with Ray's start), one row each in the report."""

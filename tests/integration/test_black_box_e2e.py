@@ -15,7 +15,8 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer, answer_text
 from tests.helpers.retries import fast
 from tests.helpers.scorers import LengthRatio
-from uqlm_bert import AuthenticationFailedError
+from tests.helpers.waiting import until
+from uqlm_bert import AuthenticationFailedError, GenerationSettings
 from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.results._identical_samples import IdenticalSamplesWarning
 
@@ -39,6 +40,7 @@ def statuses(server: FakeOpenAIServer, text: str) -> list[int]:
     return [r.status for r in server.requests_for(text)]
 
 
+@pytest.mark.slow
 async def test_alignment_retries_and_failure_accounting(server):
     server.add_rule("p-429", status=429, times=1, retry_after_ms="50")
     server.add_rule("p-503", status=503, times=2)
@@ -147,6 +149,7 @@ async def test_retry_after_is_honoured(server, header, wait):
     assert len(log) == 3 and retried.arrived - limited.arrived >= wait
 
 
+@pytest.mark.slow
 async def test_rate_limit_holds_in_every_window_retries_included(server):
     server.add_rule("r1", status=503, times=1)
     limit, period = 5, 1.0
@@ -201,14 +204,12 @@ async def test_cancellation_leaves_no_tasks_running(server):
     uq = BlackBoxUQ(
         chat(server),
         scorers=[LengthRatio()],
-        max_concurrency=4,
-        request_timeout=30,
+        generation=GenerationSettings(max_concurrency=4, request_timeout=30),
         show_progress_bars=False,
     )
     prompts = [f"n{i}" for i in range(6)] + ["stuck"] + [f"m{i}" for i in range(6)]
     task = asyncio.ensure_future(uq.generate_and_score(prompts, num_responses=2))
-    while len(server.log) < 10:
-        await asyncio.sleep(0.01)
+    await server.until(lambda: len(server.log) >= 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -237,8 +238,7 @@ async def test_resume_from_a_checkpoint_gives_the_same_result(tmp_path):
             show_progress_bars=False,
         )
         task = asyncio.ensure_future(uq.generate_and_score(prompts, 2, checkpoint=path))
-        while not path.exists() or len(path.read_text().splitlines()) < 10:
-            await asyncio.sleep(0.01)
+        await until(lambda: path.exists() and len(path.read_text().splitlines()) >= 10)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -342,8 +342,6 @@ async def test_a_server_that_ignores_n_still_gives_every_prompt_all_its_samples(
 
 
 async def test_more_samples_than_the_server_allows_per_call_are_split():
-    from uqlm_bert.generation._settings import GenerationSettings
-
     with FakeOpenAIServer(max_n=4) as server:
         uq = BlackBoxUQ(
             chat(server),

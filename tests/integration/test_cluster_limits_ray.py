@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.helpers.waiting import until
 from uqlm_bert import LimitsUnavailableError
 from uqlm_bert.generation._cluster_limits import ClusterLimits
 from uqlm_bert.generation._settings import GenerationSettings
@@ -39,14 +40,14 @@ def hold_places(spec: ClusterLimits, settings: GenerationSettings, n: int, secon
     return asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_another_process_shares_the_cap_through_the_keeper_found_by_name(local_ray):
     spec = ClusterLimits(name="shared-cap", namespace=NAMESPACE)
     settings = GenerationSettings(max_concurrency=3, adaptive=False, cluster_limits=spec)
 
     async def here() -> tuple[int, float]:
         client = spec.client(KEY, settings)
-        while not spec_has_places_taken(spec, 2):  # the other process holds two of three
-            await asyncio.sleep(0.05)
+        await until(lambda: spec_has_places_taken(spec, 2), 60)  # the other holds two of three
         first = await asyncio.wait_for(client.level.acquire(), 10)
         started = time.monotonic()
         second = await asyncio.wait_for(client.level.acquire(), 30)  # waits for the other
@@ -73,6 +74,7 @@ def spec_has_places_taken(spec: ClusterLimits, n: int) -> bool:
     return any(s["in_flight"] >= n for s in snapshot.values())
 
 
+@pytest.mark.slow
 def test_a_killed_keeper_fails_the_waiting_calls_and_its_replacement_waits(local_ray):
     lease, period = 2.0, 3.0
     spec = ClusterLimits(name="killed", namespace=NAMESPACE, lease_s=lease, timeout_s=10)
@@ -85,6 +87,8 @@ def test_a_killed_keeper_fails_the_waiting_calls_and_its_replacement_waits(local
         assert client.rate is not None
         await client.rate.acquire()  # the one token, held by a call in flight
         waiting = asyncio.ensure_future(client.rate.acquire())
+        # the keeper is another process, and says nothing of a request it holds: give the
+        # request a moment to get there, so that the death is seen by a call waiting on it
         await asyncio.sleep(0.2)
         killed = time.monotonic()
         ray.kill(ray.get_actor(spec.name, namespace=NAMESPACE))  # it dies: not a stop

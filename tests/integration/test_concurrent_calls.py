@@ -15,7 +15,9 @@ import time
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer, answer_text
+from uqlm_bert import GenerationSettings
 from uqlm_bert._blackbox import BlackBoxUQ
+from uqlm_bert.generation import RetryPolicy
 from uqlm_bert.scorers._base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")
@@ -70,6 +72,7 @@ def assert_own_rows(result, prompts: list[str], m: int) -> None:
         assert samples == [answer_text(prompt, 1.0)] * m
 
 
+@pytest.mark.slow
 async def test_four_concurrent_calls_share_the_rate_limit_at_the_server():
     limit, period = 20, 5.0
     with FakeOpenAIServer(default_latency=0.05, request_queue_size=256) as s:
@@ -86,6 +89,7 @@ async def test_four_concurrent_calls_share_the_rate_limit_at_the_server():
         assert seen[i + limit] - seen[i] > period
 
 
+@pytest.mark.slow
 async def test_the_concurrency_cap_holds_across_concurrent_calls():
     cap = 4
     with FakeOpenAIServer(default_latency=0.3, request_queue_size=256) as s:
@@ -99,6 +103,7 @@ async def test_the_concurrency_cap_holds_across_concurrent_calls():
     assert peak == cap  # the cap, and all of it: 48 calls through 4 places
 
 
+@pytest.mark.slow
 async def test_a_capped_provider_driven_by_four_concurrent_calls_keeps_the_single_call_bounds():
     # the bounds of test_adaptive's capped provider, for one call of the same 360 calls
     n, prompts_per_call, m = 12, 15, 5
@@ -128,6 +133,7 @@ async def test_a_capped_provider_driven_by_four_concurrent_calls_keeps_the_singl
         assert n - 2 <= c["concurrency_final"] <= 2 * n
 
 
+@pytest.mark.slow
 async def test_a_one_prompt_call_is_not_served_after_a_long_call_on_the_same_object():
     latency, cap, long_prompts = 0.2, 40, 500
     with FakeOpenAIServer(default_latency=latency, request_queue_size=BACKLOG) as s:
@@ -136,8 +142,7 @@ async def test_a_one_prompt_call_is_not_served_after_a_long_call_on_the_same_obj
         long_call = asyncio.ensure_future(
             uq.generate_and_score([f"long-{i}" for i in range(long_prompts)], num_responses=3)
         )
-        while len(s.log) < 4 * cap:  # the long call is well under way
-            await asyncio.sleep(0.01)
+        await s.until(lambda: len(s.log) >= 4 * cap)  # the long call is well under way
         short_started = time.perf_counter()
         short = await uq.generate_and_score(["the short one"], num_responses=3)
         short_s = time.perf_counter() - short_started
@@ -152,6 +157,7 @@ async def test_a_one_prompt_call_is_not_served_after_a_long_call_on_the_same_obj
     assert short_s < long_s / 4
 
 
+@pytest.mark.slow
 async def test_fifty_concurrent_calls_get_their_own_rows_and_the_scores_of_scoring_alone():
     with FakeOpenAIServer(default_latency=0.05, request_queue_size=BACKLOG) as s:
         uq = make_uq(s, scorers=["bert_score", "exact_match"], dtype="float32")
@@ -193,7 +199,8 @@ async def test_a_failure_or_cancellation_of_one_call_never_touches_the_others():
             name: asyncio.ensure_future(uq.generate_and_score(p, num_responses=2))
             for name, p in calls.items()
         }
-        await asyncio.sleep(0.5)
+        # the slow call's answers are asked for (and take 5 s): it is cancelled in flight
+        await s.until(lambda: len([r for r in s.log if "slow-" in r.prompt]) >= 2)
         tasks["slow"].cancel()
         outcome = dict(
             zip(tasks, await asyncio.gather(*tasks.values(), return_exceptions=True), strict=True)
@@ -206,6 +213,7 @@ async def test_a_failure_or_cancellation_of_one_call_never_touches_the_others():
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 
+@pytest.mark.slow
 async def test_two_objects_on_one_client_keep_their_own_caps():
     cap = 3
     with FakeOpenAIServer(default_latency=0.3, request_queue_size=256) as s:
@@ -221,6 +229,7 @@ async def test_two_objects_on_one_client_keep_their_own_caps():
     assert peak == 2 * cap  # each object's cap is its user's setting
 
 
+@pytest.mark.slow
 async def test_two_objects_on_one_provider_share_what_it_refused():
     n = 8
     with FakeOpenAIServer(
@@ -241,6 +250,7 @@ async def test_two_objects_on_one_provider_share_what_it_refused():
     assert second_half.count(429) < 0.05 * len(second_half)
 
 
+@pytest.mark.slow
 def test_sync_calls_from_several_threads_share_the_objects_limits():
     cap = 2
     with FakeOpenAIServer(default_latency=0.2, request_queue_size=256) as s:
@@ -262,6 +272,7 @@ def test_sync_calls_from_several_threads_share_the_objects_limits():
     assert peak == cap
 
 
+@pytest.mark.slow
 async def test_a_queueing_server_with_a_short_timeout_gets_no_storm_of_timed_out_retries():
     # a server that serves 2 calls at a time and queues the rest (as llama.cpp does), 0.15 s a
     # call: 60 calls take 4.5 s, six times the request timeout (itself five calls' time)
@@ -269,7 +280,8 @@ async def test_a_queueing_server_with_a_short_timeout_gets_no_storm_of_timed_out
     with FakeOpenAIServer(
         default_latency=latency, request_queue_size=BACKLOG, serving_slots=slots
     ) as s:
-        uq = make_uq(s, request_timeout=timeout, retry_base_delay=0.05)
+        retry = RetryPolicy(base_delay=0.05)
+        uq = make_uq(s, generation=GenerationSettings(request_timeout=timeout, retry=retry))
         started = time.perf_counter()
         result = await uq.generate_and_score(prompts, num_responses=3)
         took = time.perf_counter() - started

@@ -72,6 +72,7 @@ def test_skips_without_the_data(script, tmp_path, capsys):
     assert not (tmp_path / "sentences.md").exists()
 
 
+@pytest.mark.slow
 def test_a_small_file_of_the_same_format_runs(script, shared_data_dir, tmp_path, capsys):
     """The script pointed at another file (the held-out check is run this way): two passages,
     the default settings only."""

@@ -20,8 +20,9 @@ import urllib.request
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.helpers.waiting import until, wait_for
 
-pytestmark = pytest.mark.network
+pytestmark = [pytest.mark.network, pytest.mark.slow]  # each test starts a server process
 
 pytest.importorskip("xllamacpp", reason="the local extra is not installed (xllamacpp)")
 
@@ -43,15 +44,6 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
-
-def _wait_gone(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.1)
-    return not _alive(pid)
 
 
 def _refuses(base_url: str) -> bool:
@@ -129,9 +121,9 @@ async def test_async_block_and_a_cancelled_call_stop_the_server():
             await llm.ainvoke("Write a long story about the sea.")
 
     task = asyncio.ensure_future(use())
-    while not pids:
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)  # the reply is being generated
+    await until(lambda: pids, 120)  # the server is up
+    # no signal says that a real server is generating: the reply is, a moment after it is asked
+    await asyncio.sleep(0.3)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -179,6 +171,7 @@ def _start_script(tmp_path):
     return proc, int(line)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_server(tmp_path):
     _embedded_or_skip()
     proc, server_pid = _start_script(tmp_path)
@@ -193,17 +186,19 @@ def test_ctrl_c_stops_the_server(tmp_path):
         _, err = proc.communicate(timeout=30)
         pytest.fail(f"the script did not end within 60 s of Ctrl-C:\n{err.decode()}")
     assert b"KeyboardInterrupt" in err
-    assert _wait_gone(server_pid, 10)
+    wait_for(lambda: not _alive(server_pid), 10, "the server to stop")
 
 
+@pytest.mark.slow
 def test_the_server_stops_when_the_process_that_started_it_is_killed(tmp_path):
     _embedded_or_skip()
     proc, server_pid = _start_script(tmp_path)
     proc.kill()  # no finally block, no atexit: only the server's own watch stops it
     proc.wait(timeout=30)
-    assert _wait_gone(server_pid, 15)
+    wait_for(lambda: not _alive(server_pid), 15, "the server to stop")
 
 
+@pytest.mark.slow
 def test_the_command_line_starts_the_local_llm_for_a_run(tmp_path, capsys):
     import json
 

@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT
 
 RUN = """
@@ -45,6 +47,7 @@ def peak_rss(n: int) -> tuple[float, float]:
     return before, after
 
 
+@pytest.mark.slow
 def test_peak_memory_is_flat_in_the_number_of_prompts():
     small_before, small = peak_rss(1_000)
     large_before, large = peak_rss(5_000)

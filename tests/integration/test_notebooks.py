@@ -102,6 +102,7 @@ def test_committed_notebook_holds_its_outputs(path):
     assert build.machine_paths_in(nb) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=lambda p: p.name)
 def test_notebook_executes_offline(path):
     pytest.importorskip("nbclient")

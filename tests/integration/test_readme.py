@@ -29,6 +29,7 @@ def test_quick_start_has_exactly_two_commands():
     assert "pytest" in cmds[1]
 
 
+@pytest.mark.slow
 def test_ci_runs_the_readme_test_command():
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert "sed -n 2p" in ci and "README.md" in ci
@@ -47,6 +48,7 @@ def test_ci_runs_the_readme_test_command():
     assert out.stdout.strip() == _quick_start_commands()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_main_job_of_the_quick_start_runs():
     """The first command's main job, run with this interpreter (the install part is what CI's

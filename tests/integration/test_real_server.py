@@ -16,6 +16,7 @@ import warnings
 
 import pytest
 
+from tests.helpers.waiting import until
 from uqlm_bert.generation._checkpoint import ORIGINAL_SLOT
 
 pytestmark = pytest.mark.network
@@ -66,6 +67,7 @@ def _all_filled(result) -> None:
     assert all(e is None for g in data["sample_errors"] for e in g)
 
 
+@pytest.mark.slow
 def test_samples_within_the_slots_come_in_one_call_per_prompt():
     from uqlm_bert._local_llm import LocalLLM
 
@@ -80,6 +82,7 @@ def test_samples_within_the_slots_come_in_one_call_per_prompt():
     assert calls["succeeded"] == len(prompts) * (1 + m)
 
 
+@pytest.mark.slow
 def test_n_beyond_the_slots_falls_back_to_one_call_per_sample_and_is_remembered():
     from uqlm_bert._local_llm import LocalLLM
     from uqlm_bert.generation import _learned_limits as memory
@@ -102,6 +105,7 @@ def test_n_beyond_the_slots_falls_back_to_one_call_per_sample_and_is_remembered(
     assert calls["n_calls"] == 0 and calls["failed"] == 0 and calls["retries"] == 0
 
 
+@pytest.mark.slow
 def test_a_queue_longer_than_the_timeout_causes_no_storm_of_duplicates():
     """More calls than slots, with a request_timeout shorter than the server's queue: the
     calls at the back must not time out and be sent again while the server still holds them.
@@ -137,14 +141,21 @@ def test_a_queue_longer_than_the_timeout_causes_no_storm_of_duplicates():
     assert short_s <= 1.1 * long_s + 1.0, (short_s, long_s, stats)
 
 
+def _a_few_with_an_answer(slots) -> bool:
+    return len(slots) >= 3 and ORIGINAL_SLOT in slots
+
+
+@pytest.mark.slow
 async def test_a_server_killed_mid_run_leaves_errors_in_place_and_a_resume_completes(tmp_path):
-    from uqlm_bert import BlackBoxUQ
+    from uqlm_bert import BlackBoxUQ, GenerationSettings
     from uqlm_bert._local_llm import LocalLLM
+    from uqlm_bert.generation import RetryPolicy
 
     prompts, m = QUESTIONS[:8], 2
     checkpoint = tmp_path / "run.jsonl"
+    retry = RetryPolicy(max_retries=1, base_delay=0.05)
     settings = dict(
-        system_prompt=SYSTEM, show_progress_bars=False, max_retries=1, retry_base_delay=0.05
+        generation=GenerationSettings(system_prompt=SYSTEM, retry=retry), show_progress_bars=False
     )
     local = LocalLLM(num_responses=m, slots=2, max_tokens=12)
     async with local as llm:
@@ -154,11 +165,7 @@ async def test_a_server_killed_mid_run_leaves_errors_in_place_and_a_resume_compl
         )
         # kill the server once a few replies are in, an answer among them (the server may
         # finish the calls for samples first), well before the end
-        while not run.done():
-            slots = _filled_slots(checkpoint)
-            if len(slots) >= 3 and ORIGINAL_SLOT in slots:
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: run.done() or _a_few_with_an_answer(_filled_slots(checkpoint)), 300)
         await asyncio.to_thread(local.kill)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -211,6 +218,7 @@ def _filled_slots(path) -> list[int]:
     return slots
 
 
+@pytest.mark.slow
 def test_identical_samples_at_a_high_temperature_give_one_warning():
     """A server whose sampling ignores the temperature (top_k=1 on the server side: every reply
     is the most likely one) returns identical samples at sampling_temperature=1.0: one warning.

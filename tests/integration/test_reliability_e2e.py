@@ -24,8 +24,9 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer, answer_text
 from tests.helpers.retries import fast
 from tests.helpers.scorers import LengthRatio
-from uqlm_bert import GenerationError, ProviderUnreachableError
+from uqlm_bert import GenerationError, GenerationSettings, ProviderUnreachableError
 from uqlm_bert._blackbox import BlackBoxUQ
+from uqlm_bert.generation import RetryPolicy
 
 langchain_openai = pytest.importorskip("langchain_openai")
 
@@ -217,6 +218,7 @@ def most_in_any_window(arrivals: list[float], period: float) -> int:
     return most
 
 
+@pytest.mark.slow
 def test_rate_limit_holds_where_calls_arrive_while_the_cpu_is_busy():
     """With ``max_calls_per_min=N`` no window of ``rate_limit_period`` seconds holds more than N
     arrivals at the server, however late calls arrive after they are issued; and since a token
@@ -227,10 +229,12 @@ def test_rate_limit_holds_where_calls_arrive_while_the_cpu_is_busy():
     with FakeOpenAIServer(default_latency=latency, request_queue_size=128) as server, BusyCPU():
         uq = uq_for(
             chat(server.base_url),
-            max_calls_per_min=limit,
-            rate_limit_period=period,
-            max_concurrency=64,  # adaptive (the default) within this cap
-            use_n_param=False,  # one call per sample: six rounds of the limit
+            generation=GenerationSettings(
+                max_calls_per_min=limit,
+                rate_limit_period=period,
+                max_concurrency=64,  # adaptive (the default) within this cap
+                use_n_param=False,  # one call per sample: six rounds of the limit
+            ),
         )
         started = time.monotonic()
         result = asyncio.run(uq.generate_and_score(prompts, num_responses=2))
@@ -263,9 +267,11 @@ def closed_port() -> Iterator[int]:
         sock.close()
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_stops_the_run_early_with_one_warning(closed_port, tmp_path):
     url = f"http://127.0.0.1:{closed_port}/v1"
-    uq = uq_for(chat(url), retry_base_delay=0.01, retry_max_delay=0.05)  # max_retries: 5
+    retry = RetryPolicy(base_delay=0.01, max_delay=0.05)  # max_retries: 5
+    uq = uq_for(chat(url), generation=GenerationSettings(retry=retry))
     prompts = [f"down-{i}" for i in range(40)]
     path = tmp_path / "run.jsonl"
     started = time.monotonic()

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import random
-from html.parser import HTMLParser
 
 import numpy as np
 import pytest
 
+from tests.helpers.html import Page
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel
 from tests.helpers.texts_hostile import random_text
 from uqlm_bert import BlackBoxUQ, ConfigurationError, InputValidationError
@@ -136,32 +136,9 @@ def test_token_supports_off_gives_the_same_confidences_and_says_why_there_are_no
         ).sentences()
 
 
-class _Page(HTMLParser):
-    """What a browser would build: the elements opened, and the text shown."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.text: list[str] = []
-        self.marked: list[str] = []
-        self._in_mark = 0
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self._in_mark += tag == "mark"
-
-    def handle_endtag(self, tag):
-        self._in_mark -= tag == "mark"
-
-    def handle_data(self, data):
-        self.text.append(data)
-        if self._in_mark:
-            self.marked.append(data)
-
-
 def test_the_html_views_escape_every_answer_and_mark_the_weak_words(exact_uq):
     result = exact_uq.score(HOSTILE, SAMPLES)
-    page = _Page()
+    page = Page("mark")
     page.feed(result._repr_html_())
     assert "script" not in page.tags and "b" not in page.tags and "i" not in page.tags
     shown = "".join(page.text)
@@ -169,11 +146,11 @@ def test_the_html_views_escape_every_answer_and_mark_the_weak_words(exact_uq):
         assert response.strip()[:30] in shown
     for row in range(len(result)):
         answer = result.answer(position=row)
-        one = _Page()
+        one = Page("mark")
         one.feed(answer._repr_html_())
         assert set(one.tags) <= {"div", "b", "span", "mark", "del"}
         assert one.tags.count("b") == 1  # the prompt's bold, none of the answer's markup
-        assert "".join(one.marked) == "".join(answer.weak_words)
+        assert "".join(one.inside) == "".join(answer.weak_words)
         # readable without colour: a weak word is underlined as well as highlighted
         if answer.weak_words:
             assert "text-decoration:underline" in answer._repr_html_()

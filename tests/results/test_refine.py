@@ -195,6 +195,7 @@ def _layer(n: int):
     return BERTScoreSettings(num_layers=n)
 
 
+@pytest.mark.slow
 def test_hostile_answers_and_a_ten_thousand_word_one_refine_with_every_offset_right(default_uq):
     """Through scoring: control characters, lone surrogates (scored as repaired), right-to-left
     text and a 10,000-word answer keep every removed sentence's offsets into the text scored,

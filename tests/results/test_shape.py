@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 import warnings
-from html.parser import HTMLParser
 
 import numpy as np
 import pytest
 
+from tests.helpers.html import Page
 from uqlm_bert import BlackBoxUQ, InputValidationError, UQResult
 from uqlm_bert.bertscore import SENTENCE_THRESHOLD, WEAK_SUPPORT
 
@@ -99,34 +99,13 @@ def test_filter_flag_and_calibrate_keep_the_type_and_the_columns(result):
     assert both.sentences().columns.tolist() == result.sentences().columns.tolist()
 
 
-class _Page(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[str] = []
-        self.text: list[str] = []
-        self.struck: list[str] = []
-        self._in_del = 0
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append(tag)
-        self._in_del += tag == "del"
-
-    def handle_endtag(self, tag):
-        self._in_del -= tag == "del"
-
-    def handle_data(self, data):
-        self.text.append(data)
-        if self._in_del:
-            self.struck.append(data)
-
-
 def test_every_view_shows_each_row_s_own_text_and_strikes_what_refine_removes(result):
     """The result's HTML table and each answer's view (its own kind of result) show every row's
     text, escaped, with the sentences ``refine()`` removes struck through; so does a filtered
     result, whose rows are its own."""
     refined = result.refine()
     for shown in (result, _filtered(result)):
-        page = _Page()
+        page = Page("del")
         page.feed(shown._repr_html_())
         text = "".join(page.text)
         assert not {"b", "script"} & set(page.tags)  # the answers' markup is shown as text
@@ -136,14 +115,14 @@ def test_every_view_shows_each_row_s_own_text_and_strikes_what_refine_removes(re
                 continue
             assert response in text
             gone = refined.loc[label, "removed_sentences"]
-            assert all(g["sentence"] in "".join(page.struck) for g in gone)
+            assert all(g["sentence"] in "".join(page.inside) for g in gone)
         for position in range(len(shown)):
             answer = shown.answer(position=position)
-            one = _Page()
+            one = Page("del")
             one.feed(answer._repr_html_())
             assert (answer.response or "(no answer)") in "".join(one.text)
             gone = refined.loc[answer.prompt_index, "removed_sentences"]
-            assert "".join(one.struck) == "".join(g["sentence"] for g in gone)
+            assert "".join(one.inside) == "".join(g["sentence"] for g in gone)
     assert "<b>France</b>" not in result._repr_html_()  # the answer's markup is text
 
 

@@ -54,7 +54,7 @@ def test_one_flat_keyword_sets_every_model_based_scorer():
         for s in built
     ] == ["truncate", "truncate"]
     uq = BlackBoxUQ(
-        long_text_scorers=["bert_score", "cosine_sim"],
+        scorers=["bert_score", "cosine_sim"],
         long_texts="truncate",
         show_progress_bars=False,
     )
@@ -107,6 +107,7 @@ def test_bert_score_sees_the_tail_of_a_long_answer():
     assert whole[0] == pytest.approx(1.0, abs=1e-5) and whole[1] < whole[0] - 1e-3
 
 
+@pytest.mark.slow
 def test_sentence_scores_of_a_long_sentence_follow_the_setting(engines):
     # a "sentence" longer than the window (an answer with no full stop, say), given as the split
     sentences = [[TAIL_B, SHORT[0]]]
@@ -233,6 +234,7 @@ def encoder_of(scorer):
     return scorer.engine.encoder if hasattr(scorer, "engine") else scorer.encoder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["truncate", "window"])
 @pytest.mark.parametrize("name", ["bert_score", "cosine_sim"])
 @pytest.mark.parametrize("kind", ["sentences", "one word", "whitespace"])

@@ -62,6 +62,7 @@ def _check(scorers, responses, samples, prompts=None):
     return scores, supports
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 def test_hostile_text_keeps_the_invariant(float32_scorers, seed):
     rng = random.Random(seed)
@@ -108,6 +109,7 @@ def test_prompts_weigh_their_tokens_zero_and_keep_the_invariant(float32_scorers)
     assert supports[2].text[supports[2].starts[0] :].startswith("Lima")  # spans past the lead
 
 
+@pytest.mark.slow
 def test_long_answers_read_in_windows_and_cut(float32_scorers):
     responses = [OVERLONG[0], LONG[4], SHORT[0]]
     samples = [[OVERLONG[1], LONG[3]], [OVERLONG[1]], [LONG[0], ""]]
@@ -119,6 +121,7 @@ def test_long_answers_read_in_windows_and_cut(float32_scorers):
     assert supports[0].ends.max() < len(OVERLONG[0])
 
 
+@pytest.mark.slow
 def test_wikibio_passages(float32_scorers, shared_data_dir):
     rows = [json.loads(line) for line in (shared_data_dir / "wikibio_gpt3_dev.jsonl").open()][:6]
     prompts = [f"This is a Wikipedia passage about {r['response'].split(' (')[0]}:" for r in rows]
