@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    # workers share the cores: each torch (and each process a test starts) takes its share, as
+    # torch's threads on more cores than are free wait on each other instead of working
+    _share = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -102,3 +108,91 @@ def local_ray(request):
         for module in by_value:
             ray.cloudpickle.unregister_pickle_by_value(module)
         ray.shutdown()
+
+
+# -- markers that mean something ------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items):
+    """A test that starts Ray (the ``ray`` marker, or the ``local_ray`` fixture) is ``ray`` and
+    ``slow``; one that uses the scripted ``server`` is ``network``."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "local_ray" in fixtures and not item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.ray)
+        if item.get_closest_marker("ray") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+        if "server" in fixtures and not item.get_closest_marker("network"):
+            item.add_marker(pytest.mark.network)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _group_for_workers(items)
+
+
+#: local Rays that may run at once under ``-n``: one per group of Ray tests, each of 2 CPUs (the
+#: timing checks of the Ray tests hold with one at a time on 2 cores)
+RAY_GROUPS = 1
+
+
+def _group_for_workers(items) -> None:
+    """Under ``pytest -n 2`` (the full suite; ``addopts`` chooses the group scheduler, in order):
+    a module's tests run on one worker (its module fixtures built once); the Ray tests form
+    ``RAY_GROUPS`` groups, whole modules taken in turn, so that no more local Rays run at once;
+    and the longest groups start first, so that no worker is left alone with a long module at
+    the end."""
+
+    def module(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    ray_modules: dict[str, int] = {}
+    slow_modules: dict[str, bool] = {}
+    for item in items:
+        name = module(item)
+        slow_modules[name] = slow_modules.get(name, False) or bool(item.get_closest_marker("slow"))
+        if item.get_closest_marker("ray") and name not in ray_modules:
+            ray_modules[name] = len(ray_modules) % RAY_GROUPS
+
+    def is_ray(item) -> bool:
+        return item.get_closest_marker("ray") is not None
+
+    def group(item) -> str:
+        return f"ray-{ray_modules[module(item)]}" if is_ray(item) else module(item)
+
+    def rank(item) -> int:
+        if is_ray(item):
+            return 0
+        return 1 if slow_modules[module(item)] else 2
+
+    items.sort(key=rank)  # stable: within a rank, the collection's order
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group(item)))
+
+
+#: what the standard library and other libraries run to ask the system something (``platform``,
+#: ``ctypes.util``), whichever test happens to ask first: not a process a test starts
+SYSTEM_PROBES = frozenset({"uname", "ldconfig", "gcc", "cc", "ld", "objdump", "lscpu", "sysctl"})
+
+
+@pytest.fixture(autouse=True)
+def _a_fast_test_starts_no_process(request, monkeypatch):
+    """A test not marked ``slow`` that starts a subprocess (a script, a server, Ray's own
+    processes) fails, naming the command: it belongs out of the fast lane."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    started: list[str] = []
+    real = subprocess.Popen.__init__
+
+    def watched(self, args, *more, **kwargs):
+        command = args if isinstance(args, str) else " ".join(map(str, args))
+        if os.path.basename(command.split(" ", 1)[0]) not in SYSTEM_PROBES:
+            started.append(command)
+        return real(self, args, *more, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", watched)
+    yield
+    if started:
+        pytest.fail(
+            f"this test starts a subprocess ({started[0][:120]}): mark it "
+            "@pytest.mark.slow, so that the fast lane (-m 'not slow') leaves it out",
+            pytrace=False,
+        )

@@ -52,3 +52,22 @@ def test_the_benchmarks_import_nothing_from_the_tests():
                 f"{path.name}: {n}" for n in names if n == "tests" or n.startswith("tests.")
             ]
     assert not leaning, leaning
+
+
+def test_every_test_file_the_docs_name_is_there():
+    """The docs point readers at tests (``tests/test_api.py`` holds the list, ...): a move of a
+    test file moves the pointer too."""
+    import re
+
+    named = {
+        (doc.relative_to(REPO_ROOT), path)
+        for doc in [
+            REPO_ROOT / "README.md",
+            REPO_ROOT / "CONTRIBUTING.md",
+            *REPO_ROOT.glob("docs/*.md"),
+        ]
+        for path in re.findall(r"tests/[\w/]+\.py", doc.read_text(encoding="utf-8"))
+    }
+    assert len(named) > 5  # the docs do point at tests
+    gone = sorted(f"{doc}: {path}" for doc, path in named if not (REPO_ROOT / path).is_file())
+    assert not gone, gone

@@ -101,6 +101,7 @@ def _offline_env() -> dict[str, str]:
 PUBLIC_MODULES = tuple(sorted(PUBLIC))
 
 
+@pytest.mark.slow
 def test_sphinx_builds_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")
@@ -187,7 +188,14 @@ def test_every_public_module_is_doctested():
     assert total >= 100, total
 
 
-@pytest.mark.parametrize("module_name", MODULES)
+#: the modules whose examples start a process (LocalLLM's server): out of the fast lane
+STARTS_A_PROCESS = {"uqlm_bert._local_llm"}
+
+
+@pytest.mark.parametrize(
+    "module_name",
+    [pytest.param(m, marks=pytest.mark.slow) if m in STARTS_A_PROCESS else m for m in MODULES],
+)
 def test_docstring_examples(module_name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(module_name)
@@ -309,7 +317,20 @@ def _block_failure(block: Block, exc: BaseException) -> str:
     )
 
 
-@pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: p.name)
+def _starts_ray(page: Path) -> bool:
+    return any(
+        re.search(r"\bimport ray\b|\bray\.init\b|scoring=\"ray\"|RayScoring|score_file", b.code)
+        for b in python_blocks(page)
+        if b.skip_reason is None
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.ray) if _starts_ray(p) else p for p in PAGES_WITH_CODE],
+    ids=lambda p: p.name,
+)
 def test_markdown_code_blocks_run(page, llm_server, embedded_model_path, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
