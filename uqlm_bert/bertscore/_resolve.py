@@ -408,7 +408,7 @@ BFLOAT16_MIN_GAIN = 1.2
 def cpu_prefers_bfloat16() -> bool:
     """Whether bfloat16 matrix products beat float32 ones on this CPU: with AMX tiles, yes; with
     AVX512-BF16 alone, when a product of the embedded model's shapes runs at least
-    :data:`BFLOAT16_MIN_GAIN` times as fast (measured once per process, about 0.1 s); without
+    :data:`BFLOAT16_MIN_GAIN` times as fast (measured once per process, about 0.2 s); without
     either (emulated), no.
 
     Example:
@@ -426,25 +426,26 @@ def cpu_prefers_bfloat16() -> bool:
     return _bfloat16_matmul_gain() >= BFLOAT16_MIN_GAIN
 
 
-def _bfloat16_matmul_gain(rows: int = 1024, reps: int = 5) -> float:
-    """How many times as fast this CPU multiplies bfloat16 matrices as float32 ones: the best
-    of ``reps`` timings each of a feed-forward product of the embedded model's shape
-    (``rows`` x 384 by 384 x 1536), after a warm-up."""
-
-    def best(dtype: torch.dtype) -> float:
-        generator = torch.Generator().manual_seed(0)
-        a = torch.randn(rows, 384, generator=generator).to(dtype)
-        b = torch.randn(384, 1536, generator=generator).to(dtype)
-        torch.mm(a, b)
-        times = []
-        for _ in range(reps):
-            start = time.perf_counter()
-            torch.mm(a, b)
-            times.append(time.perf_counter() - start)
-        return min(times)
-
+def _bfloat16_matmul_gain(rows: int = 1024, reps: int = 9) -> float:
+    """How many times as fast this CPU multiplies bfloat16 matrices as float32 ones: the best of
+    ``reps`` timings each of a feed-forward product of the embedded model's shape (``rows`` x 384
+    by 384 x 1536), after a warm-up. The two dtypes take turns, so that a busy spell of the
+    machine (another process on the cores) falls on both alike instead of on one dtype's timings
+    only, and a driver and its Ray actors, starting under load, choose alike."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(rows, 384, generator=generator)
+    b = torch.randn(384, 1536, generator=generator)
+    pairs = {dtype: (a.to(dtype), b.to(dtype)) for dtype in (torch.float32, torch.bfloat16)}
+    best = dict.fromkeys(pairs, float("inf"))
     with torch.inference_mode():
-        return best(torch.float32) / max(best(torch.bfloat16), 1e-9)
+        for x, y in pairs.values():
+            torch.mm(x, y)
+        for _ in range(reps):
+            for dtype, (x, y) in pairs.items():
+                start = time.perf_counter()
+                torch.mm(x, y)
+                best[dtype] = min(best[dtype], time.perf_counter() - start)
+    return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
 
 
 def resolve_model(model_type: str | os.PathLike[str] | None, lang: str = "en") -> tuple[str, str]:
