@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from fakes.watched import Watched
+
 HANG_LIMIT_S = 30.0
 
 
@@ -98,7 +100,7 @@ def answer_text(prompt: str, temperature: float | None) -> str:
     return f"Answer to '{prompt}' at temperature {temperature}."
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(Watched):
     """Scripted OpenAI-compatible server; use as a context manager.
 
     Example::
@@ -157,23 +159,6 @@ class FakeOpenAIServer:
     def requests_for(self, text: str) -> list[RequestLog]:
         with self.lock:
             return [r for r in self.log if text in r.prompt]
-
-    def wait_until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
-        """Return once ``condition()`` holds, checked whenever a request arrives or stops
-        counting in flight (it is called holding :attr:`lock`, so it may read the log).
-
-        Raises:
-            TimeoutError: it did not hold within ``timeout`` seconds.
-        """
-        with self.changed:
-            if not self.changed.wait_for(condition, timeout):
-                raise TimeoutError(f"the server's log did not come to show that in {timeout} s")
-
-    async def until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
-        """:meth:`wait_until` for a coroutine: the event loop keeps running meanwhile."""
-        import asyncio
-
-        await asyncio.to_thread(self.wait_until, condition, timeout)
 
     def most_in_window(self, period: float) -> int:
         """The most requests that arrived within any window of ``period`` seconds (both ends

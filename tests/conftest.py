@@ -128,43 +128,27 @@ def pytest_collection_modifyitems(items):
         _group_for_workers(items)
 
 
-#: local Rays that may run at once under ``-n``: one per group of Ray tests, each of 2 CPUs (the
-#: timing checks of the Ray tests hold with one at a time on 2 cores)
-RAY_GROUPS = 1
-
-
 def _group_for_workers(items) -> None:
     """Under ``pytest -n 2`` (the full suite; ``addopts`` chooses the group scheduler, in order):
-    a module's tests run on one worker (its module fixtures built once); the Ray tests form
-    ``RAY_GROUPS`` groups, whole modules taken in turn, so that no more local Rays run at once;
+    a module's tests run on one worker (its module fixtures built once), every Ray test on one
+    worker in turn (their timing checks hold with one local Ray of 2 CPUs at a time on 2 cores),
     and the longest groups start first, so that no worker is left alone with a long module at
     the end."""
 
     def module(item) -> str:
         return item.nodeid.split("::", 1)[0]
 
-    ray_modules: dict[str, int] = {}
-    slow_modules: dict[str, bool] = {}
-    for item in items:
-        name = module(item)
-        slow_modules[name] = slow_modules.get(name, False) or bool(item.get_closest_marker("slow"))
-        if item.get_closest_marker("ray") and name not in ray_modules:
-            ray_modules[name] = len(ray_modules) % RAY_GROUPS
-
     def is_ray(item) -> bool:
         return item.get_closest_marker("ray") is not None
 
-    def group(item) -> str:
-        return f"ray-{ray_modules[module(item)]}" if is_ray(item) else module(item)
+    slow_modules = {module(item) for item in items if item.get_closest_marker("slow")}
 
     def rank(item) -> int:
-        if is_ray(item):
-            return 0
-        return 1 if slow_modules[module(item)] else 2
+        return 0 if is_ray(item) else 1 if module(item) in slow_modules else 2
 
     items.sort(key=rank)  # stable: within a rank, the collection's order
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(group(item)))
+        item.add_marker(pytest.mark.xdist_group("ray" if is_ray(item) else module(item)))
 
 
 #: what the standard library and other libraries run to ask the system something (``platform``,

@@ -18,7 +18,6 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -27,6 +26,8 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
+
+from fakes.watched import Watched
 
 
 def answer_text(prompt: str, temperature: float | None) -> str:
@@ -80,7 +81,7 @@ class Call:
 
 
 @dataclass
-class Recorder:
+class Recorder(Watched):
     faults: list[Fault] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     in_flight: int = 0
@@ -94,22 +95,6 @@ class Recorder:
 
     def __post_init__(self) -> None:
         self.changed = threading.Condition(self.lock)
-
-    def wait_until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
-        """Return once ``condition()`` holds, checked whenever a call starts or ends (it is
-        called holding :attr:`lock`).
-
-        Raises:
-            TimeoutError: it did not hold within ``timeout`` seconds.
-        """
-        with self.changed:
-            if not self.changed.wait_for(condition, timeout):
-                raise TimeoutError(f"the calls did not come to show that in {timeout} s")
-
-    async def until(self, condition: Callable[[], bool], timeout: float = 30.0) -> None:
-        """:meth:`wait_until` for a coroutine: the event loop (and the model's calls in it)
-        keeps running meanwhile."""
-        await asyncio.to_thread(self.wait_until, condition, timeout)
 
     def add_fault(
         self,
