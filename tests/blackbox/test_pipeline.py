@@ -169,6 +169,30 @@ async def test_a_ready_batch_waits_while_generation_keeps_the_loop_busy():
     assert scores["recording"].tolist() == [float(i) for i in range(6)]
 
 
+async def test_a_burst_of_replies_after_a_quiet_wait_holds_the_batch_it_makes_ready():
+    # the replies of a whole run arrive together after the provider's latency: the loop idled
+    # until then, and a load measured over that wait would call the busy loop calm
+    scorer = Recording()
+    p = pipeline(scorer, 6, min_batch=2)
+    p.queue.LOOP_SHARE = 0.05  # busy above a tenth of a core with 2 threads
+    p.queue.HOLD_S = 0.05
+    await asyncio.sleep(0.3)  # the loop waits on the replies: six windows of quiet
+    submit(p, [0, 1, 2])  # the first replies of the burst make a batch ready
+
+    def spin(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    for _ in range(20):  # the rest of the burst keeps the loop's thread busy
+        spin(0.02)
+        await asyncio.sleep(0)
+    assert p.batch_sizes == []  # held for the burst, not scored beside it
+    submit(p, [3, 4, 5])
+    await finish(p, 6)
+    assert p.batch_sizes == [6] and p.held_seconds > 0
+
+
 async def test_a_ready_batch_is_scored_beside_generation_while_the_loop_waits_on_replies():
     scorer = Recording()
     p = pipeline(scorer, 6, min_batch=2)

@@ -15,8 +15,10 @@ prompts are coming from any call. Prompts that queue while a batch is being scor
 so a busy engine scores larger batches, and an idle one is never kept waiting for long. At most
 ``max_batch`` prompts go in one batch. While generation runs, a ready batch also waits while the
 event loop is busy with the CPU: when its thread used more than ``LOOP_SHARE`` of a core per torch
-thread over the last window (half a core with 2 threads; never with 4 or more, as the loop uses
-one core at most). Then generation is bound by the client's CPU and scoring beside it would only
+thread over the last ``HOLD_S`` (half a core with 2 threads; never with 4 or more, as the loop uses
+one core at most). The window is always a recent one: a window that reaches back over the time the
+loop idled waiting for replies would call calm a loop that has just begun a burst of them, and a
+batch scored then slows every reply of the burst. Then generation is bound by the client's CPU and scoring beside it would only
 time-share the cores. The batch is scored once the loop calms down, or generation ends, or a call
 with a prompt queued has nothing more coming (it waits for its scores alone: a one-prompt call
 is not held for a long call's generation).
@@ -290,11 +292,19 @@ class ScoringQueue:
         the seconds it was held."""
         started = time.perf_counter()
         while self.more_coming() and self._rows and not self._awaited():
-            # a short window mostly sees the loop running this very code: measure over HOLD_S
-            wait = self.HOLD_S - (time.perf_counter() - self._loop_mark[1])
-            if wait <= 0:
-                if not self.loop_busy(self.loop_load()):
-                    break
+            age = time.perf_counter() - self._loop_mark[1]
+            if age > 2 * self.HOLD_S:
+                # the window reaches back before the batch was ready (the loop idling while
+                # the replies were on their way, say): it would call a loop that has just
+                # started on a burst of replies calm. Measure the load from now on instead.
+                self._loop_mark = (time.thread_time(), time.perf_counter())
+                wait = self.HOLD_S
+            elif age < self.HOLD_S:
+                # a short window mostly sees the loop running this very code
+                wait = self.HOLD_S - age
+            elif not self.loop_busy(self.loop_load()):
+                break
+            else:
                 wait = self.HOLD_S
             try:
                 await asyncio.wait_for(self._all_in.wait(), wait)
