@@ -2,15 +2,13 @@
 
     bash benchmarks/setup-uqlm-env.sh          # once: benchmarks/.venv-uqlm with both libraries
     benchmarks/.venv-uqlm/bin/python -m benchmarks.bench_vs_uqlm [--only both|ours|uqlm] [--check-env]
-    python -m benchmarks.bench_vs_uqlm --generation-only --prompts 119   # no uqlm needed
 
 Both libraries' ``BlackBoxUQ(llm, scorers=["bert_score"]).generate_and_score(prompts,
 num_responses=m)``, each through its own ``ChatOpenAI`` to the loopback server; every run receives
 the same texts per prompt (checked). Per latency, in turning order: uqlm (its ``BERTScorer`` on
 the embedded model, layer 5, checked), uqlm-bert with uqlm's BERTScore (float32, no idf, texts
 cut at the window, F1) and uqlm-bert at its defaults, all with uqlm's system prompt.
-``--generation-only`` times uqlm-bert's calls alone (a scorer that does no work): at its
-defaults, with ``use_n_param=False``, and against a server that ignores ``n``.
+(uqlm-bert's generation alone, against its floor: ``bench_generation``.)
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import os
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from unittest import mock
@@ -37,9 +35,6 @@ TOLERANCE = 1e-5
 UQLM = "uqlm 0.6.7"
 OURS = "uqlm-bert, BERTScore as uqlm"
 OURS_DEFAULT = "uqlm-bert, default scorer"
-GEN_AUTO = "uqlm-bert generation, defaults (n auto)"
-GEN_NO_N = "uqlm-bert generation, use_n_param=False"
-GEN_IGNORED = "uqlm-bert generation, server ignores n"
 
 
 @dataclass
@@ -123,9 +118,8 @@ async def timed_run(
 
 async def _timed_rounds(
     server: harness.PassageServer, variants: dict[str, Any], prompts: list[str], args, log,
-    before: Callable[[str], None] = lambda name: None,
 ) -> list[Run]:  # fmt: skip
-    """Each variant warmed up, then timed per latency in turning order, ``before(name)`` first."""
+    """Each variant warmed up, then timed per latency in turning order."""
     m, timeout = args.samples, args.timeout
     for uq in variants.values():  # load models, open connections: not timed
         await timed_run(server, uq, prompts[: min(4, len(prompts))], m, timeout)
@@ -133,7 +127,6 @@ async def _timed_rounds(
     for latency in args.latencies:
         server.set_latency(latency / 1000.0)
         for r, name in harness.rounds(list(variants), args.rounds):
-            before(name)
             wall, scores, bad, counts = await timed_run(server, variants[name], prompts, m, timeout)
             runs.append(Run(latency, r, name, wall, text_mismatches=bad, scores=scores, **counts))
             log(f"{latency:6.0f} ms  round {r}  {name:42s} {wall:7.2f} s (generation "
@@ -153,26 +146,6 @@ async def run_benchmark(passages: Sequence[harness.Passage], args, log=print) ->
             variants[OURS] = make_ours(harness.make_llm(server.base_url), path, device)
             variants[OURS_DEFAULT] = make_ours(harness.make_llm(server.base_url), None, device)
         return await _timed_rounds(server, variants, list(prompt_map), args, log)
-
-
-async def run_generation(passages: Sequence[harness.Passage], args, log=print) -> list[Run]:
-    """Generation alone (module doc), each run starting with nothing learned about the server."""
-    from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.generation import forget_learned_limits
-
-    prompt_map = harness.make_prompts(passages, args.prompts)
-    with harness.PassageServer(prompt_map, where=args.server) as server:
-        llm = harness.make_llm(server.base_url)
-        common = {"scorers": [harness.no_work_scorer()], "system_prompt": harness.SYSTEM_PROMPT}
-        variants = {GEN_AUTO: BlackBoxUQ(llm=llm, **common),
-                    GEN_NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **common),
-                    GEN_IGNORED: BlackBoxUQ(llm=llm, **common)}  # fmt: skip
-
-        def before(name: str) -> None:
-            forget_learned_limits()
-            server.ignore_n(name == GEN_IGNORED)
-
-        return await _timed_rounds(server, variants, list(prompt_map), args, log, before)
 
 
 def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -278,26 +251,6 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def generation_markdown(runs: Sequence[Run], meta: dict[str, Any]) -> str:
-    """The generation-only report, with the floor at 1,000 ms (a round trip plus 0 ms's CPU)."""
-    rows = summarize(runs)
-    table = [
-        [f"{r['latency_ms']:.0f} ms", r["variant"],
-         _spread(r["generation_s"]),
-         f"{r['client_cpu_s_median']:.2f}", "/".join(map(str, r["calls"])), r["max_in_flight"],
-         _texts(r["text_mismatches"])]
-        for r in rows
-    ]  # fmt: skip
-    floors = {r["variant"]: 1.0 + r["client_cpu_s_median"] for r in rows if r["latency_ms"] == 0}
-    head = ["latency", "run", "generation s", "client CPU s", "calls", "max in flight", "texts"]
-    lines = ["## Generation alone: uqlm-bert's calls at its defaults", "", *_header(meta), "",
-             *harness.md_table(head, table)]  # fmt: skip
-    if floors:
-        lines += ["", "Floor at 1,000 ms (one round trip plus the client's CPU for the calls, "
-                  "from the 0 ms runs): " + "; ".join(f"{v}: {f:.2f} s" for v, f in floors.items())]  # fmt: skip
-    return "\n".join(lines) + "\n"
-
-
 def versions(with_uqlm: bool) -> dict[str, str]:
     names = ["uqlm-bert", "torch", "transformers", "numpy", "bert-score", "langchain-openai"]
     out = dict.fromkeys(["uqlm", *names] if with_uqlm else names, "not installed")
@@ -333,7 +286,6 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     shared = ("prompts", "samples", "rounds", "latencies", "server", "device", "data", "out")
     ap = harness.parser(__doc__, *shared)
     ap.add_argument("--only", choices=["both", "ours", "uqlm"], default="both")
-    ap.add_argument("--generation-only", action="store_true", help="uqlm-bert's calls alone")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take")
     ap.add_argument("--check-env", action="store_true", help="both libraries import and agree")
     return ap.parse_args(argv)
@@ -346,22 +298,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check_env()
     if not harness.have_data(args.data):
         return 0
-    with_uqlm = args.only != "ours" and not args.generation_only
+    with_uqlm = args.only != "ours"
     if with_uqlm and not uqlm_available():
         print("uqlm is not installed in this environment: run bash benchmarks/setup-uqlm-env.sh "
               "and use benchmarks/.venv-uqlm/bin/python, or pass --only ours.")  # fmt: skip
         return 1
     passages = harness.load_passages(args.data)
     before = os.getloadavg()[0]
-    run = run_generation if args.generation_only else run_benchmark
-    runs = asyncio.run(run(passages, args))
+    runs = asyncio.run(run_benchmark(passages, args))
     rows = summarize(runs)
     meta = {**vars(args), "versions": versions(with_uqlm), "load": harness.load_line(before),
-            "machine": harness.machine_summary(None if args.generation_only else args.device)}  # fmt: skip
+            "machine": harness.machine_summary(args.device)}  # fmt: skip
     payload = {"meta": meta, "rows": rows, "runs": [asdict(r) for r in runs]}
-    if args.generation_only:
-        harness.write_report(args.out, "generation.md", generation_markdown(runs, meta), payload)
-        return 0 if all(r.text_mismatches == 0 for r in runs) else 1
     payload["checks"] = verdicts = checks(rows, args.prompts, args.samples)
     harness.write_report(args.out, "vs_uqlm.md", markdown(rows, verdicts, meta), payload)
     return 0 if all(verdicts.values()) else 1

@@ -19,7 +19,7 @@ run bench_supports --device "$device"
 run bench_import
 run bench_long_texts --device "$device" --rounds 7
 run bench_long_texts --device "$device" --rounds 5 --dtype float32 --out "$out/float32"
-run bench_vs_uqlm --generation-only --prompts 119 --rounds 5 --latencies 1000 0
+run bench_generation --prompts 119 --rounds 3 --latencies 1000 0
 # the presets: the accurate model where a copy is given, else its architecture with random weights
 if [ -n "${UQLM_BERT_ACCURATE_MODEL_DIR:-}" ]; then
     random=$([ -f "$UQLM_BERT_ACCURATE_MODEL_DIR/model.safetensors" ] || echo --random-weights)

@@ -18,6 +18,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from benchmarks import bench_end_to_end as end_to_end
+from benchmarks import bench_generation as generation
 from benchmarks import bench_vs_uqlm as vs
 from benchmarks import eval_idf, eval_threshold, harness, loopback
 from benchmarks import eval_wikibio as combos
@@ -229,16 +230,28 @@ def test_vs_uqlm_our_side_end_to_end_on_a_few_prompts():
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_vs_uqlm_generation_only_runs_the_three_ways_of_asking_for_samples():
-    runs = asyncio.run(vs.run_generation(_passages(), _options(3), log=lambda _: None))
-    calls = {r.variant: (r.calls, r.sample_calls) for r in runs}
-    # defaults: per prompt the answer and its samples in one call (n); without n one call per
-    # sample; against a server that ignores n, the one call with n and the missing sample again
-    assert calls == {vs.GEN_AUTO: (6, 3), vs.GEN_NO_N: (9, 6), vs.GEN_IGNORED: (9, 6)}
+def test_generation_benchmark_runs_every_way_of_asking_for_samples_against_its_floor():
+    args = generation.options(["--prompts", "3", "--samples", "2", "--rounds", "1",
+                               "--latencies", "200", "0"])  # fmt: skip
+    runs = asyncio.run(generation.run_benchmark(_passages(), args, log=lambda _: None))
+    calls = {(r.variant, r.latency_ms): r.calls for r in runs}
+    # with n: per prompt the answer and its samples in one call; without, one call per sample;
+    # a server that ignores n: the call with n, then the missing sample asked for again
+    per_prompt = {generation.DEFAULTS: 2, generation.NO_N: 3, generation.ALONE: 2,
+                  generation.ALONE_NO_N: 3, generation.IGNORED: 3}  # fmt: skip
+    assert calls == {(v, lat): 3 * k for v, k in per_prompt.items() for lat in (200.0, 0.0)}
     assert all(r.text_mismatches == 0 and r.generation_s > 0 for r in runs)
-    report = vs.generation_markdown(runs, {"prompts": 3, "samples": 2, "rounds": 1,
-                                           "machine": "test"})  # fmt: skip
-    assert f"| 0 ms | {vs.GEN_AUTO} |" in report and "Floor at 1,000 ms" in report
+    rows = generation.summarize(runs)
+    at_200 = {r["variant"]: r for r in rows if r["latency_ms"] == 200.0}
+    zero = {r["variant"]: r for r in rows if r["latency_ms"] == 0.0}
+    for variant, row in at_200.items():  # the floor: the 0 ms run's generation plus 0.2 s
+        assert row["floor_s"] == pytest.approx(zero[variant]["generation_s"][0] + 0.2)
+        assert row["of_floor"] == pytest.approx(row["generation_s"][0] / row["floor_s"])
+        assert row["generation_s"][0] >= 0.2  # one round trip at least
+    verdicts = generation.checks(rows)
+    meta = {**vars(args), "machine": "test", "load": "quiet"}
+    report = generation.markdown(rows, verdicts, meta)
+    assert f"| 200 ms | {generation.DEFAULTS} |" in report and "<= 1.15" in report
 
 
 @pytest.mark.slow
