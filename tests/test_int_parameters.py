@@ -40,6 +40,8 @@ NOT_GIVEN_BY_USERS = {
     "uqlm_bert.generation._backoff.RetryPolicy.delay.retry_index",
     "uqlm_bert.generation._checkpoint.Checkpoint.write.index",
     "uqlm_bert.generation._checkpoint.Checkpoint.write.slot",
+    "uqlm_bert.generation._checkpoint.Checkpoint.write_stop.index",
+    "uqlm_bert.generation._checkpoint.Checkpoint.write_stop.drawn",
     "uqlm_bert.generation._records.GenerationResult.empty.num_responses",
     "uqlm_bert.io._table.Table.location.row",
     "uqlm_bert.io._rows.RowProblem.row",

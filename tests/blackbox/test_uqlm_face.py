@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text
 from uqlm_bert import BlackBoxUQ, ConfigurationError
+from uqlm_bert.generation._rounds import FIRST_ROUND
 from uqlm_bert.scorers import Scorer, register_scorer
 
 
@@ -202,7 +203,7 @@ def test_the_postprocessor_runs_once_per_text_of_a_run(scorers, kwargs, use_best
         return text.lower()
 
     prompts = [f"question {i}" for i in range(7)]
-    m = 3
+    m = 5
     uq = BlackBoxUQ(
         scripted(),
         scorers=scorers,
@@ -220,8 +221,8 @@ def test_the_postprocessor_runs_once_per_text_of_a_run(scorers, kwargs, use_best
         )
         for t in (r, *s)
     ]
-    assert len(seen) == len(prompts) * (1 + m)
-    assert sorted(seen) == sorted(generated)
+    assert len(generated) >= len(prompts) * (1 + min(m, FIRST_ROUND))  # a round at least
+    assert sorted(seen) == sorted(generated)  # each text once, however many rounds it took
     shown = result.data["original_responses"] if use_best else result.data["responses"]
     assert shown == [t.lower() for t in result.data["raw_responses"]]
 

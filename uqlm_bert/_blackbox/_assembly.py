@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from uqlm_bert.generation._settings import GenerationSettings
 
 __all__ = ["Assembly", "RETURN_RESPONSES", "bert_engine", "generation_metadata"]
-__all__ += ["sentence_result", "support_thresholds"]
+__all__ += ["sampling_metadata", "sentence_result", "support_thresholds"]
 
 #: The values of ``return_responses``.
 RETURN_RESPONSES = ("all", "raw", "postprocessed")
@@ -100,10 +100,11 @@ class Assembly:
         return ScoringInputs([r for r, _ in rows], [s for _, s in rows], raw.prompts)
 
     def scored_row(
-        self, index: int, response: str | None, samples: Sequence[str | None]
+        self, index: int, response: str | None, samples: Sequence[str | None], start: int = 0
     ) -> tuple[str | None, list[str | None]]:
         """What the scorers see of prompt ``index``'s texts (see :meth:`scored_texts`): the
-        scoring pipeline's hook, run once per prompt as it completes.
+        scoring pipeline's hook, run once per text as the prompt (or a round of its samples)
+        completes; ``samples`` are the prompt's from slot ``start`` on.
 
         Raises:
             ConfigurationError: the postprocessor failed on a text or returned no string (the
@@ -128,7 +129,7 @@ class Assembly:
             return out
 
         return apply(response, f"responses[{index}]"), [
-            apply(x, f"sampled_responses[{index}][{j}]") for j, x in enumerate(samples)
+            apply(x, f"sampled_responses[{index}][{j}]") for j, x in enumerate(samples, start)
         ]
 
     def fields(
@@ -235,6 +236,7 @@ class Assembly:
             "llm": llm_description(llm),
             "generation": settings.describe(),
             **generation_metadata(generation),
+            "sampling": sampling_metadata(generation, num_responses),
             "timings": timings,
             "checkpoint": None if path is None else os.fspath(path),
         }
@@ -275,6 +277,35 @@ def generation_metadata(generation: GenerationResult) -> dict[str, Any]:
     are built, for a result and for the warnings of generation alone."""
     failures = Failures.of(generation.response_errors, generation.sample_errors)
     return {"calls": generation.stats.as_dict(), "failures": failures.as_metadata()}
+
+
+def sampling_metadata(generation: GenerationResult, num_responses: int) -> dict[str, Any]:
+    """How a run sampled, and what it cost against a fixed run: the rule (``"fixed"``, or
+    ``"until_settled"`` with its scorer, threshold and constants), ``samples_drawn`` (samples
+    that arrived) against ``samples_fixed`` (every prompt's ``num_responses``), and ``calls``
+    (HTTP calls made, retries included) against ``calls_fixed`` (the calls of a fixed run in
+    which none fails: per prompt its answer and its samples, in calls of as many as ``n`` was
+    seen to take).
+
+    Example:
+        >>> from uqlm_bert.generation._records import GenerationResult
+        >>> g = GenerationResult.empty(["q"], 3)
+        >>> g.sampled_responses = [["a", None]]
+        >>> g.stats.attempts = 3
+        >>> sampling_metadata(g, 3)
+        {'rule': 'fixed', 'samples_drawn': 1, 'samples_fixed': 3, 'calls': 3, 'calls_fixed': 4}
+    """
+    rule = generation.run.get("sampling", "fixed")
+    stats = generation.stats
+    per_call = stats.max_choices if stats.n_calls else 1
+    n = len(generation.prompts)
+    return {
+        **({"rule": rule} if isinstance(rule, str) else rule),
+        "samples_drawn": sum(s is not None for row in generation.sampled_responses for s in row),
+        "samples_fixed": n * num_responses,
+        "calls": stats.attempts,
+        "calls_fixed": n * (1 + -(-num_responses // max(per_call, 1))),
+    }
 
 
 def support_thresholds(scorers: Sequence[Scorer]) -> dict[str, float] | None:

@@ -35,14 +35,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from uqlm_bert._blackbox._gathered import Gathered
 from uqlm_bert._blackbox._queue import Row, ScoringQueue, recipe_of
 from uqlm_bert._inputs import ScoringInputs, prompt_text
-from uqlm_bert.scorers._base import Scorer, score_all, score_with_supports
+from uqlm_bert.scorers._base import PairwiseScorer, Scorer, score_pass
 from uqlm_bert.scorers._best import ORIGINAL, best_of
 
 if TYPE_CHECKING:
@@ -53,13 +54,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Scored", "ScoringPipeline", "generate_and_score", "score_rows"]
 
-#: What the scorers see of one prompt's texts: ``(index, response, samples)`` to the
-#: ``(response, samples)`` that are scored (``Assembly.scored_row``).
-Postprocess = Callable[[int, str | None, list[str | None]], tuple[str | None, list[str | None]]]
+#: What the scorers see of one prompt's texts: ``(index, response, samples, start)`` to the
+#: ``(response, samples)`` that are scored (``Assembly.scored_row``); ``samples`` are the
+#: prompt's samples from slot ``start`` on, and the response is None where it was seen before.
+Postprocess = Callable[
+    [int, str | None, list[str | None], int], tuple[str | None, list[str | None]]
+]
 
 
 def _as_given(
-    index: int, response: str | None, samples: list[str | None]
+    index: int, response: str | None, samples: list[str | None], start: int = 0
 ) -> tuple[str | None, list[str | None]]:
     return response, list(samples)
 
@@ -74,13 +78,15 @@ class ScoringPipeline:
         show: a progress bar over the call's prompts.
         use_best: choose each prompt's best candidate (all scorers then run together).
         postprocess: what the scorers see of a prompt's texts (default: the texts as they are),
-            applied once per prompt, when it is submitted.
+            applied once per text, when it is submitted.
         queue: the queue shared with the owner's other calls; ``None``: one of the call's own.
         prompts: the call's prompts, whose texts the scorers may read (``None``: not known).
         supports: collect each answer's token supports from the scoring pass.
+        rounds: the prompts' samples come in rounds (:meth:`score_round` scores each round as
+            it comes): only pairwise scorers, whose confidences combine over rounds, score
+            beside generation; the others run over all the samples at the end.
 
     Attributes:
-        scores: each scorer's confidences, by prompt (NaN until scored).
         busy_seconds: time spent scoring the batches that held the call's prompts.
         held_seconds: time those batches waited for a busy event loop.
         batch_sizes: the size of each batch that held the call's prompts.
@@ -97,17 +103,23 @@ class ScoringPipeline:
         queue: ScoringQueue | None = None,
         prompts: list[Any] | None = None,
         supports: bool = True,
+        rounds: bool = False,
     ) -> None:
         self._prompts = None if prompts is None else [prompt_text(p) for p in prompts]
-        # best-of needs every scorer on the same candidates: all run together, at the end if
-        # one of them depends on the whole batch
-        invariant = all(s.batch_invariant for s in scorers)
-        self.overlapped = [s for s in scorers if s.batch_invariant and (invariant or not use_best)]
+        if rounds:
+            self.overlapped = [
+                s for s in scorers if s.batch_invariant and isinstance(s, PairwiseScorer)
+            ]
+        else:
+            # best-of needs every scorer on the same candidates: all run together, at the end
+            # if one of them depends on the whole batch
+            invariant = all(s.batch_invariant for s in scorers)
+            self.overlapped = [
+                s for s in scorers if s.batch_invariant and (invariant or not use_best)
+            ]
         self.deferred = [s for s in scorers if s not in self.overlapped]
-        self.scores = {s.name: np.full(n, np.nan) for s in scorers}
-        self.best: list[int] | None = [ORIGINAL] * n if use_best else None
-        # each prompt's token supports, where a scorer gives them (the bert_score scorers)
-        self.supports: list[TokenSupport | None] | None = None
+        self.gathered = Gathered([s.name for s in self.overlapped], n)
+        self._deferred: Scored | None = None
         self.queue = queue if queue is not None else ScoringQueue(max_batch)
         self.recipe = recipe_of(self.overlapped, use_best, postprocess, supports)
         self.busy_seconds = 0.0
@@ -116,11 +128,12 @@ class ScoringPipeline:
         self.use_best = use_best
         self.with_supports = supports
         self._postprocess = postprocess or _as_given
-        # what the scorers saw of each submitted prompt's texts
-        self._texts: list[tuple[str | None, list[str | None]] | None] = [None] * n
+        # what the scorers saw of each prompt's texts so far
+        self._seen: list[tuple[str | None, list[str | None]] | None] = [None] * n
+        self._rounds: dict[int, asyncio.Future[None]] = {}  # rounds awaiting their scores
         self._n = n
         self._show = show
-        self._submitted = 0
+        self._finished = 0
         self._pending = 0
         self._ended = False
         self._joined = False
@@ -140,20 +153,46 @@ class ScoringPipeline:
         self.queue.join(self)
 
     def submit(self, index: int, response: str | None, samples: list[str | None]) -> None:
-        """Postprocess a finished prompt's texts and queue them; re-raise a scoring failure of
-        this call (or the postprocessor's) so that its generation stops."""
+        """Prompt ``index`` is done: postprocess the texts the scorers have not seen and queue
+        them (a prompt that drew rounds has had all but its last round's scored already);
+        re-raise a scoring failure of this call (or the postprocessor's) so that its generation
+        stops."""
         if self._error is not None:
             raise self._error
-        response, samples = self._texts[index] = self._postprocess(index, response, samples)
+        response, new = self._see(index, response, samples)
+        self._finished += 1
         if not self._joined:
             return
-        self._submitted += 1
+        if self.gathered.scored(index) and not new:  # its rounds are all scored
+            self._bar.update(1)
+            self._settle()
+            self.queue.wake()
+            return
         self._pending += 1
-        self.queue.put(self, index, response, samples)
+        self.queue.put(self, index, response, new)
+
+    async def score_round(
+        self, index: int, response: str | None, samples: list[str | None]
+    ) -> Gathered:
+        """Score prompt ``index``'s samples that the scorers have not seen (the round just
+        drawn) with the other prompts' in the shared queue, and return what is gathered once
+        they are in (generation waits on it: the row is never held for a busy event loop).
+
+        Raises:
+            Exception: what scoring the call's prompts raised.
+        """
+        if self._error is not None:
+            raise self._error
+        response, new = self._see(index, response, samples)
+        future = self._rounds[index] = asyncio.get_running_loop().create_future()
+        self._pending += 1
+        self.queue.put(self, index, response, new, awaited=True)
+        await future
+        return self.gathered
 
     def more_coming(self) -> bool:
         """Whether prompts not yet queued may still come."""
-        return self._joined and not self._ended and self._submitted < self._n
+        return self._joined and not self._ended and self._finished < self._n
 
     async def finish(self, generation: GenerationResult) -> Scored:
         """Wait until the call's queued prompts are scored, run the deferred scorers over all
@@ -176,11 +215,13 @@ class ScoringPipeline:
         texts = self._all_texts(generation)
         if self.deferred:
             await asyncio.to_thread(self._score_deferred, texts)
-        return Scored(self.scores, self.best, texts, self.supports)
+        return self._scored(texts)
 
     async def abort(self) -> None:
         """The call ends without its scores (cancelled, or generation failed): its queued
         prompts are dropped and batches being scored write nothing back to it."""
+        for future in self._rounds.values():
+            future.cancel()
         await self._close()
 
     # -- called by the queue ------------------------------------------------------------------
@@ -202,14 +243,20 @@ class ScoringPipeline:
         )
 
     def scored(self, rows: list[Row], scored: Scored, seconds: float, batch_size: int) -> None:
-        """Write back the scores of the call's ``rows`` from a batch of ``batch_size``."""
+        """Take the scores of the call's ``rows`` from a batch of ``batch_size``."""
         if not self._joined or self._error is not None:
             return
-        self._write([r.index for r in rows], scored)
+        indices = [r.index for r in rows]
+        self.gathered.add(indices, scored)
         self.busy_seconds += seconds
         self.batch_sizes.append(batch_size)
         self._pending -= len(rows)
-        self._bar.update(len(rows))
+        for row in rows:
+            future = self._rounds.pop(row.index, None) if row.awaited else None
+            if future is not None and not future.done():
+                future.set_result(None)
+            elif not row.awaited:
+                self._bar.update(1)
         self._settle()
 
     def failed(self, error: BaseException) -> None:
@@ -217,10 +264,30 @@ class ScoringPipeline:
         if self._error is None:
             self._error = error
         self.queue.leave(self)
+        for future in self._rounds.values():
+            if not future.done():
+                future.set_exception(error)
+        self._rounds.clear()
         if self._settled is not None:
             self._settled.set()
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _see(
+        self, index: int, response: str | None, samples: list[str | None]
+    ) -> tuple[str | None, list[str | None]]:
+        """Postprocess what the scorers have not seen of prompt ``index``'s texts (its response
+        the first time, its samples from the first unseen slot on) and keep it: the prompt's
+        response as seen, and its new samples as seen."""
+        seen = self._seen[index]
+        start = 0 if seen is None else len(seen[1])
+        processed, new = self._postprocess(
+            index, response if seen is None else None, samples[start:], start
+        )
+        if seen is None:
+            seen = self._seen[index] = (processed, [])
+        seen[1].extend(new)
+        return seen[0], new
 
     def _settle(self) -> None:
         if self._settled is not None and self._ended and self._pending == 0:
@@ -236,21 +303,33 @@ class ScoringPipeline:
     def _all_texts(self, generation: GenerationResult) -> ScoringInputs:
         """What the scorers see of every prompt's texts: as submitted, and the texts of a
         prompt that was not (postprocessed now, once)."""
-        for i, done in enumerate(self._texts):
-            if done is None:
-                self._texts[i] = self._postprocess(
-                    i, generation.responses[i], list(generation.sampled_responses[i])
-                )
-        pairs = [t for t in self._texts if t is not None]
-        return ScoringInputs([r for r, _ in pairs], [s for _, s in pairs])
+        for i, seen in enumerate(self._seen):
+            if seen is None:
+                self._see(i, generation.responses[i], list(generation.sampled_responses[i]))
+        pairs = [t for t in self._seen if t is not None]
+        return ScoringInputs([r for r, _ in pairs], [list(s) for _, s in pairs])
 
     def _score_deferred(self, texts: ScoringInputs) -> None:
         started = time.perf_counter()
-        indices = list(range(self._n))
-        inputs = self._with_prompts(texts, indices)
-        scored = score_rows(self.deferred, inputs, self.use_best, supports=self.with_supports)
-        self._write(indices, scored)
+        inputs = self._with_prompts(texts, list(range(self._n)))
+        self._deferred = score_rows(
+            self.deferred, inputs, self.use_best, supports=self.with_supports
+        )
         self.busy_seconds += time.perf_counter() - started
+
+    def _scored(self, texts: ScoringInputs) -> Scored:
+        """The call's scores: the overlapped scorers' gathered from its rows, the deferred
+        scorers' from their one pass (in the scorers' order), with the texts they saw."""
+        scores = self.gathered.scores()
+        supports = self.gathered.supports()
+        best: list[int] | None = None
+        if self.use_best:
+            best = [ORIGINAL if b is None else b for b in self.gathered.best()]
+        if self._deferred is not None:
+            scores.update(self._deferred.scores)
+            best = self._deferred.best if self._deferred.best is not None else best
+            supports = supports if supports is not None else self._deferred.supports
+        return Scored(scores, best, texts, supports)
 
     def prompt_of(self, index: int) -> str | None:
         """The text of prompt ``index`` of the call, where the call was given its prompts."""
@@ -262,18 +341,6 @@ class ScoringPipeline:
         if self._prompts is None:
             return inputs
         return replace(inputs, prompts=[self._prompts[i] for i in indices])
-
-    def _write(self, indices: list[int], scored: Scored) -> None:
-        for name, values in scored.scores.items():
-            self.scores[name][indices] = values
-        if self.best is not None and scored.best is not None:
-            for i, k in zip(indices, scored.best, strict=True):
-                self.best[i] = k
-        if scored.supports is not None:
-            if self.supports is None:
-                self.supports = [None] * self._n
-            for i, support in zip(indices, scored.supports, strict=True):
-                self.supports[i] = support
 
 
 @dataclass(frozen=True)
@@ -287,13 +354,16 @@ class Scored:
     best: list[int] | None
     texts: ScoringInputs | None = None
     supports: list[TokenSupport | None] | None = None
+    #: each pairwise scorer's pair scores per row (:class:`~uqlm_bert.scorers._base.Pass`)
+    pairs: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
     def rows(self, start: int, stop: int) -> Scored:
         """The scores of rows ``start`` to ``stop`` (a call's share of a shared batch)."""
         best = None if self.best is None else self.best[start:stop]
         supports = None if self.supports is None else self.supports[start:stop]
         scores = {k: np.asarray(v)[start:stop] for k, v in self.scores.items()}
-        return Scored(scores, best, supports=supports)
+        pairs = {k: v[start:stop] for k, v in self.pairs.items()}
+        return Scored(scores, best, supports=supports, pairs=pairs)
 
 
 def score_rows(
@@ -308,10 +378,8 @@ def score_rows(
     if use_best:
         best = best_of(scorers, inputs, show_progress_bars=show)
         return Scored(best.scores, best.index)
-    if not supports:
-        return Scored(score_all(scorers, inputs, show_progress_bars=show), None)
-    scores, found = score_with_supports(scorers, inputs, show_progress_bars=show)
-    return Scored(scores, None, supports=found)
+    found = score_pass(scorers, inputs, show, supports)
+    return Scored(found.scores, None, supports=found.supports, pairs=found.pairs)
 
 
 async def generate_and_score(
@@ -331,14 +399,21 @@ async def generate_and_score(
 ) -> tuple[GenerationResult, Scored, dict[str, float]]:
     """Generate for ``prompts`` (checked prompts) with ``settings`` (default: the generator's)
     and score each one as its calls complete, in ``queue`` (shared with the owner's other
-    calls; ``None``: the call's own).
+    calls; ``None``: the call's own). With ``settings.sampling == "until_settled"`` and a
+    scorer to decide (:func:`~uqlm_bert._blackbox._settle.decider`), each prompt draws its
+    samples in rounds, each round scored as it comes, until its answer is settled; the
+    generation's ``run["sampling"]`` says how it sampled.
 
     Returns:
         The generation, the scores, and the run's timings: ``generation_s``, ``scoring_s``
         (time spent scoring), ``scoring_after_generation_s``, ``scoring_held_s`` (time ready
         batches waited for a busy event loop) and ``total_s``.
     """
+    from uqlm_bert._blackbox._settle import SettleJudge, decider
+
     started = time.perf_counter()
+    settings = generator.settings if settings is None else settings
+    decides = decider(scorers, use_best) if settings.sampling == "until_settled" else None
     pipeline = ScoringPipeline(
         scorers,
         len(prompts),
@@ -349,7 +424,9 @@ async def generate_and_score(
         queue=queue,
         prompts=prompts,
         supports=supports,
+        rounds=decides is not None,
     )
+    judge = None if decides is None else SettleJudge(pipeline.score_round, *decides)
     pipeline.start()
     try:
         generation = await generator.generate(
@@ -359,6 +436,7 @@ async def generate_and_score(
             on_prompt_done=pipeline.submit,
             show_progress_bars=show,
             settings=settings,
+            judge=judge,
         )
         generated = time.perf_counter()
         scored = await pipeline.finish(generation)

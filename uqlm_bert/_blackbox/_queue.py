@@ -16,12 +16,13 @@ so a busy engine scores larger batches, and an idle one is never kept waiting fo
 ``max_batch`` prompts go in one batch. While generation runs, a ready batch also waits while the
 event loop is busy with the CPU: when its thread used more than ``LOOP_SHARE`` of a core per torch
 thread over the last ``HOLD_S`` (half a core with 2 threads; never with 4 or more, as the loop uses
-one core at most). The window is always a recent one: a window that reaches back over the time the
+one core at most). Then generation is bound by the client's CPU and scoring beside it would only
+time-share the cores. The window is always a recent one: one that reached back over the time the
 loop idled waiting for replies would call calm a loop that has just begun a burst of them, and a
-batch scored then slows every reply of the burst. Then generation is bound by the client's CPU and scoring beside it would only
-time-share the cores. The batch is scored once the loop calms down, or generation ends, or a call
-with a prompt queued has nothing more coming (it waits for its scores alone: a one-prompt call
-is not held for a long call's generation).
+batch scored then slows every reply of the burst. The batch is scored once the loop calms down,
+or generation ends, or a call with a prompt queued has nothing more coming (it waits for its
+scores alone: a one-prompt call is not held for a long call's generation), or a queued round is
+one its prompt's generation waits on (sampling in rounds).
 
 Where a batch is scored. By default in a worker thread of this process, one batch at a time
 (:meth:`ScoringQueue._score_batch`). A queue given a :class:`BatchScoring` (``BlackBoxUQ``'s
@@ -112,13 +113,15 @@ class QueuedCall(Protocol):
 
 @dataclass
 class Row:
-    """A finished prompt waiting to be scored."""
+    """A finished prompt (or a prompt's round of samples) waiting to be scored; ``awaited``:
+    the prompt's generation waits on its scores (to decide on another round)."""
 
     queued_at: float
     call: QueuedCall
     index: int
     response: str | None
     samples: list[str | None]
+    awaited: bool = False
 
 
 class BatchScoring(Protocol):
@@ -210,9 +213,17 @@ class ScoringQueue:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    def put(self, call: QueuedCall, index: int, response: str | None, samples: list) -> None:
-        """Queue one finished prompt of ``call``."""
-        self._rows.append(Row(time.monotonic(), call, index, response, samples))
+    def put(
+        self,
+        call: QueuedCall,
+        index: int,
+        response: str | None,
+        samples: list,
+        awaited: bool = False,
+    ) -> None:
+        """Queue one finished prompt of ``call`` (or, ``awaited``, a round its generation waits
+        on)."""
+        self._rows.append(Row(time.monotonic(), call, index, response, samples, awaited))
         self.wake()
 
     def wake(self) -> None:
@@ -283,9 +294,10 @@ class ScoringQueue:
         return max(1, min(self.max_batch, -(-len(self._rows) // self._slots)))
 
     def _awaited(self) -> bool:
-        """Whether a queued prompt's call has nothing more coming: it waits for its scores
-        alone, and is not held for the others' generation."""
-        return any(not row.call.more_coming() for row in self._rows)
+        """Whether a queued prompt is waited on: its call has nothing more coming (it waits for
+        its scores alone, and is not held for the others' generation), or its generation waits
+        on the round's scores to go on."""
+        return any(row.awaited or not row.call.more_coming() for row in self._rows)
 
     async def _wait_while_loop_busy(self) -> float:
         """Hold the ready batch while generation runs and keeps the loop busy (module doc);

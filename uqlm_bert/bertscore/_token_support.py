@@ -48,7 +48,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,7 @@ __all__ = [
     "WordRows",
     "aggregate",
     "is_weak",
+    "pooled",
 ]
 
 #: How a sentence's support is computed from its tokens' supports (its counted tokens: weight
@@ -323,6 +324,35 @@ class TokenSupport:
             at = counted if counted.any() else inside
             out[i] = aggregate(self.support[at], self.weights[at], how)
         return out
+
+
+def pooled(first: TokenSupport | None, second: TokenSupport | None) -> TokenSupport | None:
+    """One answer's token supports over the samples of both (samples drawn in two rounds, say):
+    each token's support the mean of the two weighted by their samples, as one pass over all the
+    samples gives it; the other where one is None (no sample scored).
+
+    Raises:
+        InputValidationError: the two are of different texts or tokens.
+
+    Example:
+        >>> a = TokenSupport("Hi", np.array([0]), np.array([2]), np.array([0]),
+        ...                  np.array([1.0], np.float32), np.array([0.9], np.float32), 1)
+        >>> b = TokenSupport("Hi", np.array([0]), np.array([2]), np.array([0]),
+        ...                  np.array([1.0], np.float32), np.array([0.3], np.float32), 2)
+        >>> both = pooled(a, b)
+        >>> round(float(both.support[0]), 4), both.num_samples
+        (0.5, 3)
+    """
+    if first is None or second is None:
+        return second if first is None else first
+    if first.text != second.text or not np.array_equal(first.starts, second.starts):
+        raise InputValidationError("pooled token supports must be of one answer's tokens")
+    total = first.num_samples + second.num_samples
+    support = (
+        first.support.astype(np.float64) * first.num_samples
+        + second.support.astype(np.float64) * second.num_samples
+    ) / max(total, 1)
+    return replace(first, support=support.astype(np.float32), num_samples=total)
 
 
 def is_weak(words: Any, threshold: float) -> np.ndarray:

@@ -8,7 +8,13 @@ is generated. Each further line is one finished slot of one prompt::
 ``slot`` is ``-1`` for the original response and ``0 .. num_responses - 1`` for samples. Every
 line is flushed and fsync'd before the next call's result is handled, so a crash or Ctrl-C loses
 nothing already received. A later line for the same slot replaces an earlier one (a failure
-retried successfully on resume).
+retried successfully on resume). A prompt that stopped sampling once its answer was settled
+(sampling in rounds) has a line saying how many sample slots it drew::
+
+    {"type": "stop", "i": 3, "pf": "<prompt fingerprint>", "drawn": 2}
+
+A prompt without one resumes in the last round its slots show begun (see
+:mod:`uqlm_bert.generation._rounds`): a round is the unit the file records.
 
 On resume, slots holding text and slots that failed permanently (HTTP 400, say) are kept; slots
 that failed transiently (timeouts, 5xx, rate limits) are tried again.
@@ -73,6 +79,9 @@ class Checkpoint:
         self._fh: IO[str] | None = None
         self._lock: filelock.BaseFileLock | None = None
         self._prompt_fps: list[str] = []
+        #: the prompts that stopped sampling early, and the sample slots each drew (read by
+        #: :meth:`open`)
+        self.stops: dict[int, int] = {}
 
     @property
     def lock_path(self) -> Path:
@@ -95,6 +104,7 @@ class Checkpoint:
                 the first difference).
         """
         self._prompt_fps = list(prompt_fingerprints)
+        self.stops = {}
         run_fingerprint = fingerprint_run(self._prompt_fps, settings)
         self._refuse_foreign()  # before the lock: not even a lock file beside someone's file
         self._acquire_lock()
@@ -186,6 +196,10 @@ class Checkpoint:
             }
         )
 
+    def write_stop(self, index: int, drawn: int) -> None:
+        """Record that prompt ``index`` stopped sampling after ``drawn`` sample slots."""
+        self._append({"type": "stop", "i": index, "pf": self._prompt_fps[index], "drawn": drawn})
+
     def close(self) -> None:
         """Close the file (its records on disk) and release the lock."""
         if self._fh is not None:
@@ -232,6 +246,10 @@ class Checkpoint:
         _check_header(self.path, records[0], run_fingerprint, self._prompt_fps, settings)
         done: dict[SlotKey, Any] = {}
         for n, rec in enumerate(records[1:], 2):
+            if rec.get("type") == "stop":
+                index, drawn = _parse_stop(self.path, n, rec, self._prompt_fps)
+                self.stops[index] = drawn
+                continue
             key, value = _parse_slot(self.path, n, rec, self._prompt_fps)
             done[key] = value
         return done, good_bytes
@@ -302,6 +320,27 @@ def _first_difference(
     return "its fingerprint differs"
 
 
+def _parse_stop(
+    path: Path, n: int, rec: dict[str, Any], prompt_fps: Sequence[str]
+) -> tuple[int, int]:
+    try:
+        index, drawn, pf = int(rec["i"]), int(rec["drawn"]), rec["pf"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"checkpoint file {str(path)!r}, line {n}, is not a valid record ({exc!r})"
+        ) from exc
+    _check_prompt(path, n, index, pf, prompt_fps)
+    return index, drawn
+
+
+def _check_prompt(path: Path, n: int, index: int, pf: Any, prompt_fps: Sequence[str]) -> None:
+    if not 0 <= index < len(prompt_fps) or pf != prompt_fps[index]:
+        raise CheckpointError(
+            f"checkpoint file {str(path)!r}, line {n}: prompt {index} does not match the prompts "
+            "of this run; give a new path or delete the file"
+        )
+
+
 def _parse_slot(
     path: Path, n: int, rec: dict[str, Any], prompt_fps: Sequence[str]
 ) -> tuple[SlotKey, tuple[str | None, CallFailure | None]]:
@@ -313,11 +352,7 @@ def _parse_slot(
         raise CheckpointError(
             f"checkpoint file {str(path)!r}, line {n}, is not a valid record ({exc!r})"
         ) from exc
-    if not 0 <= index < len(prompt_fps) or pf != prompt_fps[index]:
-        raise CheckpointError(
-            f"checkpoint file {str(path)!r}, line {n}: prompt {index} does not match the prompts "
-            "of this run; give a new path or delete the file"
-        )
+    _check_prompt(path, n, index, pf, prompt_fps)
     if text is not None and not isinstance(text, str):
         raise CheckpointError(f"checkpoint file {str(path)!r}, line {n}: text is not a string")
     return (index, slot), (text, failure)

@@ -9,7 +9,11 @@ the cap; their number then adapts to the provider, see :mod:`uqlm_bert.generatio
 prompts finish roughly in input order and can be scored while later ones are still being
 generated. A failed call fills only its own slots, with the failure beside each. Samples a
 provider did not return (it ignores or caps ``n``) are asked for again, so every prompt gets all
-its samples.
+the samples it asks for.
+
+Given a judge (:mod:`uqlm_bert.generation._rounds`), a prompt draws its samples in rounds: the
+first round with the answer, and each later one only if the judge, asked once the round is in,
+says so; a prompt's lists of samples then hold the slots it drew, no more.
 
 Example:
     >>> import asyncio
@@ -28,6 +32,7 @@ import os
 import random
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -39,6 +44,7 @@ from uqlm_bert.generation._checkpoint import ORIGINAL_SLOT, Checkpoint
 from uqlm_bert.generation._clients import accepts_n, llm_description, llm_temperature
 from uqlm_bert.generation._prompts import fingerprint_prompt, to_messages, validate_prompts
 from uqlm_bert.generation._records import CallFailure, GenerationResult
+from uqlm_bert.generation._rounds import RoundJudge, round_ends
 from uqlm_bert.generation._settings import NUM_RESPONSES, GenerationSettings, checked_generation
 from uqlm_bert.generation._shared_limits import SharedLimits
 
@@ -105,6 +111,7 @@ class ResponseGenerator:
         on_prompt_done: OnPromptDone | None = None,
         show_progress_bars: bool = True,
         settings: GenerationSettings | None = None,
+        judge: RoundJudge | None = None,
     ) -> GenerationResult:
         """Fill every slot of every prompt; return texts, failures and call counts.
 
@@ -119,6 +126,9 @@ class ResponseGenerator:
                 exception it raises stops the run.
             show_progress_bars: show a progress bar over the answers and samples.
             settings: this run's settings, checked already (default: :attr:`settings`).
+            judge: draw each prompt's samples in rounds (:func:`round_ends`), asking ``judge``
+                after each round but the last whether the prompt draws the next; with
+                ``include_original`` only. ``None``: every prompt draws ``num_responses``.
 
         Raises:
             InputValidationError: bad prompts or ``num_responses``.
@@ -132,44 +142,47 @@ class ResponseGenerator:
         )
         settings = self.settings if settings is None else settings
         messages = [to_messages(p, settings.system_prompt) for p in items]
-        slots = ([ORIGINAL_SLOT] if include_original else []) + list(range(num_responses))
+        if judge is not None and not (include_original and num_responses):
+            judge = None  # nothing to judge the samples against
+        ends = round_ends(num_responses) if judge is not None else [num_responses]
         result = GenerationResult.empty(items, num_responses)
 
+        result.run = self._fingerprint_settings(num_responses, include_original, settings, judge)
         ckpt = _as_checkpoint(checkpoint)
         done: dict[tuple[int, int], tuple[str | None, CallFailure | None]] = {}
         if ckpt is not None:
             fps = [fingerprint_prompt(p, settings.system_prompt) for p in items]
-            done = ckpt.open(
-                fps, self._fingerprint_settings(num_responses, include_original, settings)
-            )
+            done = ckpt.open(fps, result.run)
         try:
-            jobs, remaining, from_checkpoint = _plan(len(items), slots, done, result)
+            plan = _Plan.of(len(items), include_original, ends, done, ckpt, result)
             async with LLMCaller(
                 self.llm,
                 settings,
-                total_calls=sum(remaining),
-                first_round=_first_round(jobs, settings.use_n_param, self.llm),
+                total_calls=sum(plan.remaining),
+                first_round=_first_round(plan.jobs, settings.use_n_param, self.llm),
                 rng=self._rng,
                 sleep=self._sleep,
                 limits=self.limits,
             ) as caller:
                 result.stats = caller.stats
-                caller.stats.from_checkpoint = from_checkpoint
+                caller.stats.from_checkpoint = plan.from_checkpoint
                 with tqdm(
-                    total=len(items) * len(slots),
-                    initial=from_checkpoint,
+                    total=sum(plan.asked),
+                    initial=plan.from_checkpoint,
                     desc="Generating",
                     unit="response",
                     disable=not show_progress_bars,
                 ) as bar:
-                    run = _Run(caller, messages, remaining, result, ckpt, bar, on_prompt_done)
-                    for i, left in enumerate(remaining):
+                    run = _Run(caller, messages, plan, result, ckpt, bar, on_prompt_done, judge)
+                    for i, left in enumerate(plan.remaining):
                         if left == 0:
-                            run.prompt_done(i)
-                    await run.dispatch(jobs)
+                            run.round_done(i)
+                    await run.dispatch(plan.jobs)
         finally:
             if ckpt is not None:
                 ckpt.close()
+        if judge is not None:
+            result.keep_drawn(plan.drawn)
         return result
 
     def save_checkpoint(
@@ -196,9 +209,10 @@ class ResponseGenerator:
             ckpt = Checkpoint(checkpoint, fsync=False)
         prompts = result.prompts
         fps = [fingerprint_prompt(p, self.settings.system_prompt) for p in prompts]
-        done = ckpt.open(
-            fps, self._fingerprint_settings(num_responses, include_original, self.settings)
+        run = result.run or self._fingerprint_settings(
+            num_responses, include_original, self.settings
         )
+        done = ckpt.open(fps, run)
         try:
             if done:
                 raise CheckpointError(
@@ -207,15 +221,22 @@ class ResponseGenerator:
             for i in range(len(prompts)):
                 if include_original:
                     ckpt.write(i, ORIGINAL_SLOT, result.responses[i], result.response_errors[i])
-                for slot in range(num_responses):
+                drawn = len(result.sampled_responses[i])
+                for slot in range(drawn):
                     ckpt.write(
                         i, slot, result.sampled_responses[i][slot], result.sample_errors[i][slot]
                     )
+                if drawn < num_responses:  # the prompt stopped early: so it resumes
+                    ckpt.write_stop(i, drawn)
         finally:
             ckpt.close()
 
     def _fingerprint_settings(
-        self, num_responses: int, include_original: bool, settings: GenerationSettings
+        self,
+        num_responses: int,
+        include_original: bool,
+        settings: GenerationSettings,
+        judge: RoundJudge | None = None,
     ) -> dict[str, Any]:
         """The settings that change what is generated (a checkpoint must match them)."""
         return {
@@ -225,6 +246,7 @@ class ResponseGenerator:
             "temperature": llm_temperature(self.llm),
             "system_prompt": settings.system_prompt,
             "llm": llm_description(self.llm),
+            "sampling": "fixed" if judge is None else judge.describe(),
         }
 
 
@@ -235,46 +257,91 @@ _Job = tuple[int, tuple[int, ...], bool]
 
 
 class _Run:
-    """The calls of one run: starts them as places in flight free up, and records every slot."""
+    """The calls of one run: starts them as places in flight free up, records every slot, and
+    between a prompt's rounds asks the judge whether it draws the next."""
 
     def __init__(
         self,
         caller: LLMCaller,
         messages: list[list[Any]],
-        remaining: list[int],
+        plan: _Plan,
         result: GenerationResult,
         ckpt: Checkpoint | None,
         bar: Any,
         on_prompt_done: OnPromptDone | None,
+        judge: RoundJudge | None,
     ) -> None:
         self.caller = caller
         self.messages = messages
-        self.remaining = remaining
+        self.plan = plan
+        self.remaining = plan.remaining
         self.result = result
         self.ckpt = ckpt
         self.bar = bar
         self.on_prompt_done = on_prompt_done
+        self.judge = judge
         self.errors: list[BaseException] = []
         self.queue: deque[_Job] = deque()
+        self.tasks: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
+
+    def round_done(self, i: int) -> None:
+        """Prompt ``i``'s slots asked for so far are filled: the judge decides on another round
+        (in a task of its own: other prompts go on meanwhile), or the prompt is done."""
+        if self.judge is None or not self.plan.may_go_on(i):
+            self.prompt_done(i)
+        else:
+            self._start(self._judged(i))
 
     def prompt_done(self, i: int) -> None:
         if self.on_prompt_done is not None:
-            self.on_prompt_done(i, self.result.responses[i], list(self.result.sampled_responses[i]))
+            drawn = self.plan.drawn[i]
+            samples = self.result.sampled_responses[i][:drawn]
+            self.on_prompt_done(i, self.result.responses[i], list(samples))
 
-    async def dispatch(self, jobs: list[_Job]) -> None:
-        """Make every call, and the calls for samples a reply fell short of, until none is left."""
-        self.queue.extend(jobs)
-        tasks: set[asyncio.Task[None]] = set()
+    async def _judged(self, i: int) -> None:
+        assert self.judge is not None
+        drawn = self.plan.drawn[i]
+        go_on = await self.judge(
+            i, self.result.responses[i], list(self.result.sampled_responses[i][:drawn])
+        )
+        if not go_on:
+            self.plan.stopped.add(i)
+            if self.ckpt is not None:
+                self.ckpt.write_stop(i, drawn)
+            self.prompt_done(i)
+            return
+        slots = self.plan.next_round(i)
+        self.bar.total += len(slots)
+        self.bar.refresh()
+        self.queue.append((i, slots, False))
+
+    def _start(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(self._guarded(work))
+        self.tasks.add(task)
 
         def finished(task: asyncio.Task[None]) -> None:
-            tasks.discard(task)
+            self.tasks.discard(task)
             self._changed.set()
 
+        task.add_done_callback(finished)
+
+    async def _guarded(self, work: Awaitable[None]) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    async def dispatch(self, jobs: list[_Job]) -> None:
+        """Make every call, the calls for samples a reply fell short of, and the calls of the
+        rounds the judge asks for, until none is left."""
+        self.queue.extend(jobs)
         try:
             while not self.errors:
                 if not self.queue:
-                    if not tasks:
+                    if not self.tasks:
                         break
                     self._changed.clear()
                     await self._changed.wait()
@@ -284,9 +351,7 @@ class _Run:
                 if self.errors:  # a call stopped the run: start nothing more
                     self.caller.release(permit, None)
                     break
-                task = asyncio.ensure_future(self._call(job, permit))
-                tasks.add(task)
-                task.add_done_callback(finished)
+                self._start(self._call(job, permit))
                 # One call started per turn of the event loop, not a whole window in one turn:
                 # replies (a first 429 above all) are read between starts, so a provider that
                 # refuses the first window's early calls lowers the limit before the rest go out.
@@ -296,9 +361,9 @@ class _Run:
         except BaseException:
             # A fatal error in one call (or cancellation of the run) stops all of them, and none
             # is left running when this returns.
-            for t in tasks:
+            for t in self.tasks:
                 t.cancel()
-            await asyncio.gather(*list(tasks), return_exceptions=True)
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
             raise
 
     def _next_job(self) -> _Job:
@@ -313,30 +378,27 @@ class _Run:
     async def _call(self, job: _Job, permit: Any) -> None:
         i, slots, fallback = job
         n = len(slots)
-        try:
-            texts, failure = await self.caller.call(
-                self.messages[i], sample=slots[0] != ORIGINAL_SLOT, permit=permit, n=n
-            )
-            if texts is None:
-                assert failure is not None
-                if n > 1 and not failure.transient:
-                    # a provider may refuse n itself: ask for these samples one by one
-                    self.queue.extendleft((i, (s,), True) for s in reversed(slots))
-                    return
-                for slot in slots:
-                    self._record(i, slot, None, failure)
+        texts, failure = await self.caller.call(
+            self.messages[i], sample=slots[0] != ORIGINAL_SLOT, permit=permit, n=n
+        )
+        if texts is None:
+            assert failure is not None
+            if n > 1 and not failure.transient:
+                # a provider may refuse n itself: ask for these samples one by one
+                self.queue.extendleft((i, (s,), True) for s in reversed(slots))
+                self._changed.set()
                 return
-            if fallback:
-                self.caller.n_refused()
-            for slot, text in zip(slots, texts, strict=False):  # texts may be fewer
-                self._record(i, slot, text, None)
-            if len(texts) < n:  # the provider caps or ignores n: ask for the rest again
-                self.caller.choices_returned(n, len(texts))
-                self.queue.appendleft((i, slots[len(texts) :], False))
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            self.errors.append(exc)
+            for slot in slots:
+                self._record(i, slot, None, failure)
+            return
+        if fallback:
+            self.caller.n_refused()
+        for slot, text in zip(slots, texts, strict=False):  # texts may be fewer
+            self._record(i, slot, text, None)
+        if len(texts) < n:  # the provider caps or ignores n: ask for the rest again
+            self.caller.choices_returned(n, len(texts))
+            self.queue.appendleft((i, slots[len(texts) :], False))
+            self._changed.set()
 
     def _record(self, i: int, slot: int, text: str | None, failure: CallFailure | None) -> None:
         stats = self.caller.stats
@@ -351,7 +413,7 @@ class _Run:
         self.bar.update(1)
         self.remaining[i] -= 1
         if self.remaining[i] == 0:
-            self.prompt_done(i)
+            self.round_done(i)
 
 
 def _first_round(jobs: list[_Job], use_n: Any, llm: Any) -> int:
@@ -372,41 +434,81 @@ def _as_checkpoint(checkpoint: Any) -> Checkpoint | None:
     )
 
 
-def _plan(
-    n: int,
-    slots: list[int],
-    done: dict[tuple[int, int], tuple[str | None, CallFailure | None]],
-    result: GenerationResult,
-) -> tuple[list[_Job], list[int], int]:
-    """Fill slots the checkpoint completes; queue a call for the rest of each prompt's answer
-    and one for the rest of its samples, prompt by prompt."""
-    valid = set(slots)
-    for index, slot in done:
-        if slot not in valid:
-            raise CheckpointError(
-                f"the checkpoint holds slot {slot} of prompt {index}, which this run does not have"
-            )
-    jobs: list[_Job] = []
-    remaining = [0] * n
-    from_checkpoint = 0
-    for i in range(n):
-        missing = []
-        for slot in slots:
-            got = done.get((i, slot))
-            if got is not None and (
-                got[0] is not None or (got[1] is not None and not got[1].transient)
-            ):
-                _fill(result, i, slot, got[0], got[1])
-                from_checkpoint += 1
-            else:
-                missing.append(slot)
-        remaining[i] = len(missing)
-        if missing and missing[0] == ORIGINAL_SLOT:
-            jobs.append((i, (ORIGINAL_SLOT,), False))
-            missing = missing[1:]
-        if missing:
-            jobs.append((i, tuple(missing), False))
-    return jobs, remaining, from_checkpoint
+@dataclass
+class _Plan:
+    """What a run asks for: the calls it starts with, and per prompt the slots it has asked for
+    (``drawn`` samples, ``asked`` slots with the answer), how many of them are still to come
+    (``remaining``), its rounds (``ends``, the samples drawn at the end of each) and whether it
+    has stopped.
+    """
+
+    jobs: list[_Job]
+    remaining: list[int]
+    drawn: list[int]
+    asked: list[int]
+    ends: list[int]
+    stopped: set[int]
+    from_checkpoint: int
+
+    @classmethod
+    def of(
+        cls,
+        n: int,
+        include_original: bool,
+        ends: list[int],
+        done: dict[tuple[int, int], tuple[str | None, CallFailure | None]],
+        ckpt: Checkpoint | None,
+        result: GenerationResult,
+    ) -> _Plan:
+        """Fill the slots the checkpoint completes; per prompt, queue a call for the rest of
+        its answer and one for the rest of the samples of the round it is in: its first round,
+        or the last round the checkpoint shows begun (or every round, where it stopped)."""
+        m = ends[-1]
+        valid = set(range(m)) | ({ORIGINAL_SLOT} if include_original else set())
+        for index, slot in done:
+            if slot not in valid:
+                raise CheckpointError(
+                    f"the checkpoint holds slot {slot} of prompt {index}, which this run does "
+                    "not have"
+                )
+        stops = ckpt.stops if ckpt is not None else {}
+        plan = cls([], [0] * n, [0] * n, [0] * n, ends, set(), 0)
+        for i in range(n):
+            begun = [s for s in range(m) if (i, s) in done]
+            drawn = stops.get(i, next(e for e in ends if e > max(begun, default=-1)))
+            if i in stops:
+                plan.stopped.add(i)
+            slots = ([ORIGINAL_SLOT] if include_original else []) + list(range(drawn))
+            missing = []
+            for slot in slots:
+                got = done.get((i, slot))
+                if got is not None and (
+                    got[0] is not None or (got[1] is not None and not got[1].transient)
+                ):
+                    _fill(result, i, slot, got[0], got[1])
+                    plan.from_checkpoint += 1
+                else:
+                    missing.append(slot)
+            plan.drawn[i], plan.asked[i], plan.remaining[i] = drawn, len(slots), len(missing)
+            if missing and missing[0] == ORIGINAL_SLOT:
+                plan.jobs.append((i, (ORIGINAL_SLOT,), False))
+                missing = missing[1:]
+            if missing:
+                plan.jobs.append((i, tuple(missing), False))
+        return plan
+
+    def may_go_on(self, i: int) -> bool:
+        """Whether prompt ``i`` may draw another round (it has not stopped nor drawn all)."""
+        return i not in self.stopped and self.drawn[i] < self.ends[-1]
+
+    def next_round(self, i: int) -> tuple[int, ...]:
+        """Prompt ``i``'s next round: its sample slots, now asked for."""
+        first = self.drawn[i]
+        last = next(e for e in self.ends if e > first)
+        self.drawn[i] = last
+        self.asked[i] += last - first
+        self.remaining[i] = last - first
+        return tuple(range(first, last))
 
 
 def _fill(

@@ -141,9 +141,12 @@ class GenerationResult:
         responses: the original response per prompt, ``None`` where its call failed (or was not
             made).
         response_errors: the failure beside each missing response.
-        sampled_responses: ``num_responses`` samples per prompt, ``None`` where a call failed.
+        sampled_responses: the samples of each prompt, ``None`` where a call failed:
+            ``num_responses`` of them, or where a prompt stopped sampling once its answer was
+            settled, the ones it drew.
         sample_errors: the failure beside each missing sample.
         stats: call counts.
+        run: the settings that changed what was generated, as a checkpoint's header holds them.
 
     Example:
         >>> r = GenerationResult.empty(["q"], num_responses=3)
@@ -157,6 +160,7 @@ class GenerationResult:
     sampled_responses: list[list[str | None]]
     sample_errors: list[list[CallFailure | None]]
     stats: CallStats = field(default_factory=CallStats)
+    run: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, prompts: list[Any], num_responses: int) -> GenerationResult:
@@ -169,6 +173,12 @@ class GenerationResult:
             sampled_responses=[[None] * num_responses for _ in range(n)],
             sample_errors=[[None] * num_responses for _ in range(n)],
         )
+
+    def keep_drawn(self, drawn: list[int]) -> None:
+        """Keep the first ``drawn[i]`` sample slots of each prompt ``i`` (the slots it asked
+        for), dropping the rest."""
+        for i, k in enumerate(drawn):
+            del self.sampled_responses[i][k:], self.sample_errors[i][k:]
 
     def num_failed_samples(self) -> list[int]:
         """How many sample slots of each prompt hold a failure."""

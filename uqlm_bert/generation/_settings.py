@@ -27,6 +27,7 @@ from uqlm_bert._checks import check_int, check_names, check_number, given
 from uqlm_bert._exceptions import ConfigurationError
 from uqlm_bert.generation._backoff import RetryPolicy
 from uqlm_bert.generation._cluster_limits import ClusterLimits
+from uqlm_bert.generation._rounds import SAMPLING
 
 __all__ = [
     "NUM_RESPONSES",
@@ -76,6 +77,12 @@ class GenerationSettings:
             that are called, so the rate limit and the retry counts see every HTTP call.
         fail_fast: stop the run with an error when the first calls all fail to connect (the
             server is unreachable), instead of retrying every call.
+        sampling: ``"until_settled"`` (the default): where a scorer has a flag threshold,
+            ``generate_and_score`` draws each prompt's samples in rounds and stops once its
+            answer is clearly above or below the threshold, at most ``num_responses`` samples
+            (see docs/black_box.md: the rule, what it saves and what it costs in latency);
+            ``"fixed"`` draws all ``num_responses`` samples of every prompt at once, as uqlm
+            does. Sampling alone (``generate_candidate_responses``) always draws them all.
         cluster_limits: hold ``max_calls_per_min``, ``max_concurrency`` and the adaptive level
             for every process that names the same
             :class:`~uqlm_bert.generation._cluster_limits.ClusterLimits` (the replicas of a Ray Serve
@@ -96,6 +103,7 @@ class GenerationSettings:
     request_timeout: float | None = 60.0
     disable_client_retries: bool = True
     fail_fast: bool = True
+    sampling: str = "until_settled"
     cluster_limits: ClusterLimits | None = None
 
     def __post_init__(self) -> None:
@@ -125,6 +133,10 @@ class GenerationSettings:
             raise ConfigurationError(
                 "cluster_limits must be a ClusterLimits or None, got "
                 f"{type(self.cluster_limits).__name__}"
+            )
+        if self.sampling not in SAMPLING:
+            raise ConfigurationError(
+                f"sampling must be one of {', '.join(map(repr, SAMPLING))}, got {self.sampling!r}"
             )
         if not isinstance(self.retry, RetryPolicy):
             raise ConfigurationError(

@@ -36,9 +36,11 @@ if TYPE_CHECKING:
 __all__ = [
     "Pairs",
     "PairwiseScorer",
+    "Pass",
     "Scorer",
     "mean_by_group",
     "score_all",
+    "score_pass",
     "score_with_supports",
 ]
 
@@ -149,7 +151,7 @@ def score_all(
     Raises:
         InputValidationError: the input is malformed (see :func:`uqlm_bert._inputs.scoring_lists`).
     """
-    return _score(scorers, as_inputs(responses, sampled_responses), show_progress_bars, False)[0]
+    return score_pass(scorers, as_inputs(responses, sampled_responses), show_progress_bars).scores
 
 
 def score_with_supports(
@@ -181,13 +183,36 @@ def score_with_supports(
         >>> words.text, words.counted.tolist()
         (['Lima', 'is', 'in', 'Peru', '.'], [True, True, True, True, False])
     """
-    return _score(scorers, as_inputs(responses, sampled_responses), show_progress_bars, True)
+    found = score_pass(scorers, as_inputs(responses, sampled_responses), show_progress_bars, True)
+    return found.scores, found.supports
 
 
-def _score(
-    scorers: Sequence[Scorer], inputs: ScoringInputs, show_progress_bars: bool, supports: bool
-) -> tuple[dict[str, np.ndarray], list[TokenSupport | None] | None]:
-    """The scores of :func:`score_all`, and with ``supports`` the token supports."""
+@dataclass(frozen=True)
+class Pass:
+    """What one scoring pass over some responses gives (:func:`score_pass`).
+
+    Attributes:
+        scores: each scorer's confidences, one per response (:func:`score_all`'s).
+        supports: each response's token supports, where collected and a scorer gives them.
+        pairs: each pairwise scorer's score of every present (response, sample) pair, per
+            response, in the order of its present samples (a response's confidence is their
+            mean): what scores drawn in several rounds are combined from.
+    """
+
+    scores: dict[str, np.ndarray]
+    supports: list[TokenSupport | None] | None = None
+    pairs: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+
+def score_pass(
+    scorers: Sequence[Scorer],
+    inputs: ScoringInputs,
+    show_progress_bars: bool = False,
+    supports: bool = False,
+) -> Pass:
+    """Every scorer on normalised ``inputs`` in one pass (:func:`score_all`), with each pairwise
+    scorer's pair scores per response and, with ``supports``, the token supports
+    (:func:`score_with_supports`)."""
     n = len(inputs)
     group, cands, refs = present_pairs(inputs)
     prompts = None if inputs.prompts is None else [inputs.prompts[g] for g in group]
@@ -201,22 +226,28 @@ def _score(
         responses=list(inputs.responses),
     )
     out: dict[str, np.ndarray] = {}
+    per_response: dict[str, list[np.ndarray]] = {}
+    # where each response's pairs end in the pair list (pairs come response by response)
+    ends = np.cumsum(np.bincount(np.asarray(group, dtype=np.int64), minlength=n))[:-1]
     for scorer in scorers:
         if not isinstance(scorer, PairwiseScorer):
             values = scorer.score(inputs.responses, inputs.samples, show_progress_bars)
             out[scorer.name] = np.asarray(values, dtype=np.float64)
         elif not cands:
             out[scorer.name] = np.full(n, np.nan)
+            per_response[scorer.name] = [np.empty(0) for _ in range(n)]
         else:
-            out[scorer.name] = mean_by_group(scorer.score_pairs(pairs), group, n)
-    if not supports:
-        return out, None
-    for scorer in scorers:
-        if isinstance(scorer, PairwiseScorer):
-            found = scorer.token_supports(pairs, group, inputs)
-            if found is not None:
-                return out, found
-    return out, None
+            values = np.asarray(scorer.score_pairs(pairs), dtype=np.float64)
+            out[scorer.name] = mean_by_group(values, group, n)
+            per_response[scorer.name] = np.split(values, ends) if n else []
+    found = None
+    if supports:
+        for scorer in scorers:
+            if isinstance(scorer, PairwiseScorer):
+                found = scorer.token_supports(pairs, group, inputs)
+                if found is not None:
+                    break
+    return Pass(out, found, per_response)
 
 
 def mean_by_group(values: np.ndarray, group: Sequence[int], n_groups: int) -> np.ndarray:
