@@ -319,3 +319,32 @@ def test_explain_prints_marked_answers_and_words_go_to_the_table(
     code, _, stderr = run(argv, capsys)
     assert code == 0 and "--spans is now --words" in stderr
     assert read_table(str(again))["words"].tolist() == df["words"].tolist()
+
+
+@pytest.mark.parametrize("sampling", ["until_settled", "fixed"])
+def test_the_command_samples_until_settled_or_fixed_and_says_what_it_drew(
+    tmp_path, capsys, server, monkeypatch, sampling
+):
+    monkeypatch.setenv(KEY_VAR, KEY)
+    prompts = tmp_path / "prompts.txt"
+    questions = ["What is 2+2?", "Capital of Peru?", "Who wrote Hamlet?"]
+    prompts.write_text("\n".join(questions) + "\n", encoding="utf-8")
+    out = tmp_path / "scored.csv"
+    argv = ["generate-and-score", prompts, "-o", out, "--model", "fake-model",
+            "--base-url", server.base_url, "--api-key-env", KEY_VAR, "-m", "8",
+            "--temperature", "0.25", "--sampling", sampling, "-q"]  # fmt: skip
+    code, stdout, _ = run(argv, capsys)
+    assert code == 0
+    drawn = [len(json.loads(s)) for s in read_table(str(out))["sampled_responses"]]
+    calls = len(server.log)
+    if sampling == "fixed":
+        assert drawn == [8, 8, 8] and calls == 2 * len(questions)
+    else:
+        # the scripted answers and samples say the same thing: settled after the first round
+        from uqlm_bert.generation._rounds import FIRST_ROUND
+
+        assert drawn == [FIRST_ROUND] * len(questions) and calls == 2 * len(questions)
+    line = next(x for x in stdout.splitlines() if x.startswith("samples drawn:"))
+    assert line == (f"samples drawn: {sum(drawn)} of a fixed run's {8 * len(questions)} "
+                    f"({sum(drawn) / (8 * len(questions)):.0%}; sampling {sampling}); "
+                    f"calls: {calls} (a fixed run: {2 * len(questions)})")  # fmt: skip

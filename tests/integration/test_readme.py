@@ -80,3 +80,10 @@ def test_main_job_of_the_quick_start_runs():
     assert "flagged as likely hallucinations" in result.stdout
     # the separation line, or (a model right on every question or none) why there is none
     assert re.search(r"^Separation: (AUROC [01]\.\d\d|none to measure)", result.stdout, re.M)
+    # what sampling until settled drew, against a fixed run's 30 x 5 samples and 30 x 2 calls
+    drawn = re.search(r"^Samples drawn: (\d+) of a fixed run's (\d+) \((\d+)%\), in (\d+) calls "
+                      r"\(a fixed run: (\d+)\)", result.stdout, re.M)  # fmt: skip
+    assert drawn, result.stdout
+    samples, fixed, share, _, fixed_calls = map(int, drawn.groups())
+    assert fixed == 30 * 5 and fixed_calls == 30 * 2
+    assert 30 * 3 <= samples <= fixed and share == round(100 * samples / fixed)

@@ -38,7 +38,13 @@ from uqlm_bert.cli._options import (
     ray_pool,
     refuse_same_file,
 )
-from uqlm_bert.cli._reporting import EXIT_FAILED_ROWS, EXIT_OK, report_lines, summary
+from uqlm_bert.cli._reporting import (
+    EXIT_FAILED_ROWS,
+    EXIT_OK,
+    report_lines,
+    sampling_line,
+    summary,
+)
 from uqlm_bert.cli._supports import colour, explanation, support_columns, wants_supports
 
 __all__ = ["LOCAL_EMBEDDED", "run"]
@@ -115,6 +121,7 @@ def _generate(args: argparse.Namespace, uq: Any, names: list[str], prompts: Any)
     if args.explain:
         print(explanation(result, colour=colour()))
     print(summary(out, names, failed=failed, title=f"{args.prompts} -> {args.output}"))
+    print(sampling_line(result.metadata["sampling"]))
     return EXIT_FAILED_ROWS if failed else EXIT_OK
 
 

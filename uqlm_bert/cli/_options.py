@@ -95,6 +95,7 @@ def generation_settings(args: argparse.Namespace) -> GenerationSettings:
         "sampling_temperature": args.sampling_temperature,
         "request_timeout": args.request_timeout,
         "use_n_param": None if args.use_n_param is None else N_PARAM_WORDS[args.use_n_param],
+        "sampling": args.sampling,
     }
     settings = {k: v for k, v in given.items() if v is not None}
     if args.max_retries is not None:

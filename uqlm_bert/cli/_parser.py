@@ -220,6 +220,7 @@ def _score_command(commands: argparse._SubParsersAction, parents: list) -> None:
 
 
 def _generate_command(commands: argparse._SubParsersAction, parents: list) -> None:
+    from uqlm_bert.generation._rounds import SAMPLING
     from uqlm_bert.generation._settings import GenerationSettings
 
     defaults = _field_defaults(GenerationSettings)
@@ -264,7 +265,16 @@ def _generate_command(commands: argparse._SubParsersAction, parents: list) -> No
         type=int,
         default=NUM_RESPONSES,
         metavar="M",
-        help=f"sampled answers per prompt (default {NUM_RESPONSES})",
+        help=f"sampled answers per prompt (default {NUM_RESPONSES}): all of them with "
+        "--sampling fixed, at most that many with until_settled",
+    )
+    _setting(
+        command,
+        "--sampling",
+        "until_settled: draw each prompt's samples in rounds and stop once its answer is "
+        "clearly above or below the flag threshold; fixed: draw all -m of them at once",
+        defaults["sampling"],
+        words={word: word for word in SAMPLING},
     )
     _setting(
         command,

@@ -34,6 +34,7 @@ __all__ = [
     "error",
     "format_warning",
     "report_lines",
+    "sampling_line",
     "report_problems",
     "summary",
 ]
@@ -107,3 +108,20 @@ def summary(out: pd.DataFrame, names: list[str], failed: int, title: str) -> str
     for row in table:
         lines.append(f"{row[0]:<{width}}" + "".join(f"  {c:>8}" for c in row[1:]))
     return "\n".join(lines)
+
+
+def sampling_line(sampling: dict) -> str:
+    """What a run's sampling cost against a fixed run's (``metadata["sampling"]``): samples
+    drawn and calls made, each beside a fixed run's.
+
+    Example:
+        >>> print(sampling_line({"rule": "until_settled", "samples_drawn": 31,
+        ...                      "samples_fixed": 50, "calls": 23, "calls_fixed": 20}))
+        samples drawn: 31 of a fixed run's 50 (62%; sampling until_settled); calls: 23 (a fixed run: 20)
+    """
+    drawn, fixed = sampling["samples_drawn"], sampling["samples_fixed"]
+    share = f"{drawn / fixed:.0%}; " if fixed else ""
+    return (
+        f"samples drawn: {drawn} of a fixed run's {fixed} ({share}sampling {sampling['rule']}); "
+        f"calls: {sampling['calls']} (a fixed run: {sampling['calls_fixed']})"
+    )

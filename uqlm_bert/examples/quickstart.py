@@ -83,11 +83,18 @@ def main(argv: list[str] | None = None) -> int:
         separation = auroc(df["bert_score"], right)
         print(
             f"Separation: AUROC {separation:.2f} (the chance that a right answer's confidence "
-            f"is above a wrong one's; 0.50 is chance). {len(df)} questions x "
-            f"(1 + {args.samples}) calls in {elapsed:.0f} s."
+            "is above a wrong one's; 0.50 is chance)."
         )
     else:
         print(f"Separation: none to measure (all answers are {'right' if n_right else 'wrong'}).")
+    sampling = result.metadata["sampling"]
+    drawn, fixed = sampling["samples_drawn"], sampling["samples_fixed"]
+    print(
+        f"Samples drawn: {drawn} of a fixed run's {fixed} ({drawn / fixed:.0%}), in "
+        f"{sampling['calls']} calls (a fixed run: {sampling['calls_fixed']}) and {elapsed:.0f} "
+        "s: a question stops sampling once its answer is clearly above or below the threshold "
+        "(docs/black_box.md)."
+    )
     return 0
 
 
