@@ -20,6 +20,7 @@ run bench_import
 run bench_long_texts --device "$device" --rounds 7
 run bench_long_texts --device "$device" --rounds 5 --dtype float32 --out "$out/float32"
 run bench_generation --prompts 119 --rounds 3 --latencies 1000 0
+run bench_sampling_rounds --prompts 60 --rounds 3
 # the presets: the accurate model where a copy is given, else its architecture with random weights
 if [ -n "${UQLM_BERT_ACCURATE_MODEL_DIR:-}" ]; then
     random=$([ -f "$UQLM_BERT_ACCURATE_MODEL_DIR/model.safetensors" ] || echo --random-weights)
@@ -41,6 +42,7 @@ run eval_wikibio --no-progress
 run eval_idf --random-subsets 2000 --seed 0 --no-progress
 run eval_long_texts --device "$device" --sets 4
 run eval_threshold
+run eval_sampling_rounds --grid --bound
 run eval_calibration
 run eval_sentences
 run eval_layers --model fast --device "$device"

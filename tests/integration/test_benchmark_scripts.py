@@ -496,3 +496,45 @@ def test_cluster_limits_benchmark_reports_every_grant(tmp_path):
     ]  # fmt: skip
     assert float(table[1][1]) > 0 and all(float(row[1]) >= 0 for row in table[2:5])
     assert all(row[1].endswith(" us") and row[2].endswith(" us") for row in table[5:])
+
+
+def test_the_simulated_rule_is_the_librarys_rule_answer_by_answer():
+    from benchmarks import eval_sampling_rounds as rounds
+    from uqlm_bert._blackbox._settle import SPREAD_FLOOR, Z, settled
+    from uqlm_bert.generation._rounds import FIRST_ROUND, round_ends
+
+    rng = np.random.default_rng(3)
+    # answers near and far from the threshold, with small and large spreads
+    scores = np.clip(rng.normal(rng.uniform(0.4, 1.0, (400, 1)), rng.uniform(0, 0.2, (400, 1)),
+                                (400, 20)), 0, 1)  # fmt: skip
+    for m in (5, 10, 20):
+        assert rounds.ends_of(m, FIRST_ROUND, 2.0) == round_ends(m)
+        conf, drawn = rounds.until_settled(scores, m, (Z, SPREAD_FLOOR, FIRST_ROUND, 2.0))
+        for x, c, k in zip(scores, conf, drawn, strict=True):
+            # the library: the first round end at which settled() holds, else the last
+            want = next((e for e in round_ends(m)[:-1]
+                         if settled(x[:e], rounds.DEFAULT_THRESHOLD)), m)  # fmt: skip
+            assert k == want and c == pytest.approx(x[:k].mean())
+    assert rounds.ends_of(10, 3, 1.0) == [3, 4, 5, 6, 7, 8, 9, 10]
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_sampling_rounds_benchmark_runs_every_variant_and_checks_the_simulation():
+    from benchmarks import bench_sampling_rounds as bench
+
+    args = bench.harness.parser(None, "prompts", "samples", "rounds", "server", "data", "out")
+    args.add_argument("--latency", type=float, default=100.0)
+    args.add_argument("--rate", type=int, default=40)
+    args = args.parse_args(["--prompts", "2", "--rounds", "1"])
+    runs = asyncio.run(bench.run_benchmark(_passages(), args, log=lambda _: None))
+    assert {r["variant"] for r in runs} == set(bench.VARIANTS)
+    assert all(r["mismatches"] == 0 and r["calls"] == r["result_calls"] for r in runs)
+    for r in runs:
+        sampling, use_n, _ = bench.VARIANTS[r["variant"]]
+        if sampling == "fixed":
+            assert r["drawn"] == [5, 5]
+            assert r["calls"] == 2 * (1 + (1 if use_n else 5))
+    simulated = bench.simulated_drawn(harness.make_prompts(_passages(), 2), 5)
+    rows = bench.summarize(runs, simulated)
+    assert all(r["drawn_as_simulated"] == 1.0 for r in rows if "drawn_as_simulated" in r)
