@@ -5,14 +5,17 @@ small beside the provider's latency, with the default scorer scoring beside it a
 
 ``BlackBoxUQ(llm).generate_and_score(prompts, num_responses=5)`` through ``ChatOpenAI`` to the
 loopback server (own process), distinct WikiBio texts, nothing learned about the server
-beforehand: at its defaults (the ``bert_score`` scorer, samples asked for with ``n``) and with
-``use_n_param=False`` (one call per sample); the same two with a scorer that does no work
-(generation alone: what the calls cost the client); and generation alone against a server that
-ignores ``n``. Per latency, in turning order, medians (min-max) of
+beforehand: at its defaults (the ``bert_score`` scorer, samples asked for with ``n``, sampling
+until settled); with ``sampling="fixed"`` (every sample at once: the calls of uqlm's fixed m);
+fixed with ``use_n_param=False`` (one call per sample); the last two with a scorer that does no
+work (generation alone: what the calls cost the client); and generation alone against a server
+that ignores ``n``. Per latency, in turning order, medians (min-max) of
 ``metadata["timings"]["generation_s"]`` and of the event loop's thread CPU time over the call.
 
-The floor of a run at latency L is its own generation at 0 ms plus L: every call of a run goes
-out at once (no limit binds), so one round trip is all the latency adds. The goal: at defaults,
+The floor of a run at latency L is its own generation at 0 ms plus L for each round of samples
+it drew: every call of a round goes out at once (no limit binds), so a round trip per round is
+all the latency adds (one with fixed sampling; sampling until settled waits for a round's scores
+before the next, which the 0 ms run holds too). The goal: at defaults and with fixed sampling,
 generation within 1.15x of its floor. Writes ``generation.md``.
 """
 
@@ -31,13 +34,14 @@ from typing import Any
 
 from benchmarks import harness
 
-DEFAULTS = "defaults (samples with n)"
-NO_N = "one call per sample (use_n_param=False)"
+DEFAULTS = "defaults (until settled, samples with n)"
+FIXED = "fixed sampling, samples with n"
+NO_N = "fixed sampling, one call per sample"
 ALONE = "generation alone, samples with n"
 ALONE_NO_N = "generation alone, one call per sample"
 IGNORED = "generation alone, a server that ignores n"
 #: The variants, and the goal of those with a goal: generation / floor at most this.
-GOALS = {DEFAULTS: 1.15, NO_N: None, ALONE: None, ALONE_NO_N: None, IGNORED: None}
+GOALS = {DEFAULTS: 1.15, FIXED: 1.15, NO_N: None, ALONE: None, ALONE_NO_N: None, IGNORED: None}
 
 
 @dataclass
@@ -52,20 +56,25 @@ class Run:
     loop_cpu_s: float  # the event loop's thread, over the call
     calls: int
     text_mismatches: int
+    rounds: int  # the most rounds of samples a prompt drew
 
 
 def variants(llm: Any) -> dict[str, Any]:
     """Each variant's ``BlackBoxUQ`` on ``llm``."""
-    from uqlm_bert import BlackBoxUQ
+    from uqlm_bert import BlackBoxUQ, GenerationSettings
 
-    common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
-    alone = {"scorers": [harness.no_work_scorer()], **common}
+    def make(scorers: Any = None, **settings: Any) -> Any:
+        generation = GenerationSettings(system_prompt=harness.SYSTEM_PROMPT, **settings)
+        return BlackBoxUQ(llm, scorers, generation=generation, show_progress_bars=False)
+
+    alone = [harness.no_work_scorer()]
     return {
-        DEFAULTS: BlackBoxUQ(llm=llm, **common),
-        NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **common),
-        ALONE: BlackBoxUQ(llm=llm, **alone),
-        ALONE_NO_N: BlackBoxUQ(llm=llm, use_n_param=False, **alone),
-        IGNORED: BlackBoxUQ(llm=llm, **alone),
+        DEFAULTS: make(),
+        FIXED: make(sampling="fixed"),
+        NO_N: make(sampling="fixed", use_n_param=False),
+        ALONE: make(alone, sampling="fixed"),
+        ALONE_NO_N: make(alone, sampling="fixed", use_n_param=False),
+        IGNORED: make(alone, sampling="fixed"),
     }
 
 
@@ -79,10 +88,15 @@ async def timed_run(server: harness.PassageServer, uq: Any, prompts: list[str], 
     cpu, t0 = time.thread_time(), time.perf_counter()  # this coroutine runs on the loop's thread
     result = await uq.generate_and_score(prompts, num_responses=m)
     wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu
+    from uqlm_bert.generation._rounds import round_ends
+
     d = result.data
     bad = server.answers.mismatches(prompts, list(d["responses"]), list(d["sampled_responses"]))
+    ends = round_ends(m) if result.metadata["sampling"]["rule"] != "fixed" else [m]
+    rounds = max(ends.index(len(s)) + 1 for s in d["sampled_responses"])
     return {"generation_s": result.metadata["timings"]["generation_s"], "wall_s": wall,
-            "loop_cpu_s": cpu, "calls": len(server.log().arrivals), "text_mismatches": bad}  # fmt: skip
+            "loop_cpu_s": cpu, "calls": len(server.log().arrivals), "text_mismatches": bad,
+            "rounds": rounds}  # fmt: skip
 
 
 async def run_benchmark(passages: Sequence[harness.Passage], args, log=print) -> list[Run]:
@@ -122,13 +136,16 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
     rows = []
     for (latency, variant), group in by_key.items():
         zero = by_key.get((0.0, variant))
-        floor = harness.median(g.generation_s for g in zero) + latency / 1000.0 if zero else None
+        rounds = max(g.rounds for g in group)
+        floor = None
+        if zero:
+            floor = harness.median(g.generation_s for g in zero) + rounds * latency / 1000.0
         generation = spread(group, "generation_s")
         rows.append({"latency_ms": latency, "variant": variant, "runs": len(group),
                      "generation_s": generation, "loop_cpu_s": spread(group, "loop_cpu_s"),
                      "wall_s": spread(group, "wall_s"), "floor_s": floor,
                      "of_floor": generation[0] / floor if floor and latency else None,
-                     "goal": GOALS[variant] if latency else None,
+                     "goal": GOALS[variant] if latency else None, "rounds": rounds,
                      "calls": sorted({g.calls for g in group}),
                      "text_mismatches": sum(g.text_mismatches for g in group)})  # fmt: skip
     return rows
@@ -151,7 +168,7 @@ def markdown(rows: Sequence[dict], verdicts: dict[str, bool], meta: dict[str, An
     def against(r: dict) -> str:
         if r["of_floor"] is None:
             return ""
-        text = f"{r['floor_s']:.2f} s: {r['of_floor']:.3f}x"
+        text = f"{r['floor_s']:.2f} s ({r['rounds']}): {r['of_floor']:.3f}x"
         if r["goal"] is not None:
             text = f"**{text}** ({'met' if r['of_floor'] <= r['goal'] else 'NOT met'}: "
             text += f"<= {r['goal']})"
@@ -170,7 +187,8 @@ def markdown(rows: Sequence[dict], verdicts: dict[str, bool], meta: dict[str, An
         f"- {meta['prompts']} prompts x {meta['samples']} samples of distinct WikiBio texts "
         f"through `ChatOpenAI`, the server in {harness.describe_server(meta['server'])}; "
         f"{meta['rounds']} round(s) per latency, the order turning; medians (min-max); the "
-        "floor: the variant's generation at 0 ms plus the latency",
+        "floor: the variant's generation at 0 ms plus the latency for each round of samples "
+        "(the rounds drawn in brackets)",
         f"- {meta['machine']}", f"- {meta['load']}", "",
         *harness.md_table(head, table), "",
         *(f"- {k}: {'yes' if v else 'NO'}" for k, v in verdicts.items()),

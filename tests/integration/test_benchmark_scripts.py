@@ -237,14 +237,15 @@ def test_generation_benchmark_runs_every_way_of_asking_for_samples_against_its_f
     calls = {(r.variant, r.latency_ms): r.calls for r in runs}
     # with n: per prompt the answer and its samples in one call; without, one call per sample;
     # a server that ignores n: the call with n, then the missing sample asked for again
-    per_prompt = {generation.DEFAULTS: 2, generation.NO_N: 3, generation.ALONE: 2,
-                  generation.ALONE_NO_N: 3, generation.IGNORED: 3}  # fmt: skip
+    per_prompt = {generation.DEFAULTS: 2, generation.FIXED: 2, generation.NO_N: 3,
+                  generation.ALONE: 2, generation.ALONE_NO_N: 3, generation.IGNORED: 3}  # fmt: skip
     assert calls == {(v, lat): 3 * k for v, k in per_prompt.items() for lat in (200.0, 0.0)}
     assert all(r.text_mismatches == 0 and r.generation_s > 0 for r in runs)
     rows = generation.summarize(runs)
     at_200 = {r["variant"]: r for r in rows if r["latency_ms"] == 200.0}
     zero = {r["variant"]: r for r in rows if r["latency_ms"] == 0.0}
-    for variant, row in at_200.items():  # the floor: the 0 ms run's generation plus 0.2 s
+    for variant, row in at_200.items():  # the floor: the 0 ms run's generation plus 0.2 s a round
+        assert row["rounds"] == 1  # 2 samples: one round, whatever the sampling
         assert row["floor_s"] == pytest.approx(zero[variant]["generation_s"][0] + 0.2)
         assert row["of_floor"] == pytest.approx(row["generation_s"][0] / row["floor_s"])
         assert row["generation_s"][0] >= 0.2  # one round trip at least
