@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from uqlm_bert import BlackBoxUQ, ConfigurationError, UQResult
+from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ConfigurationError, UQResult
 from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
 
 ANSWERS = [
@@ -61,18 +61,24 @@ def test_paraphrases_score_clearly_above_and_unrelated_samples_clearly_below(def
 def test_the_default_threshold_is_the_default_scorers_only(default_uq):
     result = default_uq.score(ANSWERS, PARAPHRASES)
     assert result.threshold() == DEFAULT_THRESHOLD
-    assert result.metadata["default_thresholds"] == {"bert_score": DEFAULT_THRESHOLD}
+    assert result.metadata["thresholds"]["bert_score"]["answer"] == DEFAULT_THRESHOLD
     for other in (
         BlackBoxUQ(scorers=["rouge_l"], show_progress_bars=False),
-        BlackBoxUQ(num_layers=3, show_progress_bars=False),
-        BlackBoxUQ(idf=False, show_progress_bars=False),
+        BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=3), show_progress_bars=False),
+        BlackBoxUQ(bertscore=BERTScoreSettings(idf=False), show_progress_bars=False),
     ):
         scored = other.score(ANSWERS[:1], PARAPHRASES[:1])
-        with pytest.raises(ConfigurationError, match="has no default threshold"):
-            scored.flag()
-        assert scored.flag(0.5)["flagged"].tolist() == [False]  # an explicit one still works
+        with pytest.raises(ConfigurationError, match="no default threshold"):
+            scored.threshold()
+        with pytest.raises(ConfigurationError, match="no default threshold"):
+            scored.filter()
+        assert scored.flag()["flagged"].isna().all()  # no default: nothing is said
+        # an explicit one still works
+        assert scored.flag(threshold=0.5)["flagged"].tolist() == [False]
     # settings that change no number keep the default
-    same = BlackBoxUQ(batch_size=8, device="cpu", show_progress_bars=False)
+    same = BlackBoxUQ(
+        bertscore=BERTScoreSettings(batch_size=8, device="cpu"), show_progress_bars=False
+    )
     assert same.score(ANSWERS[:1], PARAPHRASES[:1]).threshold() == DEFAULT_THRESHOLD
 
 
