@@ -150,7 +150,7 @@ def _plain_error(error: Any) -> Any:
 
 
 def _failure(error: Any) -> Any:
-    if isinstance(error, dict):
+    if isinstance(error, dict) and "kind" in error:  # a failed call's fields
         from uqlm_bert.generation._records import CallFailure
 
         return CallFailure.from_dict(error)
