@@ -15,7 +15,7 @@ that failed transiently (timeouts, 5xx, rate limits) are tried again.
 
 While a run has the checkpoint open, it holds an operating-system lock on ``<path>.lock``: a
 second process (or a second run in this one) pointed at the same checkpoint is refused at once
-with :class:`~uqlm_bert.CheckpointError`, rather than repeating calls and mixing the
+with :class:`~uqlm_bert._exceptions.CheckpointError`, rather than repeating calls and mixing the
 two runs' answers.
 
 Example:
