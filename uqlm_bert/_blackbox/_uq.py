@@ -401,9 +401,9 @@ class BlackBoxUQ:
 
         Returns:
             The sentence table, one row per sentence: ``prompt_index`` (the response's
-            position), ``sentence_index``, ``start``, ``end``, ``sentence``, ``support``,
-            ``flagged`` (below the sentence threshold, for ``"support"`` at the default encoder
-            and layer; ``<NA>`` otherwise) and ``method``: the columns of
+            position), ``start``, ``end``, ``sentence``, ``support``, ``flagged`` (below the
+            sentence threshold, for ``"support"`` at the default encoder and layer; ``<NA>``
+            otherwise), ``sentence_index`` and ``method``: the columns of
             ``score(...).sentences()``.
 
         Example:
