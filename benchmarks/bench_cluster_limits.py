@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 
 from benchmarks import harness
-from uqlm_bert.distributed import start_local_ray
+from uqlm_bert.distributed._session import start_local_ray
 from uqlm_bert.generation._cluster_limits import ClusterLimits
 from uqlm_bert.generation._limiters import AdaptiveConcurrency, RateLimiter
 from uqlm_bert.generation._settings import GenerationSettings

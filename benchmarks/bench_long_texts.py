@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from uqlm_bert.bertscore._windows import split_in_windows
-    from uqlm_bert.scorers import build_scorer
+    from uqlm_bert.scorers._registry import build_scorer
 
     settings = {"dtype": args.dtype} if args.dtype else {}
     scorer = build_scorer("bert_score", device=args.device, **settings)

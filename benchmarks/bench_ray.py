@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import harness
-from uqlm_bert.distributed import score_file, start_local_ray
-from uqlm_bert.scorers import build_scorer
+from uqlm_bert.distributed import score_file
+from uqlm_bert.distributed._session import start_local_ray
+from uqlm_bert.scorers._registry import build_scorer
 
 #: The words of the pseudo-text: the harness's and some more.
 WORDS = [*harness.WORDS, *"museum orchestra parliament village province engineer company "

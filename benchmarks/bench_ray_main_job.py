@@ -81,7 +81,8 @@ async def scoring_alone(uq: Any, prompts: list[str], generation: Any) -> Any:
 def measure(args: Any) -> dict[str, Any]:
     """Every round's seconds and CPU seconds of (a), (b) and (c), (c)'s batches, the diffs."""
     from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.distributed import RayScoring, start_local_ray
+    from uqlm_bert.distributed import RayScoring
+    from uqlm_bert.distributed._session import start_local_ray
 
     passages = make_passages(args.prompts + 4 * args.workers, args.samples, args.seed)
     served = harness.make_prompts(passages, len(passages))  # one prompt per passage, as it is

@@ -25,7 +25,7 @@ from benchmarks.harness import Passage
 from uqlm_bert import BlackBoxUQ
 from uqlm_bert.evaluation import auroc, brier_score, expected_calibration_error
 from uqlm_bert.evaluation._calibration import ScoreCalibrator
-from uqlm_bert.scorers import build_scorer
+from uqlm_bert.scorers._registry import build_scorer
 
 METHODS = ("raw score", "base rate", "isotonic", "platt")
 MEASURES = ("mean_probability", "ece_uniform", "ece_quantile", "brier", "auroc")

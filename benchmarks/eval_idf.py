@@ -19,8 +19,9 @@ import pandas as pd
 from benchmarks import harness
 from benchmarks.eval_wikibio import N_SAMPLES, LayerSweep, _table, evaluate, idf_tables, subsets
 from benchmarks.harness import Passage
-from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
+from uqlm_bert.bertscore import BERTScorer
 from uqlm_bert.bertscore import _fixed_idf as fixed_idf
+from uqlm_bert.bertscore._idf import IdfWeights, idf_from_token_ids
 
 LAYER = 5
 F1 = 2  # index of F1 in the sweep's [P, R, F1] axis

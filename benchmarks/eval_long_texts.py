@@ -28,7 +28,7 @@ from uqlm_bert.bertscore._matching import greedy_match
 from uqlm_bert.bertscore._settings import SCORER_DEFAULTS
 from uqlm_bert.bertscore._windows import Frame, plan_windows, split_in_windows
 from uqlm_bert.evaluation import auroc
-from uqlm_bert.scorers import build_scorer
+from uqlm_bert.scorers._registry import build_scorer
 
 PEOPLE = 6  # passages per long answer
 KEPT = 3  # passages a corrupted copy keeps

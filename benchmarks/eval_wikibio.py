@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 
 from benchmarks import harness
 from benchmarks.harness import Passage
-from uqlm_bert.bertscore import BERTScorer, IdfWeights, idf_from_token_ids
+from uqlm_bert.bertscore import BERTScorer
+from uqlm_bert.bertscore._idf import IdfWeights, idf_from_token_ids
 from uqlm_bert.evaluation import auc_pr, pearson, spearman
 from uqlm_bert.scorers._cosine import CosineSimScorer
 from uqlm_bert.scorers._lexical import (

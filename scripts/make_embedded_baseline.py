@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from uqlm_bert.bertscore import EMBEDDED_MODEL_NAME, BERTScorer
+from uqlm_bert.bertscore import BERTScorer
 from uqlm_bert.bertscore._baseline import BASELINE_DIR
+from uqlm_bert.bertscore._known_models import EMBEDDED_MODEL_NAME
 
 NUM_PAIRS = 20_000
 SEED = 0

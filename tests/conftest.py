@@ -94,7 +94,7 @@ def local_ray(request):
     the namespace of its actors (``RAY_NAMESPACE``)."""
     ray = pytest.importorskip("ray")
     from tests.helpers import scorers
-    from uqlm_bert.distributed import start_local_ray
+    from uqlm_bert.distributed._session import start_local_ray
 
     assert not ray.is_initialized(), "another test left Ray running"
     start_local_ray(num_cpus=2, namespace=getattr(request.module, "RAY_NAMESPACE", None))

@@ -7,12 +7,16 @@ A change here is a change of the public API: make it on purpose, with the docs.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
+import re
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.helpers.source import parse_source
 
 PUBLIC = {
     "uqlm_bert": [
@@ -42,8 +46,6 @@ PUBLIC = {
         "__version__",
     ],
     "uqlm_bert.apps": [
-        "ENVIRONMENT",
-        "QuestionService",
         "ServeAppSettings",
         "build_serve_app",
         "create_asgi_app",
@@ -53,50 +55,13 @@ PUBLIC = {
     "uqlm_bert.bertscore": [
         "BERTScoreSettings",
         "BERTScorer",
-        "EMBEDDED_MODEL_NAME",
-        "IdfWeights",
-        "LANG_MODELS",
         "MODEL_LAYERS",
-        "SENTENCE_THRESHOLD",
-        "TokenSupport",
-        "WEAK_SUPPORT",
         "clear_model_cache",
         "compute_baseline",
-        "find_baseline",
-        "greedy_match",
-        "greedy_match_padded",
-        "idf_from_token_ids",
-        "load_encoder",
-        "load_tokenizer",
-        "read_baseline",
-        "rescale",
-        "resolve_device",
     ],
-    "uqlm_bert.cli": [
-        "EXIT_FAILED_ROWS",
-        "EXIT_OK",
-        "EXIT_USAGE",
-        "build_parser",
-        "main",
-    ],
-    "uqlm_bert.distributed": [
-        "DEFAULT_BATCH_SIZE",
-        "ERROR_COLUMN",
-        "PoolSettings",
-        "RayScoring",
-        "ScoreBatch",
-        "WorkerPlan",
-        "plan_workers",
-        "ray_rows_scorer",
-        "ray_session",
-        "score_dataset",
-        "score_file",
-        "start_local_ray",
-    ],
+    "uqlm_bert.cli": ["main"],
+    "uqlm_bert.distributed": ["RayScoring", "ScoreBatch", "score_dataset", "score_file"],
     "uqlm_bert.evaluation": [
-        "ReferenceEvaluation",
-        "ScoreCalibrator",
-        "ThresholdChoice",
         "accuracy_vs_fraction_kept",
         "auc_pr",
         "auroc",
@@ -106,65 +71,19 @@ PUBLIC = {
         "expected_calibration_error",
         "pearson",
         "prr",
-        "rankdata",
         "rejection_curve",
         "reliability_curve",
         "spearman",
     ],
-    "uqlm_bert.examples": [
-        "EXAMPLE_ANSWERS",
-        "QUESTIONS",
-        "is_correct",
-        "load_example_answers",
-        "load_questions",
-    ],
+    "uqlm_bert.examples": ["is_correct", "load_example_answers", "load_questions"],
     "uqlm_bert.generation": [
-        "AdaptiveConcurrency",
         "CallFailure",
-        "CallStats",
         "Checkpoint",
         "ClusterLimits",
-        "ErrorInfo",
-        "EventLoopThread",
-        "GenerationResult",
-        "GenerationSettings",
-        "LLMCaller",
-        "NUM_RESPONSES",
-        "RateLimiter",
-        "ResponseGenerator",
         "RetryPolicy",
-        "classify_exception",
-        "derive_llm",
         "forget_learned_limits",
-        "parse_retry_after",
     ],
-    "uqlm_bert.io": [
-        "ERROR_COLUMN",
-        "FORMATS",
-        "MAX_NESTING",
-        "RowCheck",
-        "RowProblem",
-        "RowScorer",
-        "ScoredTable",
-        "TEXT_SUFFIXES",
-        "Table",
-        "Texts",
-        "check_output_location",
-        "check_row",
-        "check_writable",
-        "load_prompts",
-        "load_table",
-        "load_texts",
-        "parse_samples",
-        "read_table",
-        "same_file",
-        "score_table_file",
-        "scoring_inputs",
-        "table_format",
-        "validate_rows",
-        "with_scores",
-        "write_table",
-    ],
+    "uqlm_bert.io": ["load_table", "score_table_file", "write_table"],
     "uqlm_bert.plots": [
         "plot_accuracy_vs_fraction_kept",
         "plot_confidence_histogram",
@@ -172,33 +91,47 @@ PUBLIC = {
         "plot_supports",
         "plot_threshold",
     ],
-    "uqlm_bert.results": [
-        "Answer",
-        "FailureGroup",
-        "Failures",
-        "UQResult",
-    ],
+    "uqlm_bert.results": ["Answer", "Failures", "UQResult"],
     "uqlm_bert.scorers": [
         "CosineSettings",
-        "DEFAULT_SCORERS",
-        "DEFAULT_THRESHOLD",
         "ExactMatchSettings",
         "PairwiseScorer",
         "Scorer",
-        "ScorerPlan",
-        "ScorerSpec",
         "available_scorers",
-        "build_scorer",
         "build_scorers",
-        "check_scorer_names",
-        "mean_by_group",
         "register_scorer",
-        "score_all",
-        "score_with_supports",
-        "scorer_settings",
-        "scorer_spec",
     ],
 }
+
+#: What only the package uses: never a public name, in any public module.
+INTERNALS = {
+    "LLMCaller",
+    "RateLimiter",
+    "EventLoopThread",
+    "greedy_match_padded",
+    "same_file",
+    "MAX_NESTING",
+    "ResponseGenerator",
+    "TokenSupport",
+    "ScorerPlan",
+    "check_row",
+}
+
+
+def test_the_public_names_are_few():
+    """What users call, across every public module; what only the package uses is private."""
+    names = [name for module in PUBLIC.values() for name in module]
+    assert len(names) <= 80, len(names)
+    assert not INTERNALS & set(names)
+
+
+def test_no_internal_name_resolves_on_a_public_module():
+    """A private name is not reachable from a face either (a face imports what it exports)."""
+    for module_name in PUBLIC:
+        module = importlib.import_module(module_name)
+        reachable = {n for n in INTERNALS if hasattr(module, n)}
+        assert not reachable, (module_name, reachable)
+
 
 #: Modules inside a subpackage that are public by name without being its face, and why.
 PUBLIC_BY_NAME = {
@@ -255,3 +188,65 @@ def test_every_module_but_the_faces_is_private_by_name():
     ]
     assert sorted(set(public_by_name) - set(PUBLIC)) == sorted(PUBLIC_BY_NAME)
     assert len(PUBLIC_BY_NAME) <= 3
+
+
+#: A dotted path through a private module (``uqlm_bert.evaluation._calibration``).
+PRIVATE_PATH = re.compile(r"uqlm_bert(?:\.\w+)*\._\w+")
+
+
+def _message_strings(path: Path) -> list[tuple[int, str]]:
+    """The string constants inside ``raise`` statements and ``warn_user``/``warn`` calls."""
+    found = []
+    for node in ast.walk(parse_source(path)):
+        is_warning = isinstance(node, ast.Call) and getattr(
+            node.func, "id", getattr(node.func, "attr", "")
+        ) in ("warn_user", "warn")
+        if isinstance(node, ast.Raise) or is_warning:
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    found.append((sub.lineno, sub.value))
+    return found
+
+
+def test_no_error_or_warning_text_names_a_private_path():
+    offenders = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: {text[:80]!r}"
+        for path in sorted((REPO_ROOT / "uqlm_bert").rglob("*.py"))
+        for line, text in _message_strings(path)
+        if PRIVATE_PATH.search(text)
+    ]
+    assert not offenders, offenders
+
+
+def _raised(call) -> BaseException:
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - whatever it raises is looked at
+        return exc
+    raise AssertionError("expected an error")
+
+
+def test_errors_users_meet_name_public_paths_and_public_types():
+    """Errors a user meets, as a traceback shows them: the type by its public name
+    (``uqlm_bert.ConfigurationError``) and a message with no private path."""
+    import traceback
+
+    import numpy as np
+
+    from uqlm_bert import BERTScoreSettings, BlackBoxUQ, UQResult
+    from uqlm_bert.evaluation import reliability_curve
+
+    hand_made = UQResult({"prompts": ["a"], "bert_score": [0.5]})
+    errors = [
+        _raised(lambda: BlackBoxUQ(dtype="float32")),
+        _raised(lambda: BERTScoreSettings(num_layer=3)),
+        _raised(lambda: hand_made.calibrate("isotonic")),
+        _raised(lambda: hand_made.filter()),
+        _raised(lambda: hand_made.words()),
+        _raised(lambda: hand_made.flag(threshold="high")),
+        _raised(lambda: reliability_curve(np.array([2.0, 0.5]), [1, 0])),
+    ]
+    for exc in errors:
+        shown = "".join(traceback.format_exception_only(type(exc), exc))
+        assert shown.startswith("uqlm_bert.") or shown.startswith("TypeError"), shown
+        assert not PRIVATE_PATH.search(shown), shown

@@ -293,7 +293,8 @@ import scipy.sparse, scipy.special, sympy  # transformers imports them on first 
 before = state()
 from uqlm_bert import BlackBoxUQ
 from uqlm_bert.cli import main
-from uqlm_bert.io import read_table, write_table
+from uqlm_bert.io import write_table
+from uqlm_bert.io._reading import read_table
 from uqlm_bert.plots import plot_confidence_histogram
 uq = BlackBoxUQ(scorers=['bert_score', 'rouge_l'], show_progress_bars=False)
 uq.score(['Paris is in France.'], [['Paris is a French city.', None]])

@@ -30,55 +30,19 @@ INT_ANNOTATION = re.compile(r"^int( \| (None|Sequence\[float\]))?( \| NotGiven)?
 NOT_GIVEN_BY_USERS = {
     # one answer of a result, as UQResult.answer() builds it
     "uqlm_bert.results._answers.Answer.prompt_index",
-    # token supports: built and read by the package (a pair's position, the samples counted)
-    "uqlm_bert.bertscore._token_support.TokenSupport.num_samples",
-    # the cluster limits' keeper and its client: sessions and counts the package's own client
-    # sends, and the numbers of a GenerationSettings checked when it was made
-    "uqlm_bert.evaluation._classification.ThresholdChoice.n_flagged",
-    "uqlm_bert.distributed._dataset.WorkerPlan.num_workers",
-    "uqlm_bert.generation._limiters.AdaptiveConcurrency.cap.maximum",
+    # the retry policy's and the checkpoint's own counters, passed by the generator
     "uqlm_bert.generation._backoff.RetryPolicy.delay.retry_index",
     "uqlm_bert.generation._checkpoint.Checkpoint.write.index",
     "uqlm_bert.generation._checkpoint.Checkpoint.write.slot",
     "uqlm_bert.generation._checkpoint.Checkpoint.write_stop.index",
     "uqlm_bert.generation._checkpoint.Checkpoint.write_stop.drawn",
-    "uqlm_bert.generation._records.GenerationResult.empty.num_responses",
-    "uqlm_bert.io._table.Table.location.row",
-    "uqlm_bert.io._rows.RowProblem.row",
-    "uqlm_bert.io._rows.RowProblem.line",
-    "uqlm_bert.scorers._base.mean_by_group.n_groups",
-    "uqlm_bert.results._failures.FailureGroup.count",
     *(
         f"uqlm_bert.results._failures.Failures.{name}"
         for name in ("responses", "samples", "prompts_with_failures", "failed_prompts")
     ),
-    *(
-        f"uqlm_bert.generation._records.CallStats.{name}"
-        for name in (
-            "attempts",
-            "succeeded",
-            "failed",
-            "retries",
-            "from_checkpoint",
-            "rate_limited",
-            "repaired_replies",
-            "max_in_flight",
-            "concurrency_peak",
-            "concurrency_final",
-            "concurrency_start",
-            "n_calls",
-            "choices_missing",
-            "samples_per_call",
-            "max_choices",
-        )
-    ),
-    # passed by the generator from its own counts
-    "uqlm_bert.generation._caller.LLMCaller.call.n",
-    "uqlm_bert.generation._caller.LLMCaller.choices_returned.asked",
-    "uqlm_bert.generation._caller.LLMCaller.choices_returned.got",
+    # a failed call, as the generator records it
     "uqlm_bert.generation._records.CallFailure.attempts",
     "uqlm_bert.generation._records.CallFailure.status_code",
-    "uqlm_bert.generation._error_kinds.ErrorInfo.status_code",
 }
 
 
@@ -191,7 +155,7 @@ def _plot(fn: str, **kwargs: Any) -> Any:
 
 
 def _plan(**kwargs: Any) -> Any:
-    from uqlm_bert.distributed import plan_workers
+    from uqlm_bert.distributed._dataset import plan_workers
 
     return plan_workers({"CPU": 4.0}, **kwargs)
 
@@ -217,7 +181,7 @@ def _failure_lines(value: Any) -> Any:
 
 
 def _pool(**kwargs: Any) -> Any:
-    from uqlm_bert.distributed import PoolSettings
+    from uqlm_bert.distributed._dataset import PoolSettings
 
     return PoolSettings(**kwargs)
 
@@ -235,7 +199,8 @@ def _score_batch(value: Any) -> Any:
 
 
 def _generator() -> Any:
-    from uqlm_bert.generation import GenerationSettings, ResponseGenerator
+    from uqlm_bert.generation._generator import ResponseGenerator
+    from uqlm_bert.generation._settings import GenerationSettings
 
     return ResponseGenerator(ScriptedChatModel(), GenerationSettings())
 
@@ -251,13 +216,14 @@ def _save_checkpoint(value: Any, tmp_path: Any) -> Any:
 
 
 def _limits(kind: str, **kwargs: Any) -> Any:
-    from uqlm_bert import generation
+    from uqlm_bert.generation import _limiters
 
-    return getattr(generation, kind)(**kwargs)
+    return getattr(_limiters, kind)(**kwargs)
 
 
 def _caller(value: Any, **kwargs: Any) -> Any:
-    from uqlm_bert.generation import GenerationSettings, LLMCaller
+    from uqlm_bert.generation._caller import LLMCaller
+    from uqlm_bert.generation._settings import GenerationSettings
 
     return LLMCaller(ScriptedChatModel(), GenerationSettings(), total_calls=value, **kwargs)
 
@@ -272,7 +238,7 @@ def _baseline(**kwargs: Any) -> Any:
 def _read_baseline(value: Any) -> Any:
     import io
 
-    from uqlm_bert.bertscore import read_baseline
+    from uqlm_bert.bertscore._baseline import read_baseline
 
     return read_baseline(io.StringIO("LAYER,P,R,F\n0,0.5,0.4,0.45\n1,0.8,0.7,0.75\n"), value)
 
@@ -329,7 +295,7 @@ def _question_service(value: Any) -> Any:
     from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
 
     from uqlm_bert import BlackBoxUQ
-    from uqlm_bert.apps import QuestionService
+    from uqlm_bert.apps._asgi import QuestionService
 
     uq = BlackBoxUQ(ParrotFakeChatModel(), scorers=["exact_match"], show_progress_bars=False)
     return QuestionService(uq, num_responses=value)
@@ -504,7 +470,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
             ("_result.UQResult", "answer"),
             ("_plotting.ResultPlots", "plot_supports"),
         )
-        for name in ("prompt_index", "position")
+        for name in ("prompt_index",)
     },
     "uqlm_bert.apps._asgi.QuestionService.num_responses": lambda v, _: _question_service(v),
     **{

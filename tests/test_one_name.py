@@ -1,9 +1,9 @@
 """One idea, one name: where the answers are unsupported is "support" (a word's or a sentence's),
 listed by ``words()`` and ``sentences()``, serialised as ``words``, kept by
-``ScoringSettings(supports=...)``; the names of earlier releases (``token_supports=``,
-``supports()``, the ``word_supports`` column, the ``spans`` field and option, ``response_index``,
-``SentenceUQResult``) are gone from every public surface but the deprecation notes that name them
-as earlier spellings."""
+``ScoringSettings(supports=...)``. The package was never released under other names, so none
+of the names it had while it was written (``token_supports=``, ``supports()``, the
+``word_supports`` column, the ``spans`` field and option, ``response_index``,
+``SentenceUQResult``) is on any page, in the command's help or in the public API."""
 
 from __future__ import annotations
 
@@ -19,26 +19,16 @@ OLD = re.compile(
     r"token_supports|word_supports|answer_spans|SentenceUQResult|(?<!best_)response_index|--spans|"
     r"\"spans\"|\.supports\(\)|SPANS_COLUMN"
 )
-#: A paragraph may name an earlier spelling where it says it is one.
-EARLIER = re.compile(r"\bearlier\b", re.IGNORECASE)
-PAGES = sorted(
-    p
-    for p in [REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md")]
-    if p.name != "migration.md"  # the table of old spellings and their new ones
-)
+PAGES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md")])
 
 
 def _stale_paragraphs(text: str) -> list[str]:
-    return [
-        para.strip()[:120]
-        for para in re.split(r"\n\s*\n", text)
-        if OLD.search(para) and not EARLIER.search(para)
-    ]
+    return [para.strip()[:120] for para in re.split(r"\n\s*\n", text) if OLD.search(para)]
 
 
-def test_the_rule_finds_an_old_name_and_lets_a_deprecation_note_name_it():
+def test_the_rule_finds_an_old_name():
     assert _stale_paragraphs("Call `result.supports()` for the words.")
-    assert not _stale_paragraphs("`--spans`, the earlier name of `--words`, still works.")
+    assert _stale_paragraphs("`--spans`, the earlier name of `--words`, still works.")
     assert not _stale_paragraphs("Call `result.words()` for the words.")
 
 
@@ -48,7 +38,7 @@ def test_the_pages_use_one_name(page):
 
 
 def test_the_command_s_help_uses_one_name():
-    from uqlm_bert.cli import build_parser
+    from uqlm_bert.cli._parser import build_parser
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices
@@ -68,7 +58,4 @@ def test_the_public_api_uses_one_name():
 
     public = [n for n in dir(UQResult) if not n.startswith("_")]
     assert {"words", "sentences", "refine", "answer"} <= set(public)
-    # the one earlier name kept, for now, says what it became
-    assert "now UQResult.words()" in (UQResult.supports.__doc__ or "") or "use :meth:`words`" in (
-        UQResult.supports.__doc__ or ""
-    )
+    assert "supports" not in public

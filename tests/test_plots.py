@@ -373,19 +373,19 @@ def test_result_helpers_plot_the_chosen_scorer():
     assert ax.lines[0].get_ydata().tolist() == pytest.approx(accuracies)
     assert _legend_texts(ax)[0] == "keep by bert_score"
 
-    ax = result.plot_threshold(0.6, labels=LABELS)
+    ax = result.plot_threshold(threshold=0.6, labels=LABELS)
     assert ax.get_ylabel() == "bert_score"
-    n_flagged = int(result.flag(0.6)["flagged"].sum())
+    n_flagged = int(result.flag(threshold=0.6)["flagged"].sum())
     assert ax.get_title() == f"threshold 0.6: {n_flagged} of {N} flagged"
     _png(ax)
 
 
 def test_result_helpers_on_a_filtered_result_and_bad_scorer():
-    kept = _result().filter(0.6)
+    kept = _result().filter(threshold=0.6)
     ax = kept.plot_histogram(bins=4)
     assert sum(_heights(ax.patches)) == int((CONF >= 0.6).sum())
     with pytest.raises(InputValidationError, match="no scores for scorer 'cosine'"):
-        kept.plot_threshold(0.5, scorer="cosine")
+        kept.plot_threshold(threshold=0.5, scorer="cosine")
     with pytest.raises(InputValidationError, match="one label per answer"):
         kept.plot_histogram(labels=LABELS)
 

@@ -36,7 +36,7 @@ def _assert_here(caught):
 
 
 def test_repaired_text_in_a_text_scorer_points_at_the_call():
-    from uqlm_bert.scorers import build_scorer
+    from uqlm_bert.scorers._registry import build_scorer
 
     scorer = build_scorer("rouge_l")
     _assert_here(_caught(lambda: scorer.score(["a \ud800 b"], [["a b"]])))
@@ -109,3 +109,15 @@ def test_a_coroutine_run_by_asyncio_run_warns_at_the_asyncio_run_line():
     caught = _caught(lambda: asyncio.run(uq.generate_and_score(["Capital?"], num_responses=2)))
     _assert_here(caught)
     assert "3 LLM repl(ies)" in str(caught[0].message)
+
+
+def test_no_warning_keeps_an_earlier_spelling_alive():
+    """The package was never released: an earlier spelling of its own is removed, not kept with
+    a ``FutureWarning`` (nor a module of moved paths or arguments)."""
+    assert not list(PACKAGE.rglob("_moved*"))
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(parse_source(path)):
+            if isinstance(node, ast.Name) and node.id in ("FutureWarning", "DeprecationWarning"):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not offenders, offenders

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from uqlm_bert import _exceptions, _moved
+from uqlm_bert import _exceptions
 from uqlm_bert._exceptions import *  # noqa: F403 - every error class is public here
 from uqlm_bert._lazy import lazy_exports
 
@@ -28,14 +28,13 @@ if TYPE_CHECKING:
     from uqlm_bert._blackbox import BlackBoxUQ, ScoringSettings
     from uqlm_bert._local_llm import LocalLLM
     from uqlm_bert.bertscore import BERTScorer, BERTScoreSettings
-    from uqlm_bert.evaluation import ScoreCalibrator
+    from uqlm_bert.evaluation._calibration import ScoreCalibrator
     from uqlm_bert.generation._settings import GenerationSettings
     from uqlm_bert.results import UQResult
 
 __version__ = "0.1.0"
 
 logging.getLogger("uqlm_bert").addHandler(logging.NullHandler())
-_moved.install()  # the module paths of earlier releases, with a FutureWarning
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -46,7 +45,7 @@ __getattr__, __dir__ = lazy_exports(
         "BERTScoreSettings": "uqlm_bert.bertscore._settings",
         "GenerationSettings": "uqlm_bert.generation._settings",
         "ScoringSettings": "uqlm_bert._blackbox",
-        "ScoreCalibrator": "uqlm_bert.evaluation",
+        "ScoreCalibrator": "uqlm_bert.evaluation._calibration",
         "LocalLLM": "uqlm_bert._local_llm",
     },
 )

@@ -11,11 +11,11 @@ Example:
     >>> check_int("max_retries", True, 0)
     Traceback (most recent call last):
     ...
-    uqlm_bert._exceptions.ConfigurationError: max_retries must be an int >= 0, got True
+    uqlm_bert.ConfigurationError: max_retries must be an int >= 0, got True
     >>> check_names({"num_layer": 2}, ["num_layers", "idf"], "BERTScore setting")
     Traceback (most recent call last):
     ...
-    uqlm_bert._exceptions.ConfigurationError: unknown BERTScore setting 'num_layer' (did you mean 'num_layers'?); accepted: idf, num_layers
+    uqlm_bert.ConfigurationError: unknown BERTScore setting 'num_layer' (did you mean 'num_layers'?); accepted: idf, num_layers
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def check_int(
         >>> check_int("batch_size", 0, 1)
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: batch_size must be an int >= 1, got 0
+        uqlm_bert.ConfigurationError: batch_size must be an int >= 1, got 0
         >>> import numpy as np
         >>> check_int("n_bins", np.int64(4), 1, numpy_ok=True)
         4
@@ -159,7 +159,7 @@ def check_number(
         >>> check_number("request_timeout", -1, strict=True)
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: request_timeout must be a number > 0, got -1
+        uqlm_bert.ConfigurationError: request_timeout must be a number > 0, got -1
     """
     if value is None and none_ok:
         return None

@@ -5,7 +5,7 @@ library raises on purpose. Errors about the caller's input also derive from :cla
 (or :class:`TypeError`), so code written against ``bert_score`` or ``uqlm`` keeps working.
 
 Example:
-    >>> from uqlm_bert._exceptions import InputValidationError, UQLMBertError
+    >>> from uqlm_bert import InputValidationError, UQLMBertError
     >>> issubclass(InputValidationError, UQLMBertError), issubclass(InputValidationError, ValueError)
     (True, True)
 """
@@ -100,3 +100,9 @@ class LocalServerError(UQLMBertError):
 
 class NotFittedError(UQLMBertError, ValueError):
     """A model that learns from data (a calibrator) was used before it was fitted or loaded."""
+
+
+# Every error is imported from ``uqlm_bert``, and a traceback names it so (as httpx's do).
+for _name in __all__:
+    globals()[_name].__module__ = "uqlm_bert"
+del _name

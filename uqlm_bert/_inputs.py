@@ -20,7 +20,7 @@ missing value follows ``nan_policy``:
 * ``"omit"`` (the default): an item whose score or label is NaN (or ``None``) is dropped, with a
   :class:`UserWarning` that says how many were dropped and where. Scorers give NaN where a prompt
   had no samples to score against, so this keeps an evaluation running.
-* ``"raise"``: a NaN raises :class:`~uqlm_bert._exceptions.InputValidationError` naming its index.
+* ``"raise"``: a NaN raises :class:`~uqlm_bert.InputValidationError` naming its index.
 
 Infinite values are always an error: no metric can rank or average them meaningfully. The
 checks of single parameter values (counts, numbers, setting names) are in
@@ -518,7 +518,7 @@ def check_not_constant(values: np.ndarray, name: str) -> None:
         >>> check_not_constant(np.array([0.5, 0.5]), "scores")
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.InputValidationError: scores are all equal (0.5) over 2 items; the metric is undefined for a constant input
+        uqlm_bert.InputValidationError: scores are all equal (0.5) over 2 items; the metric is undefined for a constant input
     """
     if values.size and (values == values[0]).all():
         raise InputValidationError(

@@ -9,14 +9,9 @@ warning goes through :func:`warn_user`, which points at the first frame outside 
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import sys
 import warnings
-from collections.abc import Callable
-from typing import Any, TypeVar
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # a coroutine run by ``asyncio.run(uq.generate_and_score(...))`` is resumed by the event loop,
@@ -51,49 +46,3 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     if frame is None:  # called from nothing but package frames (a worker thread): the caller
         level = 2
     warnings.warn(message, category, stacklevel=level)
-
-
-def options_by_keyword(positional: int, *names: str) -> Callable[[F], F]:
-    """A decorator for a function whose options became keyword-only: the function takes
-    ``positional`` arguments by position (``self`` counted); more given by position are taken as
-    the options ``names``, in order, as earlier releases took them, with a ``FutureWarning`` that
-    names the keyword to use.
-
-    Example:
-        >>> import warnings
-        >>> @options_by_keyword(1, "ax")
-        ... def plot(values, *, ax=None):
-        ...     return ax
-        >>> with warnings.catch_warnings(record=True) as caught:
-        ...     warnings.simplefilter("always")
-        ...     plot([1], "axes")
-        'axes'
-        >>> str(caught[0].message)
-        'plot(..., ax) by position is deprecated: pass ax=... by keyword'
-    """
-
-    def decorate(function: F) -> F:
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            extra = args[positional:]
-            if extra:
-                if len(extra) > len(names):
-                    raise TypeError(
-                        f"{function.__name__}() takes {positional} positional argument(s) but "
-                        f"{len(args)} were given"
-                    )
-                given = names[: len(extra)]
-                twice = [n for n in given if n in kwargs]
-                if twice:
-                    raise TypeError(f"{function.__name__}() got {twice[0]!r} twice")
-                warn_user(
-                    f"{function.__name__.lstrip('_')}(..., {', '.join(given)}) by position is "
-                    f"deprecated: pass {'=..., '.join(given)}=... by keyword",
-                    FutureWarning,
-                )
-                kwargs.update(zip(given, extra, strict=True))
-            return function(*args[:positional], **kwargs)
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate

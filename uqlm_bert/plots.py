@@ -18,7 +18,7 @@ and returning it:
 ==========================================  ====================================================
 
 :class:`~uqlm_bert.UQResult` has the same plots as methods (``result.plot_histogram()``,
-``result.plot_accuracy_vs_fraction_kept(correct)``, ``result.plot_threshold(0.7)``,
+``result.plot_accuracy_vs_fraction_kept(correct)``, ``result.plot_threshold(threshold=0.7)``,
 ``result.plot_supports(0)``); their options are keyword-only, ``ax=`` among them.
 
 Labels follow :mod:`uqlm_bert.evaluation`: 1 (or ``True``) for a correct answer, 0 for an
@@ -56,7 +56,6 @@ import numpy as np
 from uqlm_bert._checks import check_int
 from uqlm_bert._exceptions import ConfigurationError, InputValidationError
 from uqlm_bert._inputs import float_vector, paired_arrays
-from uqlm_bert._warn import options_by_keyword
 from uqlm_bert.bertscore._token_support import is_weak
 
 if TYPE_CHECKING:
@@ -81,7 +80,6 @@ NEUTRAL_COLOR = "#4c72b0"
 THRESHOLD_COLOR = "#264653"
 
 
-@options_by_keyword(2, "ax")
 def plot_confidence_histogram(
     confidence: ArrayLike,
     labels: ArrayLike | None = None,
@@ -157,7 +155,6 @@ def plot_confidence_histogram(
     return ax
 
 
-@options_by_keyword(2, "ax")
 def plot_accuracy_vs_fraction_kept(
     confidence: ArrayLike,
     correct: ArrayLike,
@@ -252,7 +249,6 @@ def plot_accuracy_vs_fraction_kept(
     return ax
 
 
-@options_by_keyword(2, "labels", "ax")
 def plot_threshold(
     confidence: ArrayLike,
     threshold: float,
@@ -339,7 +335,6 @@ def plot_threshold(
     return ax
 
 
-@options_by_keyword(2, "ax")
 def plot_reliability_diagram(
     probabilities: ArrayLike,
     labels: ArrayLike,
@@ -358,7 +353,7 @@ def plot_reliability_diagram(
     bin's share of the answers: a point over a thin bar rests on few answers. The title gives
     the expected calibration error and the Brier score (:mod:`uqlm_bert.evaluation`).
 
-    Use it on probabilities, such as a :class:`~uqlm_bert.evaluation._calibration.ScoreCalibrator`'s
+    Use it on probabilities, such as a :class:`~uqlm_bert.ScoreCalibrator`'s
     predictions on held-out answers; a raw confidence can be drawn too, to see how far its
     values are from probabilities.
 
@@ -435,7 +430,6 @@ def plot_reliability_diagram(
     return ax
 
 
-@options_by_keyword(2, "ax")
 def plot_supports(
     words: Any, threshold: float, *, ax: Axes | None = None, max_words: int = 80
 ) -> Axes:

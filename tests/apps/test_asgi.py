@@ -282,9 +282,8 @@ async def test_the_app_from_the_environment(monkeypatch):
 async def test_asked_for_words_a_reply_says_where_its_answer_is_unsupported():
     """``"words": true`` adds each counted word of the answer with its offsets and support, the
     same as the result's own word table; ``"refine": true`` the answer without its unsupported
-    sentences; without them the reply has neither. ``"spans"``, the earlier name of
-    ``"words"``, still works and says so."""
-    from uqlm_bert.bertscore import WEAK_SUPPORT
+    sentences; without them the reply has neither."""
+    from uqlm_bert.bertscore._token_support import WEAK_SUPPORT
 
     questions = ["Who wrote <Solaris>?", "Capital & river of Peru?"]
     with FakeOpenAIServer() as server:
@@ -300,9 +299,7 @@ async def test_asked_for_words_a_reply_says_where_its_answer_is_unsupported():
                 60,
             )
             plain = await client.post("/ask", json={"question": questions[0]})
-            old = await client.post("/ask", json={"question": questions[0], "spans": True})
-    assert not {"words", "spans", "refined_answer"} & set(plain.json())
-    assert old.json()["warnings"] == ['"spans" is now "words"'] and "words" in old.json()
+    assert not {"words", "refined_answer", "warnings"} & set(plain.json())
     for q, reply in zip(questions, asked, strict=True):
         body = reply.json()
         assert reply.status_code == 200 and body["question"] == q
@@ -328,7 +325,7 @@ async def test_the_command_and_the_app_serialise_an_answer_s_words_alike(tmp_pat
     """One serialised form of word supports: for the same question, answered and sampled by the
     same server, the command's ``words`` column and the app's ``"words"`` are the same."""
     from uqlm_bert.cli import main
-    from uqlm_bert.io import read_table
+    from uqlm_bert.io._reading import read_table
 
     question = "Capital & river of Peru?"
     monkeypatch.setenv("UQLM_BERT_TEST_KEY", "test-key")

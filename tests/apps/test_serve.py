@@ -34,8 +34,8 @@ from uqlm_bert.apps._serve import (  # noqa: E402
     request_pairs,
     serve_app_builder,
 )
-from uqlm_bert.scorers import build_scorer  # noqa: E402
 from uqlm_bert.scorers._base import Pairs  # noqa: E402
+from uqlm_bert.scorers._registry import build_scorer  # noqa: E402
 
 ANSWER = "Paris is the capital of France."
 #: the dtype's bound on how far a confidence moves with the company it is scored in

@@ -61,7 +61,9 @@ def test_results_say_which_dtype_ran():
     expected = str(auto_dtype(torch.device("cpu"))).removeprefix("torch.")
     assert result.metadata["model_dtypes"] == {"bert_score": expected, "cosine_sim": expected}
     exact = BlackBoxUQ(
-        scorers=["bert_score"], dtype="float32", device="cpu", show_progress_bars=False
+        scorers=["bert_score"],
+        bertscore=BERTScoreSettings(dtype="float32", device="cpu"),
+        show_progress_bars=False,
     )
     result = exact.score(["Paris is in France."], [["France's capital is Paris."]])
     assert result.metadata["model_dtypes"] == {"bert_score": "float32"}
@@ -129,7 +131,11 @@ def test_default_confidences_on_the_dev_passages_stay_within_2e3_of_float32(dev_
     responses = [p["response"] for p in dev_passages]
     samples = [p["sampled_responses"][:5] for p in dev_passages]
     default = BlackBoxUQ(scorers=["bert_score"], show_progress_bars=False)
-    exact = BlackBoxUQ(scorers=["bert_score"], dtype="float32", show_progress_bars=False)
+    exact = BlackBoxUQ(
+        scorers=["bert_score"],
+        bertscore=BERTScoreSettings(dtype="float32"),
+        show_progress_bars=False,
+    )
     conf = np.asarray(default.score(responses, samples).to_df()["bert_score"])
     conf32 = np.asarray(exact.score(responses, samples).to_df()["bert_score"])
     assert np.abs(conf - conf32).max() <= 2e-3

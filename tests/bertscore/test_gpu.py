@@ -25,7 +25,7 @@ from tests.bertscore.test_parity import (  # noqa: F401 - baseline_file is a fix
 )
 from tests.helpers.devices import CUDA_ONLY
 from tests.helpers.texts import LONG, SHORT, passage
-from uqlm_bert import BERTScorer, BlackBoxUQ, DeviceOutOfMemoryError
+from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ, DeviceOutOfMemoryError
 from uqlm_bert.bertscore._encoder import Encoder
 
 pytestmark = CUDA_ONLY
@@ -179,7 +179,9 @@ async def test_generate_and_score_on_cuda_against_a_loopback_server():
     df = result.to_df()
     assert list(df["response"]) == [answer(p, 0.0) for p in prompts]
     exact = BlackBoxUQ(
-        scorers=["bert_score"], device="cpu", dtype="float32", show_progress_bars=False
+        scorers=["bert_score"],
+        bertscore=BERTScoreSettings(device="cpu", dtype="float32"),
+        show_progress_bars=False,
     )
     expected = exact.score(list(df["response"]), [list(s) for s in df["sampled_responses"]])
     got = np.asarray(df["bert_score"], dtype=float)

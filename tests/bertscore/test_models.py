@@ -13,7 +13,8 @@ from tests.helpers.spies import spy
 from tests.helpers.texts import LONG, SHORT
 from tests.helpers.tiny_models import build_tiny_roberta
 from uqlm_bert import BERTScorer, ConfigurationError, ModelLoadError
-from uqlm_bert.bertscore import MODEL_LAYERS, compute_baseline, read_baseline
+from uqlm_bert.bertscore import MODEL_LAYERS, compute_baseline
+from uqlm_bert.bertscore._baseline import read_baseline
 from uqlm_bert.bertscore._loading import resolve_device
 from uqlm_bert.bertscore._settings import BERTScoreSettings
 
@@ -267,7 +268,8 @@ def test_a_big_bfloat16_batch_gives_the_same_states_on_rounded_rows(embedded_mod
 def test_embedded_model_by_path_is_the_embedded_model(embedded_model_path, tiny_bert):
     """Naming the embedded model by its directory gives the same model, layer and baseline as
     model_type=None, whichever is loaded first; other models never share its cache entry."""
-    from uqlm_bert.bertscore import EMBEDDED_MODEL_NAME, clear_model_cache
+    from uqlm_bert.bertscore import clear_model_cache
+    from uqlm_bert.bertscore._known_models import EMBEDDED_MODEL_NAME
 
     clear_model_cache()
     by_path = BERTScorer(model_type=embedded_model_path, show_progress_bars=False)
@@ -288,7 +290,7 @@ def test_clearing_the_cache_frees_a_model_nothing_else_holds():
     import weakref
 
     from uqlm_bert.bertscore import clear_model_cache
-    from uqlm_bert.scorers import build_scorer
+    from uqlm_bert.scorers._registry import build_scorer
 
     clear_model_cache()
     scorer = build_scorer("bert_score", num_layers=2, device="cpu")
@@ -306,7 +308,8 @@ def test_clearing_the_cache_frees_a_model_nothing_else_holds():
 def test_scoring_keeps_no_reference_to_the_texts():
     import sys
 
-    from uqlm_bert.scorers import build_scorers, score_all
+    from uqlm_bert.scorers import build_scorers
+    from uqlm_bert.scorers._base import score_all
 
     scorers = build_scorers(["bert_score", "bert_score_precision", "rouge_l"])
     text = "A text no other test uses: " + "x" * 50
@@ -355,7 +358,7 @@ def test_compute_baseline_loads_the_model_once_for_every_layer(tmp_path, tiny_be
 def test_idf_over_a_run_for_ray_needs_only_the_tokenizer(monkeypatch):
     from uqlm_bert.bertscore import _loading as models
     from uqlm_bert.distributed._files import _run_wide_idf
-    from uqlm_bert.scorers import scorer_settings
+    from uqlm_bert.scorers._registry import scorer_settings
 
     def no_weights(*args, **kwargs):
         raise AssertionError("the model's weights were loaded")

@@ -16,7 +16,13 @@ import torch
 
 from tests.helpers.texts import SHORT
 from tests.helpers.tiny_models import build_tiny_mpnet
-from uqlm_bert import BERTScorer, BlackBoxUQ, ModelLoadError, ModelUnavailableError
+from uqlm_bert import (
+    BERTScorer,
+    BERTScoreSettings,
+    BlackBoxUQ,
+    ModelLoadError,
+    ModelUnavailableError,
+)
 from uqlm_bert.bertscore import _fixed_idf as fixed_idf
 from uqlm_bert.bertscore._known_models import (
     ACCURATE_MODEL_NAME,
@@ -27,7 +33,7 @@ from uqlm_bert.bertscore._known_models import (
 from uqlm_bert.bertscore._presets import PRESETS, cached_copy, preset_location
 from uqlm_bert.bertscore._resolve import resolve_model
 from uqlm_bert.cli import main
-from uqlm_bert.scorers import build_scorer
+from uqlm_bert.scorers._registry import build_scorer
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
@@ -94,7 +100,9 @@ def test_offline_without_a_copy_the_accurate_preset_says_how_to_provide_one(hub_
     for make in (
         lambda: BERTScorer(model_type="accurate"),
         lambda: build_scorer("bert_score", model_type="accurate"),
-        lambda: BlackBoxUQ(scorers=["bert_score"], model_type="accurate"),
+        lambda: BlackBoxUQ(
+            scorers=["bert_score"], bertscore=BERTScoreSettings(model_type="accurate")
+        ),
     ):
         with pytest.raises(ModelUnavailableError) as caught:
             make()
@@ -189,14 +197,20 @@ def test_black_box_uq_at_the_accurate_preset(accurate_model_dir, hub_cache, monk
     scorers' dtype; the same numbers as the model named by its directory."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     _put_in_cache(hub_cache, ACCURATE_MODEL_NAME, Path(accurate_model_dir))
-    uq = BlackBoxUQ(scorers=["bert_score"], model_type="accurate", show_progress_bars=False)
+    uq = BlackBoxUQ(
+        scorers=["bert_score"],
+        bertscore=BERTScoreSettings(model_type="accurate"),
+        show_progress_bars=False,
+    )
     engine = uq.scorers[0].engine
     assert (engine.model_type, engine.num_layers) == (ACCURATE_MODEL_NAME, 11)
     assert engine.settings.idf == "auto" and engine.settings.dtype == "auto"
     _, shipped = fixed_idf.read_token_table(fixed_idf.ACCURATE_TABLE)
     assert engine._idf_weights == shipped
     by_path = BlackBoxUQ(
-        scorers=["bert_score"], model_type=accurate_model_dir, show_progress_bars=False
+        scorers=["bert_score"],
+        bertscore=BERTScoreSettings(model_type=accurate_model_dir),
+        show_progress_bars=False,
     )
     responses, samples = SHORT[:3], [SHORT[3:6], SHORT[6:9], SHORT[9:12]]
     got = uq.score(responses, samples).data["bert_score"]

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import inspect
 import json
-import warnings
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ, ConfigurationError
+from uqlm_bert import (
+    BERTScorer,
+    BERTScoreSettings,
+    BlackBoxUQ,
+    ConfigurationError,
+    ScoringSettings,
+)
 from uqlm_bert.bertscore import _engine as engine
 from uqlm_bert.bertscore import _layer_truncation as layer_stack
 from uqlm_bert.bertscore import _loading as models
@@ -77,10 +82,6 @@ def _cli(tmp_path, capsys, num_layers: str) -> tuple[int, str]:
 
 def _engine_of(entry: str, tmp_path, capsys):
     """Build the ``bert_score`` engine at layer LAYER through ``entry``; the CLI also scores."""
-    if entry == "BlackBoxUQ":  # the flat spelling of earlier releases, still working
-        with pytest.warns(FutureWarning, match="num_layers"):
-            uq = BlackBoxUQ(num_layers=LAYER, show_progress_bars=False)
-        return uq.scorers[0].engine
     if entry == "BlackBoxUQ(bertscore=...)":
         settings = BERTScoreSettings.for_scorers(num_layers=LAYER)
         return BlackBoxUQ(bertscore=settings, show_progress_bars=False).scorers[0].engine
@@ -92,7 +93,7 @@ def _engine_of(entry: str, tmp_path, capsys):
     return None
 
 
-@pytest.mark.parametrize("entry", ["BlackBoxUQ", "BlackBoxUQ(bertscore=...)", "BERTScorer", "CLI"])
+@pytest.mark.parametrize("entry", ["BlackBoxUQ(bertscore=...)", "BERTScorer", "CLI"])
 def test_one_settings_object_travels_from_the_entry_point_to_the_loaded_model(
     entry, tmp_path, capsys, monkeypatch
 ):
@@ -146,7 +147,7 @@ def test_a_bad_layer_fails_with_one_message_from_every_entry(value, message, tmp
 
 
 def test_a_bool_is_not_a_layer():
-    for build in (BlackBoxUQ, BERTScorer, BERTScoreSettings):
+    for build in (BERTScorer, BERTScoreSettings):
         with pytest.raises(
             ConfigurationError, match="num_layers must be an int >= 0 or None, got True"
         ):
@@ -159,9 +160,7 @@ def test_settings_given_whole_reach_the_engine_as_given():
     assert uq.bertscore_settings is settings
     assert BERTScorer.from_settings(settings).settings is settings
     with pytest.raises(
-        ConfigurationError,
-        match=r"either as bertscore=BERTScoreSettings\(\.\.\.\) or as separate arguments, not "
-        r"both \(given beside it: num_layers\)",
+        ConfigurationError, match=r"bertscore=BERTScoreSettings\(num_layers=\.\.\.\)"
     ):
         BlackBoxUQ(bertscore=settings, num_layers=2)
     with pytest.raises(ConfigurationError, match="bertscore must be a BERTScoreSettings, got dict"):
@@ -234,25 +233,21 @@ def test_every_bertscorer_parameter_is_a_setting_and_reaches_it(loads):
 
 def test_every_bertscore_setting_reaches_blackboxuq_s_engine(loads):
     """Every BERTScore setting reaches the engine through bertscore=; device and max_length,
-    uqlm's arguments, also flat; the flat spellings of earlier releases still do too."""
-    from uqlm_bert._blackbox._moved_arguments import MOVED
-
+    uqlm's arguments, also flat; any other given flat is refused with its place."""
     fields = set(BERTScoreSettings.accepted())
     own = _parameters(BlackBoxUQ.__init__) & fields
     assert own == {"device", "max_length"}
-    assert fields - own - BLACKBOX_THROUGH_SCORER_KWARGS == {
-        name for name, (group, _) in MOVED.items() if group == "bertscore"
-    }
     for name, (value, canonical) in GIVEN.items():
         extra = {"idf": True} if name == "idf_sents" else {}
         given = {name: value, **extra}
         uq = BlackBoxUQ(bertscore=BERTScoreSettings(**given), show_progress_bars=False)
         assert getattr(uq.bertscore_settings, name) == canonical, name
-        if name in own or name in MOVED:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)
-                uq = BlackBoxUQ(**given, show_progress_bars=False)
+        if name in own:
+            uq = BlackBoxUQ(**given, show_progress_bars=False)
             assert getattr(uq.bertscore_settings, name) == canonical, name
+        else:
+            with pytest.raises(ConfigurationError, match=rf"BERTScoreSettings\({name}="):
+                BlackBoxUQ(**given, show_progress_bars=False)
 
 
 def test_every_bertscore_option_of_the_command_is_a_setting_and_reaches_it():
@@ -283,15 +278,18 @@ def test_every_bertscore_option_of_the_command_is_a_setting_and_reaches_it():
 
 def test_unset_settings_take_the_defaults_of_whoever_scores(loads):
     from uqlm_bert.bertscore._settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
-    from uqlm_bert.scorers import build_scorers, scorer_settings
+    from uqlm_bert.scorers import build_scorers
     from uqlm_bert.scorers._bertscore import BERTScoreConsistency
+    from uqlm_bert.scorers._registry import scorer_settings
 
     given = BERTScoreSettings(num_layers=LAYER)
     scorer_view = SCORER_DEFAULTS.replace(num_layers=LAYER)
     engine_view = ENGINE_DEFAULTS.replace(num_layers=LAYER)
     # a scorer, whichever way the settings come
     for settings in (
-        BlackBoxUQ(num_layers=LAYER, show_progress_bars=False).bertscore_settings,
+        BlackBoxUQ(
+            bertscore=BERTScoreSettings(num_layers=LAYER), show_progress_bars=False
+        ).bertscore_settings,
         BlackBoxUQ(bertscore=given, show_progress_bars=False).bertscore_settings,
         build_scorers(["bert_score"], num_layers=LAYER)[0].engine.settings,
         build_scorers(["bert_score"], bertscore=given)[0].engine.settings,
@@ -328,13 +326,18 @@ def test_the_command_gives_score_the_scorers_defaults_and_evaluate_the_engine_s(
 
 @pytest.mark.slow
 def test_flat_arguments_and_a_settings_object_score_identically():
-    """``BlackBoxUQ(num_layers=4)`` and ``BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=4))``:
-    one set of settings, one model, the same confidences (long answers included)."""
+    """The flat settings (``device="cpu"`` and the scorers' ``num_layers=4``) and
+    ``BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=4, device="cpu"))``: one set of
+    settings, one model, the same confidences (long answers included)."""
     from tests.helpers.texts import LONG, OVERLONG, SHORT
 
     responses = [SHORT[0], OVERLONG[0], LONG[1]]
     samples = [[SHORT[1], SHORT[2]], [OVERLONG[0][::-1], LONG[2]], [LONG[1], None]]
-    flat = BlackBoxUQ(num_layers=4, device="cpu", show_progress_bars=False)
+    flat = BlackBoxUQ(
+        device="cpu",
+        scoring=ScoringSettings(scorer_settings={"num_layers": 4}),
+        show_progress_bars=False,
+    )
     whole = BlackBoxUQ(
         bertscore=BERTScoreSettings(num_layers=4, device="cpu"), show_progress_bars=False
     )

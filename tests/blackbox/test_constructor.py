@@ -1,6 +1,6 @@
 """``BlackBoxUQ``'s constructor: uqlm's 17 arguments as uqlm users write them, a few of its own,
-three settings objects for the rest; the flat arguments of earlier releases still work, each
-warning once with its new spelling; the scorers are read once, into one plan."""
+three settings objects for the rest (a setting given flat is refused with where it goes); the
+scorers are read once, into one plan."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from uqlm_bert import (
     GenerationSettings,
     ScoringSettings,
 )
-from uqlm_bert._blackbox._moved_arguments import MOVED
 from uqlm_bert.generation import RetryPolicy
 
 #: uqlm 0.6.7's ``BlackBoxUQ.__init__``, in its order, with its defaults.
@@ -84,97 +83,63 @@ def test_what_needs_another_library_is_refused_with_what_to_do():
         BlackBoxUQ(max_length=4000, show_progress_bars=False).score(["a"], [["a"]])
 
 
-#: For each moved argument: a value, and how its effect shows on the object.
-EFFECTS = {
-    "model_type": (
-        "sentence-transformers/all-MiniLM-L6-v2",
-        lambda uq: uq.bertscore_settings.model_type,
-    ),
-    "num_layers": (4, lambda uq: uq.bertscore_settings.num_layers),
-    "idf": (False, lambda uq: uq.bertscore_settings.idf),
-    "idf_sents": (["a b", "c"], lambda uq: uq.bertscore_settings.idf_sents),
-    "rescale_with_baseline": (True, lambda uq: uq.bertscore_settings.rescale_with_baseline),
-    "baseline_path": ("base.tsv", lambda uq: uq.bertscore_settings.baseline_path),
-    "lang": ("en", lambda uq: uq.bertscore_settings.lang),
-    "batch_size": (3, lambda uq: uq.bertscore_settings.batch_size),
-    "dtype": ("float32", lambda uq: uq.bertscore_settings.dtype),
-    "long_texts": ("truncate", lambda uq: uq.bertscore_settings.long_texts),
-    "max_retries": (2, lambda uq: uq.generation.retry.max_retries),
-    "retry_base_delay": (0.25, lambda uq: uq.generation.retry.base_delay),
-    "retry_max_delay": (7.0, lambda uq: uq.generation.retry.max_delay),
-    "request_timeout": (9.0, lambda uq: uq.generation.request_timeout),
-    "rate_limit_period": (30.0, lambda uq: uq.generation.rate_limit_period),
-    "score_batch_size": (8, lambda uq: uq.scoring.batch_size),
-    "token_supports": (False, lambda uq: uq.scoring.supports),
-    "scorer_kwargs": (
-        {"exact_match_normalize": False},
-        lambda uq: {"exact_match_normalize": uq.scorers[-1].normalize},
-    ),
-}
-
-
-def test_every_moved_argument_has_its_effect_checked():
-    assert set(EFFECTS) == set(MOVED)
-
-
-@pytest.mark.parametrize("name", sorted(MOVED))
-def test_a_moved_argument_still_works_and_warns_once_with_its_new_spelling(name):
-    value, effect = EFFECTS[name]
-    extra = {"idf": True} if name == "idf_sents" else {}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        uq = BlackBoxUQ(
-            scorers=["bert_score", "exact_match"],
-            show_progress_bars=False,
-            **{name: value},
-            **extra,
-        )
-    told = [
-        w for w in caught if issubclass(w.category, FutureWarning) and f"({name}=" in str(w.message)
-    ]
-    assert len(told) == 1
-    group, spelling = MOVED[name]
-    assert str(told[0].message) == f"BlackBoxUQ({name}=...) is now {group}={spelling}"
-    assert told[0].filename == __file__  # it points at the caller's line
-    got = effect(uq)
-    assert got == (tuple(value) if isinstance(value, list) else value)
-
-
-def test_moved_arguments_are_the_settings_objects_they_moved_into():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        old = BlackBoxUQ(
-            device="cpu", num_layers=4, dtype="float32", max_concurrency=7, max_retries=1,
-            request_timeout=5.0, score_batch_size=16, show_progress_bars=False,
-        )  # fmt: skip
-    new = BlackBoxUQ(
-        bertscore=BERTScoreSettings(device="cpu", num_layers=4, dtype="float32"),
-        generation=GenerationSettings(
-            max_concurrency=7, retry=RetryPolicy(max_retries=1), request_timeout=5.0
-        ),
-        scoring=ScoringSettings(batch_size=16),
-        show_progress_bars=False,
-    )
-    assert old.bertscore_settings == new.bertscore_settings
-    assert old.generation == new.generation
-    assert (old.scoring.batch_size, old.scoring.supports) == (new.scoring.batch_size, True)
-
-
-def test_a_moved_argument_beside_its_settings_object_is_refused():
-    with pytest.raises(ConfigurationError, match=r"bertscore=BERTScoreSettings\(\.\.\.\) or as "
-                       r"separate arguments, not both \(given beside it: num_layers\)"):  # fmt: skip
-        BlackBoxUQ(num_layers=4, bertscore=BERTScoreSettings())
-    with pytest.raises(ConfigurationError, match=r"not both \(given beside it: max_retries\)"):
-        BlackBoxUQ(max_retries=4, generation=GenerationSettings())
-    with pytest.raises(ConfigurationError, match=r"not both \(given beside it: token_supports\)"):
-        BlackBoxUQ(token_supports=False, scoring=ScoringSettings())
+def test_a_setting_given_flat_is_refused_with_where_it_goes():
+    """The package was never released with these as flat arguments: each raises an error
+    naming its settings object, and nothing is built."""
+    with pytest.raises(ConfigurationError, match=r"BERTScoreSettings\(dtype=\.\.\.\)"):
+        BlackBoxUQ(dtype="float32")
+    with pytest.raises(
+        ConfigurationError, match=r"GenerationSettings\(retry=RetryPolicy\(max_retries=\.\.\.\)\)"
+    ):
+        BlackBoxUQ(max_retries=2)
+    with pytest.raises(ConfigurationError, match=r"ScoringSettings\(supports=\.\.\.\)"):
+        BlackBoxUQ(supports=False)
+    with pytest.raises(ConfigurationError) as info:
+        BlackBoxUQ(num_layers=4, request_timeout=5.0)
+    message = str(info.value)
+    assert "bertscore=BERTScoreSettings(num_layers=...)" in message
+    assert "generation=GenerationSettings(request_timeout=...)" in message
+    # a setting two objects hold names both
+    with pytest.raises(ConfigurationError) as info:
+        BlackBoxUQ(batch_size=8)
+    assert "BERTScoreSettings(batch_size=...)" in str(info.value)
+    assert "ScoringSettings(batch_size=...)" in str(info.value)
+    # what no settings object holds is Python's own error
     with pytest.raises(TypeError, match="unexpected keyword argument 'num_layer'"):
         BlackBoxUQ(num_layer=4)
 
 
-def test_the_readme_s_call_needs_no_moved_argument():
+def test_every_setting_of_every_settings_object_has_its_place():
+    """The table is read from the settings objects: every field of each is in it, and a flat
+    argument of the signature is taken as it is."""
+    import dataclasses
+
+    from uqlm_bert._blackbox._misplaced import SETTINGS_PLACES
+
+    for cls in (BERTScoreSettings, GenerationSettings, RetryPolicy, ScoringSettings):
+        for field in dataclasses.fields(cls):
+            assert f"{cls.__name__}(" in SETTINGS_PLACES[field.name], field.name
+    uq = BlackBoxUQ(device="cpu", max_concurrency=8, show_progress_bars=False)
+    assert uq.bertscore_settings.device == "cpu" and uq.max_concurrency == 8
+
+
+def test_the_settings_objects_hold_what_the_flat_arguments_of_the_signature_do_not():
+    uq = BlackBoxUQ(
+        bertscore=BERTScoreSettings(device="cpu", num_layers=4, dtype="float32"),
+        generation=GenerationSettings(
+            max_concurrency=7, retry=RetryPolicy(max_retries=1), request_timeout=5.0
+        ),
+        scoring=ScoringSettings(batch_size=16, supports=False),
+        show_progress_bars=False,
+    )
+    assert (uq.bertscore_settings.num_layers, uq.bertscore_settings.dtype) == (4, "float32")
+    assert uq.generation.retry.max_retries == 1 and uq.generation.request_timeout == 5.0
+    assert (uq.scoring.batch_size, uq.scoring.supports) == (16, False)
+
+
+def test_the_readme_s_call_warns_nothing():
     with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error")
         uq = BlackBoxUQ(llm=None, scorers=["bert_score"], max_calls_per_min=300, max_concurrency=8)
     assert (uq.max_calls_per_min, uq.max_concurrency) == (300, 8)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from uqlm_bert import BERTScorer, BlackBoxUQ
+from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ, ScoringSettings
 from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 
@@ -23,7 +23,7 @@ def test_sentence_scores_are_mean_over_samples_of_best_sentence_match(default_uq
     df = default_uq.score_sentences(responses, sample_texts, sentences=sentences, method="reembed")
     assert isinstance(df, pd.DataFrame)
     assert list(df.columns) == [
-        "prompt_index", "sentence_index", "start", "end", "sentence", "support", "flagged",
+        "prompt_index", "start", "end", "sentence", "support", "flagged", "sentence_index",
         "method",
     ]  # fmt: skip
     assert df["prompt_index"].tolist() == [0, 0]
@@ -63,12 +63,15 @@ def test_nan_from_pandas_counts_as_missing(default_uq):
 @pytest.mark.parametrize(
     "settings",
     [
-        {"scorers": ["exact_match"], "scorer_kwargs": {"exact_match_normalize": False}},
+        {
+            "scorers": ["exact_match"],
+            "scoring": ScoringSettings(scorer_settings={"exact_match_normalize": False}),
+        },
         {
             "scorers": ["cosine_sim"],
             "sentence_transformer": "sentence-transformers/all-MiniLM-L6-v2",
         },
-        {"scorers": ["bleu", "bert_score"], "num_layers": 4},
+        {"scorers": ["bleu", "bert_score"], "bertscore": BERTScoreSettings(num_layers=4)},
     ],
 )
 def test_sentence_scores_take_only_bertscore_settings(settings):
@@ -80,7 +83,7 @@ def test_sentence_scores_take_only_bertscore_settings(settings):
     df = uq.score_sentences(
         [" ".join(sentences)], [[sample]], sentences=[sentences], method="reembed"
     )
-    own = {k: v for k, v in settings.items() if k == "num_layers"}
+    own = {"num_layers": 4} if "bertscore" in settings else {}
     engine = BERTScorer.from_settings(SCORER_DEFAULTS.replace(**own), show_progress_bars=False)
     for k, sentence in enumerate(sentences):
         F = [float(engine.score([sentence], [t])[2][0]) for t in ["The sky is blue.", "It is dry."]]

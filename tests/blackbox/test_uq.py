@@ -18,10 +18,12 @@ from uqlm_bert import (
     AuthenticationFailedError,
     BERTScoreSettings,
     ConfigurationError,
+    GenerationSettings,
     InputValidationError,
     ScoringSettings,
 )
 from uqlm_bert._blackbox import BlackBoxUQ
+from uqlm_bert.generation import RetryPolicy
 from uqlm_bert.results._result import UQResult
 from uqlm_bert.scorers import Scorer, available_scorers, register_scorer
 from uqlm_bert.scorers._bertscore import BERTScoreConsistency
@@ -144,7 +146,11 @@ async def test_scoring_overlaps_generation_in_batches_off_the_event_loop():
     llm = scripted(latency=0.03)  # 96 calls, 4 at a time: generation lasts about 0.7 s
     scorer = JaccardScorer(recorder=llm.recorder)
     uq = BlackBoxUQ(
-        llm, scorers=[scorer], max_concurrency=4, score_batch_size=8, show_progress_bars=False
+        llm,
+        scorers=[scorer],
+        max_concurrency=4,
+        scoring=ScoringSettings(batch_size=8),
+        show_progress_bars=False,
     )
     n, m = 24, 3
     result = await uq.generate_and_score(prompts_n(n), num_responses=m)
@@ -306,7 +312,10 @@ def test_scorer_names_are_checked():
     with pytest.raises(ConfigurationError, match="batch_size"):
         BlackBoxUQ(scorers=["token_jaccard"], scoring=ScoringSettings(batch_size=0))
     with pytest.raises(ConfigurationError, match="max_retries"):
-        BlackBoxUQ(scorers=["token_jaccard"], max_retries=-2)
+        BlackBoxUQ(
+            scorers=["token_jaccard"],
+            generation=GenerationSettings(retry=RetryPolicy(max_retries=-2)),
+        )
     with pytest.raises(ConfigurationError, match="max_concurrency"):
         BlackBoxUQ(scripted(), scorers=["token_jaccard"], max_concurrency=0)
 
@@ -424,7 +433,11 @@ async def test_bert_score_through_generation_matches_direct_scoring(bert_uq):
 
 
 def test_bertscore_settings_pass_through():
-    uq = BlackBoxUQ(scorers=["bert_score"], num_layers=3, idf=True, show_progress_bars=False)
+    uq = BlackBoxUQ(
+        scorers=["bert_score"],
+        bertscore=BERTScoreSettings(num_layers=3, idf=True),
+        show_progress_bars=False,
+    )
     engine = uq.scorers[0].engine
     assert engine.num_layers == 3 and engine.idf is True
 
@@ -463,20 +476,24 @@ async def test_a_generation_setting_changed_after_construction_is_the_one_used()
 
 
 def test_generation_settings_as_one_object_or_as_arguments_not_both():
-    from uqlm_bert import GenerationSettings
-
     settings = GenerationSettings(max_concurrency=8, sampling_temperature=0.7)
     uq = BlackBoxUQ(scripted(), scorers=["token_jaccard"], generation=settings)
     assert uq.generation is settings and uq.max_concurrency == 8
     with pytest.raises(ConfigurationError, match="not both"):
-        BlackBoxUQ(scripted(), scorers=["token_jaccard"], generation=settings, max_retries=1)
+        BlackBoxUQ(scripted(), scorers=["token_jaccard"], generation=settings, max_concurrency=1)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"scorer_kwargs": {"num_layer": 2}}, r"'num_layer' .*did you mean 'num_layers'"),
-        ({"scorer_kwargs": {"idf_sent": ["a"]}}, r"'idf_sent' .*did you mean 'idf_sents'"),
+        (
+            {"scoring": ScoringSettings(scorer_settings={"num_layer": 2})},
+            r"'num_layer' .*did you mean 'num_layers'",
+        ),
+        (
+            {"scoring": ScoringSettings(scorer_settings={"idf_sent": ["a"]})},
+            r"'idf_sent' .*did you mean 'idf_sents'",
+        ),
         (
             {"scorers": ["rouge_l"], "bertscore": BERTScoreSettings(num_layers=3)},
             r"bertscore= holds the settings of the bert_score, bert_score_precision, "
@@ -508,7 +525,7 @@ def test_the_default_scorer_gives_a_prompt_the_same_score_alone_or_among_ten_tho
     alone = uq.score([target[0]], [target[1]]).data["bert_score"][0]
     among = uq.score([*responses, target[0]], [*samples, target[1]]).data["bert_score"][-1]
     assert among == pytest.approx(alone, abs=1e-6)
-    call_idf = BlackBoxUQ(idf=True, show_progress_bars=False)
+    call_idf = BlackBoxUQ(bertscore=BERTScoreSettings(idf=True), show_progress_bars=False)
     alone = call_idf.score([target[0]], [target[1]]).data["bert_score"][0]
     among = call_idf.score(responses[:500] + [target[0]], samples[:500] + [target[1]])
     assert abs(among.data["bert_score"][-1] - alone) > 1e-3

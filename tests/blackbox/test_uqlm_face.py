@@ -9,7 +9,7 @@ import math
 import pytest
 
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text
-from uqlm_bert import BlackBoxUQ, ConfigurationError
+from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ConfigurationError, ScoringSettings
 from uqlm_bert.generation._rounds import FIRST_ROUND
 from uqlm_bert.scorers import Scorer, register_scorer
 
@@ -141,7 +141,7 @@ def test_postprocessor_and_return_responses():
             postprocessor=shout,
             return_responses=mode,
             show_progress_bars=False,
-            scorer_kwargs={"exact_match_normalize": False},
+            scoring=ScoringSettings(scorer_settings={"exact_match_normalize": False}),
         )
         result = uq.score(responses, samples)
         # scored on the postprocessed texts: PARIS == PARIS twice; LIMA == LIMA, not CUSCO
@@ -168,7 +168,7 @@ def test_to_dict_is_plain_data_as_uqlm_gives_it():
     uq = BlackBoxUQ(scripted(), scorers=["exact_match"], show_progress_bars=False)
     result = uq.generate_and_score_sync(["q0", "q1"], num_responses=2)
     out = result.to_dict()
-    assert set(out) == {"data", "metadata"}
+    assert set(out) == {"data", "metadata", "index"}
     assert out["data"]["responses"] == [answer_text("q0", 0.25), answer_text("q1", 0.25)]
     assert out["data"]["errors"] == [None, None]
     json.dumps(out)  # ready for a file
@@ -188,7 +188,7 @@ def test_prompts_as_messages_read_as_their_text_with_the_messages_kept():
     ("scorers", "kwargs", "use_best"),
     [
         (["exact_match", "bert_score"], {}, False),  # scored beside generation
-        (["bert_score"], {"idf": True}, False),  # idf from the call: scored after it
+        (["bert_score"], {"bertscore": BERTScoreSettings(idf=True)}, False),  # idf: after it
         (["exact_match", "rouge_l"], {}, True),  # best-of: every scorer together
     ],
     ids=["overlapped", "deferred", "use_best"],
@@ -210,7 +210,7 @@ def test_the_postprocessor_runs_once_per_text_of_a_run(scorers, kwargs, use_best
         postprocessor=count,
         use_best=use_best,
         show_progress_bars=False,
-        score_batch_size=2,
+        scoring=ScoringSettings(batch_size=2),
         **kwargs,
     )
     result = uq.generate_and_score_sync(prompts, num_responses=m)
@@ -230,11 +230,10 @@ def test_the_postprocessor_runs_once_per_text_of_a_run(scorers, kwargs, use_best
 @pytest.mark.parametrize(
     "flat",
     [
-        {"max_retries": 5},  # the default's own value is still a second source
-        {"sampling_temperature": 1.0},
+        {"sampling_temperature": 1.0},  # the default's own value is still a second source
         {"max_concurrency": None},
         {"system_prompt": None},
-        {"retry_base_delay": 2.0, "request_timeout": 10.0},
+        {"max_calls_per_min": 60, "use_n_param": False},
     ],
 )
 def test_a_generation_argument_beside_generation_is_refused(flat):
@@ -250,7 +249,7 @@ def test_generation_arguments_left_out_take_the_settings_defaults():
     from uqlm_bert import GenerationSettings
 
     assert BlackBoxUQ(scripted()).generation == GenerationSettings()
-    uq = BlackBoxUQ(scripted(), max_retries=0, retry_max_delay=3.0, sampling_temperature=0.5)
-    assert uq.generation.retry.max_retries == 0 and uq.generation.retry.max_delay == 3.0
-    assert uq.generation.retry.base_delay == GenerationSettings().retry.base_delay
-    assert uq.sampling_temperature == 0.5
+    uq = BlackBoxUQ(scripted(), max_concurrency=3, sampling_temperature=0.5)
+    assert uq.generation.max_concurrency == 3 and uq.sampling_temperature == 0.5
+    assert uq.generation.retry == GenerationSettings().retry
+    assert uq.generation.use_n_param == GenerationSettings().use_n_param

@@ -14,7 +14,7 @@ from tests.helpers.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
 from uqlm_bert.evaluation._references import evaluate_references
-from uqlm_bert.io import read_table
+from uqlm_bert.io._reading import read_table
 
 sacrebleu = pytest.importorskip("sacrebleu")
 rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from uqlm_bert.cli import main
-from uqlm_bert.io import ERROR_COLUMN, read_table
+from uqlm_bert.io._reading import read_table
+from uqlm_bert.io._rows import ERROR_COLUMN
 
 ROWS = [
     {"id": "a", "response": "Lima", "sampled_responses": ["Lima", "lima", None]},
@@ -61,7 +62,7 @@ def test_the_ray_engine_scores_the_file_through_score_table_file(
 ):
     """The Ray engine gets the command's settings whole and only the good rows to score; the
     reading, checking and writing are the shared function's."""
-    import uqlm_bert.distributed
+    from uqlm_bert.distributed import _files
 
     engine: list[dict[str, Any]] = []
 
@@ -74,7 +75,7 @@ def test_the_ray_engine_scores_the_file_through_score_table_file(
 
         return score
 
-    monkeypatch.setattr(uqlm_bert.distributed, "ray_rows_scorer", ray_rows_scorer)
+    monkeypatch.setattr(_files, "ray_rows_scorer", ray_rows_scorer)
     src, out = _input(tmp_path), str(tmp_path / "scored.jsonl")
     argv = ["score", src, "-o", out, "--engine", "ray", "--address", "ray://head:10001",
             "--num-workers", "3", "--num-layers", "4", "--device", "cpu", "-q"]  # fmt: skip

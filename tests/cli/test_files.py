@@ -17,7 +17,8 @@ from tests.helpers.expected import default_confidence
 from tests.helpers.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
-from uqlm_bert.io import MAX_NESTING, read_table
+from uqlm_bert.io._formats import MAX_NESTING
+from uqlm_bert.io._reading import read_table
 
 #: A model that does not exist: a command that gets as far as loading it fails differently.
 NO_MODEL = ["--model-type", "/nonexistent/model-directory"]

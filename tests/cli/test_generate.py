@@ -14,7 +14,7 @@ from tests.helpers.expected import default_confidence
 from tests.helpers.places import unwritable_directory
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
-from uqlm_bert.io import read_table
+from uqlm_bert.io._reading import read_table
 from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 pytest.importorskip("langchain_openai")
@@ -282,7 +282,7 @@ def test_explain_prints_marked_answers_and_words_go_to_the_table(
     """--explain prints every answer with its weakly supported words in brackets (no terminal
     under pytest: no colour), --words writes each counted word (offsets, the word, its support,
     weak), --refine the answer without its unsupported sentences; all from the run's own token
-    supports. --spans, the option's earlier name, still works and says so."""
+    supports."""
     monkeypatch.setenv(KEY_VAR, KEY)
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Capital of <Peru>?\nWhat is 2+2?\n", encoding="utf-8")
@@ -313,14 +313,6 @@ def test_explain_prints_marked_answers_and_words_go_to_the_table(
         shown = [line.strip() for line in stdout.splitlines() if "'" in line and "Answer" in line]
         bare = [line.replace("[", "").replace("]", "").replace("~~", "") for line in shown]
         assert response in bare, shown
-    # the option's earlier name
-    again = tmp_path / "again.jsonl"
-    argv = [*argv[:3], again, *argv[4:-3], "--spans"]
-    code, _, stderr = run(argv, capsys)
-    assert code == 0 and "--spans is now --words" in stderr
-    assert read_table(str(again))["words"].tolist() == df["words"].tolist()
-
-
 @pytest.mark.parametrize("sampling", ["until_settled", "fixed"])
 def test_the_command_samples_until_settled_or_fixed_and_says_what_it_drew(
     tmp_path, capsys, server, monkeypatch, sampling

@@ -24,7 +24,7 @@ from tests.conftest import REPO_ROOT
 from tests.helpers.retries import fast
 from tests.helpers.waiting import wait_for
 from uqlm_bert.cli import main
-from uqlm_bert.io import read_table
+from uqlm_bert.io._reading import read_table
 
 pytest.importorskip("langchain_openai")
 

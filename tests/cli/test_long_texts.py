@@ -127,7 +127,8 @@ def test_run_wide_idf_counts_the_whole_of_a_long_reference():
 @pytest.mark.ray
 def test_ray_scores_long_answers_as_the_local_engine_in_both_modes(tmp_path):
     ray = pytest.importorskip("ray")
-    from uqlm_bert.distributed import score_file, start_local_ray
+    from uqlm_bert.distributed import score_file
+    from uqlm_bert.distributed._session import start_local_ray
 
     assert not ray.is_initialized(), "another test left Ray running"
     src = _answers(tmp_path)

@@ -11,7 +11,8 @@ import pytest
 from uqlm_bert.bertscore._settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
 from uqlm_bert.cli._options import bertscore_settings, checked_scorers, generation_settings
 from uqlm_bert.cli._parser import build_parser
-from uqlm_bert.generation import GenerationSettings, RetryPolicy
+from uqlm_bert.generation import RetryPolicy
+from uqlm_bert.generation._settings import GenerationSettings
 
 GENERATE = ["generate-and-score", "prompts.txt", "-o", "out.csv", "--model", "m"]
 

@@ -16,7 +16,7 @@ import pytest
 from tests.helpers.expected import default_confidence, precision_confidence
 from uqlm_bert import BERTScorer
 from uqlm_bert.cli import main
-from uqlm_bert.io import read_table
+from uqlm_bert.io._reading import read_table
 from uqlm_bert.scorers._bertscore import SCORER_DEFAULTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

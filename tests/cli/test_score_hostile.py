@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.texts_hostile import random_text
 from uqlm_bert.cli import main
-from uqlm_bert.io import read_table
+from uqlm_bert.io._reading import read_table
 
 SCORERS = ["bert_score", "exact_match", "rouge_l", "bleu"]  # cosine_sim: tests/scorers
 

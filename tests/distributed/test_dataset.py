@@ -21,17 +21,13 @@ from tests.helpers.deadline import deadline
 from tests.helpers.texts import passage
 from uqlm_bert import ConfigurationError, InputValidationError, UQLMBertError
 from uqlm_bert.cli import main
-from uqlm_bert.distributed import (
-    ERROR_COLUMN,
-    ScoreBatch,
-    plan_workers,
-    score_dataset,
-    score_file,
-)
-from uqlm_bert.io import read_table, scoring_inputs, validate_rows
-from uqlm_bert.scorers import Scorer, build_scorer, build_scorers, scorer_settings
+from uqlm_bert.distributed import ScoreBatch, score_dataset, score_file
+from uqlm_bert.distributed._dataset import plan_workers
+from uqlm_bert.io._reading import read_table
+from uqlm_bert.io._rows import ERROR_COLUMN, scoring_inputs, validate_rows
+from uqlm_bert.scorers import Scorer, build_scorers
 from uqlm_bert.scorers import _registry as scorer_registry
-from uqlm_bert.scorers._registry import ScorerSpec
+from uqlm_bert.scorers._registry import ScorerSpec, build_scorer, scorer_settings
 
 TOL = 1e-6
 MALFORMED = {5: (42, ["an answer"]), 9: ("An answer.", "not a list"), 14: ("An answer.", ["ok", 7])}

@@ -25,7 +25,7 @@ from tests.helpers.waiting import until
 from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ConfigurationError
 from uqlm_bert.cli import main
 from uqlm_bert.distributed import RayScoring
-from uqlm_bert.io import read_table
+from uqlm_bert.io._reading import read_table
 from uqlm_bert.scorers import Scorer, register_scorer
 from uqlm_bert.scorers import _registry as scorer_registry
 

@@ -20,8 +20,9 @@ from tests.conftest import REPO_ROOT
 from tests.helpers.deadline import deadline
 from tests.helpers.texts import passage
 from tests.helpers.waiting import wait_for
-from uqlm_bert.distributed import ray_session, score_file
-from uqlm_bert.scorers import build_scorer
+from uqlm_bert.distributed import score_file
+from uqlm_bert.distributed._session import ray_session
+from uqlm_bert.scorers._registry import build_scorer
 
 ray = pytest.importorskip("ray")
 

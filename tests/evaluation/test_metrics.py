@@ -19,10 +19,10 @@ from uqlm_bert.evaluation import (
     choose_threshold,
     pearson,
     prr,
-    rankdata,
     rejection_curve,
     spearman,
 )
+from uqlm_bert.evaluation._correlation import rankdata
 
 SEEDS = range(8)
 
@@ -235,10 +235,10 @@ def test_below_threshold_flags_the_same_rows_as_uqresult():
     s, y = _random_binary(7, decimals=2)
     choice = choose_threshold(s, y, flag_when="below")
     result = UQResult({"prompts": [f"p{i}" for i in range(len(s))], "bert_score": s.tolist()})
-    flagged = result.flag(choice.threshold)["flagged"].to_numpy()
+    flagged = result.flag(threshold=choice.threshold)["flagged"].to_numpy()
     np.testing.assert_array_equal(flagged, choice.flag(s))
     assert flagged.sum() == choice.n_flagged
-    kept = result.filter(choice.threshold, keep="above")
+    kept = result.filter(threshold=choice.threshold, keep="above")
     assert len(kept.data["prompts"]) == len(s) - choice.n_flagged
 
 

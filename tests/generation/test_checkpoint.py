@@ -12,8 +12,10 @@ from tests.helpers.retries import no_wait
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
 from tests.helpers.waiting import until
 from uqlm_bert import CheckpointError
-from uqlm_bert.generation import Checkpoint, GenerationSettings, ResponseGenerator
+from uqlm_bert.generation import Checkpoint
+from uqlm_bert.generation._generator import ResponseGenerator
 from uqlm_bert.generation._records import CallFailure
+from uqlm_bert.generation._settings import GenerationSettings
 
 FAST = no_wait(1)
 PROMPTS = [f"question {i}" for i in range(8)]

@@ -20,25 +20,24 @@ from uqlm_bert import (
     ConfigurationError,
     InputValidationError,
 )
-from uqlm_bert.generation import (
-    EventLoopThread,
-    GenerationSettings,
-    LLMCaller,
-    ResponseGenerator,
-    RetryPolicy,
+from uqlm_bert.generation import RetryPolicy
+from uqlm_bert.generation._backoff import backoff_cap
+from uqlm_bert.generation._caller import LLMCaller
+from uqlm_bert.generation._clients import derive_llm, llm_temperature, message_text
+from uqlm_bert.generation._error_kinds import (
+    MalformedReplyError,
     classify_exception,
-    derive_llm,
     parse_retry_after,
 )
-from uqlm_bert.generation._backoff import backoff_cap
-from uqlm_bert.generation._clients import llm_temperature, message_text
-from uqlm_bert.generation._error_kinds import MalformedReplyError
+from uqlm_bert.generation._event_loop import EventLoopThread
+from uqlm_bert.generation._generator import ResponseGenerator
 from uqlm_bert.generation._prompts import (
     fingerprint_prompt,
     fingerprint_run,
     to_messages,
     validate_prompts,
 )
+from uqlm_bert.generation._settings import GenerationSettings
 
 FAST = no_wait(3)
 

@@ -12,6 +12,7 @@ import pytest
 
 from fakes.openai_server import FakeOpenAIServer, answer_text
 from uqlm_bert._blackbox import BlackBoxUQ
+from uqlm_bert.generation._settings import generation_settings
 from uqlm_bert.scorers._base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")
@@ -37,7 +38,12 @@ def chat(server: FakeOpenAIServer):
 
 
 async def run(server: FakeOpenAIServer, n_prompts: int, m: int, initial=None, llm=None, **settings):
-    uq = BlackBoxUQ(llm or chat(server), scorers=[NoScore()], show_progress_bars=False, **settings)
+    uq = BlackBoxUQ(
+        llm or chat(server),
+        scorers=[NoScore()],
+        show_progress_bars=False,
+        generation=generation_settings(None, **settings),
+    )
     if initial is not None:
         uq.generation = uq.generation.replace(initial_concurrency=initial)
     result = await uq.generate_and_score([f"p{i}" for i in range(n_prompts)], num_responses=m)

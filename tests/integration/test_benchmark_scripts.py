@@ -410,7 +410,7 @@ def test_layer_sweep_scores_each_layer_as_the_scorer_does(shared_data_dir, monke
     defaults: at the default layer its pair scores reproduce them; at another layer they are
     the scorer's with that layer (float32, where batches do not change the numbers)."""
     from benchmarks import eval_layers
-    from uqlm_bert import BlackBoxUQ
+    from uqlm_bert import BERTScoreSettings, BlackBoxUQ
 
     monkeypatch.setattr(eval_layers, "SCORER_DEFAULTS", SCORER_DEFAULTS.replace(dtype="float32"))
     rows = eval_layers.load_rows(shared_data_dir / "wikibio_gpt3_dev.jsonl", set())[:4]
@@ -421,7 +421,10 @@ def test_layer_sweep_scores_each_layer_as_the_scorer_does(shared_data_dir, monke
     at = {layer: pairs["dev", layer] for layer in (4, 5)}
     assert eval_layers.check_against_black_box("fast", rows, at, "cpu") < 1e-6
     first = eval_layers.SETS_OF_FIVE[1]
-    uq = BlackBoxUQ(num_layers=4, device="cpu", dtype="float32", show_progress_bars=False)
+    uq = BlackBoxUQ(
+        bertscore=BERTScoreSettings(num_layers=4, device="cpu", dtype="float32"),
+        show_progress_bars=False,
+    )
     got = uq.score([r["response"] for r in rows], [[r["samples"][j] for j in first] for r in rows])
     np.testing.assert_allclose(got.data["bert_score"], at[4][:, first].mean(axis=1), atol=1e-6)
     degree = np.array([r["degree"] for r in rows])

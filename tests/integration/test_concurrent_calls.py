@@ -15,9 +15,10 @@ import time
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer, answer_text
-from uqlm_bert import GenerationSettings
+from uqlm_bert import BERTScoreSettings, GenerationSettings
 from uqlm_bert._blackbox import BlackBoxUQ
 from uqlm_bert.generation import RetryPolicy
+from uqlm_bert.generation._settings import generation_settings
 from uqlm_bert.scorers._base import Scorer
 
 langchain_openai = pytest.importorskip("langchain_openai")
@@ -43,12 +44,17 @@ def chat(server: FakeOpenAIServer, **kwargs):
     )  # fmt: skip
 
 
-def make_uq(server: FakeOpenAIServer, scorers=None, llm=None, **settings) -> BlackBoxUQ:
+def make_uq(
+    server: FakeOpenAIServer, scorers=None, llm=None, bertscore=None, generation=None, **flat
+) -> BlackBoxUQ:
+    """A ``BlackBoxUQ`` of the server's model; ``flat`` generation settings, or ``generation``
+    whole."""
     return BlackBoxUQ(
         llm or chat(server),
         scorers=scorers or [NoScore()],
         show_progress_bars=False,
-        **settings,
+        bertscore=bertscore,
+        generation=generation or generation_settings(None, **flat),
     )
 
 
@@ -160,7 +166,11 @@ async def test_a_one_prompt_call_is_not_served_after_a_long_call_on_the_same_obj
 @pytest.mark.slow
 async def test_fifty_concurrent_calls_get_their_own_rows_and_the_scores_of_scoring_alone():
     with FakeOpenAIServer(default_latency=0.05, request_queue_size=BACKLOG) as s:
-        uq = make_uq(s, scorers=["bert_score", "exact_match"], dtype="float32")
+        uq = make_uq(
+            s,
+            scorers=["bert_score", "exact_match"],
+            bertscore=BERTScoreSettings(dtype="float32"),
+        )
         calls = [[f"Tell me about item number {c}.", f"And item {c * 7 + 3}?"] for c in range(50)]
         results = await asyncio.gather(*(uq.generate_and_score(p, num_responses=3) for p in calls))
     batches = set()

@@ -404,25 +404,32 @@ def test_every_example_uses_the_one_default_threshold_for_the_default_scorer():
 # -- pages that map the code -------------------------------------------------------------------
 
 
-def test_the_migration_page_names_every_moved_spelling():
-    """Every old module path and every moved ``BlackBoxUQ`` argument is on docs/migration.md, so
-    a user who meets the FutureWarning finds the new spelling there."""
-    from uqlm_bert._blackbox._moved_arguments import MOVED as MOVED_ARGUMENTS
-    from uqlm_bert._moved import MOVED as MOVED_MODULES
+def test_the_migration_page_maps_every_uqlm_argument():
+    """docs/migration.md is about uqlm: every argument of uqlm's ``BlackBoxUQ`` is on it, and no
+    name of this package's own history is (it was never released under other names)."""
+    from tests.blackbox.test_constructor import UQLM
 
     page = (DOCS / "migration.md").read_text(encoding="utf-8")
-    missing = [f"uqlm_bert.{old}" for old in MOVED_MODULES if f"`uqlm_bert.{old}`" not in page]
-    missing += [f"{name}=" for name in MOVED_ARGUMENTS if f"`{name}=`" not in page]
-    for old, new in [
-        ("supports()", "words()"),
-        ("response_index", "prompt_index"),
-        ("SentenceUQResult", "sentences()"),
-        ("--spans", "--words"),
-        ('"spans": true', '"words": true'),
-        ("word_supports", "words"),
-    ]:
-        missing += [name for name in (old, new) if name not in page]
+    missing = [f"`{name}`" for name in UQLM if f"`{name}`" not in page]
     assert not missing, f"docs/migration.md does not name: {missing}"
+    assert "earlier release" not in page and "FutureWarning" not in page
+
+
+#: A dotted path through a private module or name (``uqlm_bert.bertscore._engine``,
+#: ``_blackbox._pipeline``): what the pages never show.
+PRIVATE_PATH = re.compile(r"\b\w+\._[a-z]\w*")
+
+
+def test_the_pages_name_public_paths_only():
+    pages = [*_doc_pages(), *sorted(DOCS.rglob("*.rst")), REPO_ROOT / "README.md"]
+    found = [
+        f"{page.relative_to(REPO_ROOT)}:{number}: {m.group(0)}"
+        for page in pages
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        for m in PRIVATE_PATH.finditer(line)
+    ]
+    assert len(pages) > 15
+    assert not found, found
 
 
 PACKAGE = REPO_ROOT / "uqlm_bert"

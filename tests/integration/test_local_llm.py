@@ -203,7 +203,7 @@ def test_the_command_line_starts_the_local_llm_for_a_run(tmp_path, capsys):
     import json
 
     from uqlm_bert.cli import main
-    from uqlm_bert.io import read_table
+    from uqlm_bert.io._reading import read_table
 
     _embedded_or_skip()
     prompts = tmp_path / "prompts.txt"

@@ -53,8 +53,10 @@ def _embedded_model():
 
 def _uq(llm, **kwargs):
     from uqlm_bert import BlackBoxUQ
+    from uqlm_bert.generation._settings import generation_settings
 
-    return BlackBoxUQ(llm=llm, system_prompt=SYSTEM, show_progress_bars=False, **kwargs)
+    generation = generation_settings(None, system_prompt=SYSTEM, **kwargs)
+    return BlackBoxUQ(llm=llm, generation=generation, show_progress_bars=False)
 
 
 def _all_filled(result) -> None:

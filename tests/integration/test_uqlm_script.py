@@ -37,8 +37,8 @@ def test_the_uqlm_script_of_the_migration_page_runs_here(monkeypatch):
     results = namespace["results"]
     df = namespace["df"]
     assert calls == 2  # one call for the answer, one for the five samples (n)
-    assert list(df.columns[:5]) == ["prompt", "response", "sampled_responses", "bert_score",
-                                    "cosine_sim"]  # fmt: skip
+    assert list(df.columns[:6]) == ["prompt_index", "prompt", "response", "sampled_responses",
+                                    "bert_score", "cosine_sim"]  # fmt: skip
     assert 0.0 < df["bert_score"][0] <= 1.0 and 0.0 < df["cosine_sim"][0] <= 1.0
     as_dict = results.to_dict()
     assert as_dict["metadata"]["num_responses"] == 5

@@ -9,13 +9,10 @@ import pytest
 
 from tests.helpers.tables import write_text
 from uqlm_bert import InputValidationError
-from uqlm_bert.io import (
-    load_table,
-    parse_samples,
-    read_table,
-    validate_rows,
-    write_table,
-)
+from uqlm_bert.io import load_table, write_table
+from uqlm_bert.io._reading import read_table
+from uqlm_bert.io._rows import validate_rows
+from uqlm_bert.io._samples import parse_samples
 
 # -- CSV -------------------------------------------------------------------------------------------
 

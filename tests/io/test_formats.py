@@ -5,10 +5,8 @@ from __future__ import annotations
 import pytest
 
 from uqlm_bert import InputValidationError
-from uqlm_bert.io import (
-    load_table,
-    table_format,
-)
+from uqlm_bert.io import load_table
+from uqlm_bert.io._formats import table_format
 
 # -- formats ---------------------------------------------------------------------------------------
 

@@ -9,14 +9,9 @@ import pytest
 
 from tests.helpers.tables import PANDAS_ROWS, expected_samples, jsonl, write_text
 from uqlm_bert import InputValidationError
-from uqlm_bert.io import (
-    MAX_NESTING,
-    check_row,
-    load_table,
-    scoring_inputs,
-    validate_rows,
-    write_table,
-)
+from uqlm_bert.io import load_table, write_table
+from uqlm_bert.io._formats import MAX_NESTING
+from uqlm_bert.io._rows import check_row, scoring_inputs, validate_rows
 
 # -- JSON Lines ------------------------------------------------------------------------------------
 

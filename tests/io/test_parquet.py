@@ -11,15 +11,10 @@ import pytest
 
 from tests.helpers.tables import write_text
 from uqlm_bert import InputValidationError
-from uqlm_bert.io import (
-    check_writable,
-    load_table,
-    read_table,
-    scoring_inputs,
-    validate_rows,
-    with_scores,
-    write_table,
-)
+from uqlm_bert.io import load_table, write_table
+from uqlm_bert.io._reading import read_table
+from uqlm_bert.io._rows import scoring_inputs, validate_rows, with_scores
+from uqlm_bert.io._writing import check_writable
 
 # -- Parquet ---------------------------------------------------------------------------------------
 

@@ -6,9 +6,7 @@ import pytest
 
 from tests.helpers.tables import jsonl, write_text
 from uqlm_bert import InputValidationError
-from uqlm_bert.io import (
-    load_prompts,
-)
+from uqlm_bert.io._reading import load_prompts
 
 # -- prompts ---------------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from uqlm_bert import InputValidationError
-from uqlm_bert.io import (
+from uqlm_bert.io._rows import (
     ERROR_COLUMN,
     RowCheck,
     RowProblem,

@@ -7,12 +7,9 @@ import pandas as pd
 import pytest
 
 from tests.helpers.tables import expected_samples
-from uqlm_bert.io import (
-    load_table,
-    parse_samples,
-    scoring_inputs,
-    validate_rows,
-)
+from uqlm_bert.io import load_table
+from uqlm_bert.io._rows import scoring_inputs, validate_rows
+from uqlm_bert.io._samples import parse_samples
 
 # -- CSV written by pandas -------------------------------------------------------------------------
 

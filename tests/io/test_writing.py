@@ -11,15 +11,10 @@ import pytest
 from tests.helpers.places import unwritable_directory
 from tests.helpers.tables import jsonl, write_text
 from uqlm_bert import InputValidationError
-from uqlm_bert.io import (
-    check_output_location,
-    check_writable,
-    load_table,
-    load_texts,
-    read_table,
-    same_file,
-    write_table,
-)
+from uqlm_bert.io import load_table, write_table
+from uqlm_bert.io._paths import check_output_location, same_file
+from uqlm_bert.io._reading import load_texts, read_table
+from uqlm_bert.io._writing import check_writable
 
 # -- atomic writes ---------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Where the answer is unsupported, as a result shows it: ``supports()`` and ``sentences()`` on
+"""Where the answer is unsupported, as a result shows it: ``words()`` and ``sentences()`` on
 results of ``score`` and ``generate_and_score`` (short and windowed long answers), the float32
 invariant that ties the word map to the confidence, the HTML and terminal views (escaped), and
 what a result without token supports says."""
@@ -14,7 +14,14 @@ import pytest
 from tests.helpers.html import Page
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel
 from tests.helpers.texts_hostile import random_text
-from uqlm_bert import BlackBoxUQ, ConfigurationError, InputValidationError
+from uqlm_bert import (
+    BERTScoreSettings,
+    BlackBoxUQ,
+    ConfigurationError,
+    InputValidationError,
+    ScoringSettings,
+)
+from uqlm_bert.bertscore._token_support import WEAK_SUPPORT
 
 HOSTILE = [
     "<script>alert('x')</script> Paris is the capital of <b>France</b>.",
@@ -35,7 +42,9 @@ SAMPLES = [
 @pytest.fixture(scope="module")
 def exact_uq() -> BlackBoxUQ:
     return BlackBoxUQ(
-        scorers=["bert_score", "bert_score_precision"], dtype="float32", show_progress_bars=False
+        scorers=["bert_score", "bert_score_precision"],
+        bertscore=BERTScoreSettings(dtype="float32"),
+        show_progress_bars=False,
     )
 
 
@@ -75,8 +84,13 @@ def test_score_keeps_token_supports_tied_to_the_confidence(exact_uq):
     result = exact_uq.score(responses, samples, prompts=prompts)
     _check_invariant_and_spans(result)
     words = result.words()
-    assert list(words.columns) == ["prompt_index", "start", "end", "word", "support", "counted"]
+    assert list(words.columns) == [
+        "prompt_index", "start", "end", "word", "support", "flagged", "counted"
+    ]  # fmt: skip
     assert words["support"].between(0, 1 + 1e-6).all()
+    # flagged: counted and below the word threshold, the result's default
+    expected = words["counted"] & (words["support"] < WEAK_SUPPORT)
+    assert words["flagged"].tolist() == expected.tolist()
     # the prompt's own words and punctuation are listed, not counted
     first = words[words["prompt_index"] == 0]
     assert not first[first["word"] == "."]["counted"].any()
@@ -101,7 +115,7 @@ def test_windowed_long_answers_get_a_support_for_every_word(exact_uq):
 
 def test_generate_and_score_results_hold_supports_at_the_default_dtype():
     llm = ScriptedChatModel(temperature=0.25, recorder=Recorder())
-    uq = BlackBoxUQ(llm, show_progress_bars=False, score_batch_size=2)
+    uq = BlackBoxUQ(llm, show_progress_bars=False, scoring=ScoringSettings(batch_size=2))
     prompts = [f"Tell me about <city {i}> & its river" for i in range(5)]
     result = uq.generate_and_score_sync(prompts, num_responses=3)
     supports = result.data["supports"]
@@ -113,9 +127,9 @@ def test_generate_and_score_results_hold_supports_at_the_default_dtype():
     ):
         assert result.data["responses"][label][start:end] == text
     # a filtered result keeps each row's own supports and labels
-    kept = result.filter(-1.0).filter(keep="above", threshold=-1.0)
+    kept = result.filter(threshold=-1.0).filter(keep="above", threshold=-1.0)
     assert kept.words().equals(words)
-    low = result.filter(2.0, keep="below")
+    low = result.filter(threshold=2.0, keep="below")
     assert low.index == result.index
     # the result travels as JSON, supports included
     restored = json.loads(json.dumps(result.to_dict()))["data"]["supports"]
@@ -125,7 +139,9 @@ def test_generate_and_score_results_hold_supports_at_the_default_dtype():
 def test_token_supports_off_gives_the_same_confidences_and_says_why_there_are_none():
     responses, samples = HOSTILE[:3], SAMPLES[:3]
     on = BlackBoxUQ(show_progress_bars=False).score(responses, samples)
-    off = BlackBoxUQ(token_supports=False, show_progress_bars=False).score(responses, samples)
+    off = BlackBoxUQ(scoring=ScoringSettings(supports=False), show_progress_bars=False).score(
+        responses, samples
+    )
     assert off.data["bert_score"] == on.data["bert_score"]
     assert "supports" not in off.data
     with pytest.raises(ConfigurationError, match="holds no supports"):
@@ -144,8 +160,8 @@ def test_the_html_views_escape_every_answer_and_mark_the_weak_words(exact_uq):
     shown = "".join(page.text)
     for response in HOSTILE:
         assert response.strip()[:30] in shown
-    for row in range(len(result)):
-        answer = result.answer(position=row)
+    for label in result.index:
+        answer = result.answer(label)
         one = Page("mark")
         one.feed(answer._repr_html_())
         assert set(one.tags) <= {"div", "b", "span", "mark", "del"}
@@ -168,5 +184,5 @@ def test_an_answer_in_a_terminal_marks_weak_words_and_shows_control_characters()
     assert "\x1b[4;31mParis\x1b[0m" in coloured and "\x1b[2J" not in coloured
     with pytest.raises(InputValidationError, match="no row labelled prompt_index=5"):
         result.answer(5)
-    with pytest.raises(InputValidationError, match="position must be from 0 to 0"):
-        result.answer(position=5)
+    with pytest.raises(TypeError):
+        result.answer(0, 0.5)  # the threshold is a keyword, as everywhere

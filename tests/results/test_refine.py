@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.texts_hostile import random_text
 from uqlm_bert import BlackBoxUQ, ConfigurationError, InputValidationError
-from uqlm_bert.bertscore import SENTENCE_THRESHOLD
+from uqlm_bert.bertscore._token_support import SENTENCE_THRESHOLD
 from uqlm_bert.results._refine import REFINEMENTS, refine_text
 from uqlm_bert.scorers._sentences import locate_sentences, sentence_spans
 
@@ -159,12 +159,14 @@ def test_refine_takes_a_threshold_and_a_split_of_one_s_own(default_uq):
     result = default_uq.score([text], [["Lima is the capital of Peru."]])
     support = result.sentences()["support"].to_numpy()
     above_all = float(np.nanmax(support)) + 0.01
-    assert result.refine(above_all)["refinement"].tolist() == ["all_removed"]
-    assert result.refine(0.0)["refinement"].tolist() == ["unchanged"]
-    whole = result.refine(above_all, sentences=[[text]])  # one "sentence": the whole answer
+    assert result.refine(threshold=above_all)["refinement"].tolist() == ["all_removed"]
+    assert result.refine(threshold=0.0)["refinement"].tolist() == ["unchanged"]
+    whole = result.refine(
+        threshold=above_all, sentences=[[text]]
+    )  # one "sentence": the whole answer
     assert whole["removed_sentences"][0][0]["sentence"] == text
     with pytest.raises(InputValidationError, match="threshold must be a number"):
-        result.refine("high")
+        result.refine(threshold="high")
 
 
 def test_refine_after_filter_keeps_the_labels(default_uq):
@@ -172,7 +174,7 @@ def test_refine_after_filter_keeps_the_labels(default_uq):
         ["Lima is in Peru. It has nine moons.", "Paris is in France."],
         [["Lima is the capital of Peru."], ["Paris is in France."]],
     )
-    low = result.filter(0.999, keep="below")
+    low = result.filter(threshold=0.999, keep="below")
     assert low.refine().index.tolist() == low.index
 
 
@@ -184,7 +186,11 @@ def test_off_the_default_encoder_and_layer_there_is_no_default_sentence_threshol
     with pytest.raises(ConfigurationError, match="no default word threshold"):
         result.threshold(level="word")
     assert result.sentences()["flagged"].isna().all()
-    assert result.refine(0.5)["refinement"].tolist()[0] in ("refined", "unchanged", "all_removed")
+    assert result.refine(threshold=0.5)["refinement"].tolist()[0] in (
+        "refined",
+        "unchanged",
+        "all_removed",
+    )
     # the view marks nothing, and says why
     assert "No marks" in result._repr_html_() and "<mark" not in result._repr_html_()
 

@@ -33,6 +33,7 @@ def make() -> UQResult:
 def test_to_df_columns_rows_and_errors():
     df = make().to_df()
     assert list(df.columns) == [
+        "prompt_index",
         "prompt",
         "response",
         "sampled_responses",
@@ -43,7 +44,7 @@ def test_to_df_columns_rows_and_errors():
         "num_failed_samples",
     ]
     assert df["prompt"].tolist() == ["p0", "p1", "p2", "p3"]
-    assert df.index.tolist() == [0, 1, 2, 3]
+    assert df.index.tolist() == df["prompt_index"].tolist() == [0, 1, 2, 3]
     assert df["error"].tolist() == [None, str(BAD), None, None]
     assert str(BAD) == "bad_request after 1 attempt: HTTP 400: too long"
     assert df["sample_errors"].tolist()[2] == [str(FAIL), None]
@@ -55,31 +56,31 @@ def test_to_df_columns_rows_and_errors():
 
 def test_filter_partitions_rows_and_keeps_the_original_index():
     r = make()
-    above = r.filter(0.5)
-    below = r.filter(0.5, keep="below")
+    above = r.filter(threshold=0.5)
+    below = r.filter(threshold=0.5, keep="below")
     assert above.data["prompts"] == ["p0"]
     # below: 0.4 < 0.5, and the NaN rows (nothing to judge by)
     assert below.data["prompts"] == ["p1", "p2", "p3"]
-    assert below.to_df().index.tolist() == [1, 2, 3]
-    assert sorted(above.to_df().index.tolist() + below.to_df().index.tolist()) == [0, 1, 2, 3]
+    assert below.to_df()["prompt_index"].tolist() == below.index == [1, 2, 3]
+    assert sorted(above.index + below.index) == [0, 1, 2, 3]
     assert below.data["sample_errors"][1] == [FAIL, None]
     assert below.metadata["filter"] == {"threshold": 0.5, "scorer": "bert_score", "keep": "below"}
-    assert r.filter(0.9).data["prompts"] == ["p0"]  # >= keeps the boundary
-    assert r.filter(0.5, scorer="exact_match").data["prompts"] == ["p0"]
+    assert r.filter(threshold=0.9).data["prompts"] == ["p0"]  # >= keeps the boundary
+    assert r.filter(threshold=0.5, scorer="exact_match").data["prompts"] == ["p0"]
     assert "filter" not in r.metadata
 
 
 def test_filter_copies_rather_than_shares():
     r = make()
-    kept = r.filter(0.0)
+    kept = r.filter(threshold=0.0)
     kept.data["sampled_responses"][0].append("x")
     assert r.data["sampled_responses"][0] == ["a", "b"]
 
 
 def test_flag_marks_low_and_unscorable_rows():
-    df = make().flag(0.5)
+    df = make().flag(threshold=0.5)
     assert df["flagged"].tolist() == [False, True, True, True]
-    assert make().flag(0.95, scorer="bert_score")["flagged"].tolist() == [True] * 4
+    assert make().flag(threshold=0.95, scorer="bert_score")["flagged"].tolist() == [True] * 4
 
 
 @pytest.mark.parametrize(
@@ -134,7 +135,7 @@ def test_calibrate_adds_a_probability_column_and_leaves_the_original(method):
     assert df["bert_score_probability"].dtype == np.float64
     np.testing.assert_array_equal(df["bert_score_probability"].to_numpy(), expected)
     assert [math.isnan(v) for v in df["bert_score_probability"]] == [False, True, False, True]
-    assert out.scorers == ["bert_score", "exact_match", "bert_score_probability"]
+    assert out.scorers == ["bert_score", "exact_match"]  # a column, not a scorer
     assert out.metadata["calibration"] == {
         "bert_score_probability": {"scorer": "bert_score", "method": method}
     }
@@ -151,22 +152,22 @@ def test_filter_and_flag_keep_the_probability_column_aligned():
     r = make()
     cal = _calibrator()
     out = r.calibrate(cal)
-    kept = out.filter(0.5, scorer="bert_score_probability")
+    kept = out.filter(threshold=0.5, scorer="bert_score_probability")
     probability = cal.predict(np.array([0.9, NAN, 0.4, NAN]))
     rows = [i for i, p in enumerate(probability) if p >= 0.5]
     assert kept.data["prompts"] == [f"p{i}" for i in rows]
-    assert kept.to_df().index.tolist() == rows
+    assert kept.to_df()["prompt_index"].tolist() == rows
     assert kept.data["bert_score_probability"] == probability[rows].tolist()
-    below = out.filter(0.5, keep="below")  # by bert_score: rows 1, 2, 3
+    below = out.filter(threshold=0.5, keep="below")  # by bert_score: rows 1, 2, 3
     assert below.to_df()["prompt"].tolist() == ["p1", "p2", "p3"]
     np.testing.assert_array_equal(
         below.to_df()["bert_score_probability"].to_numpy(), probability[[1, 2, 3]]
     )
-    flagged = out.flag(0.5, scorer="bert_score_probability")
+    flagged = out.flag(threshold=0.5, scorer="bert_score_probability")
     assert flagged["flagged"].tolist() == [bool(np.isnan(p) or p < 0.5) for p in probability]
     # calibrating a filtered result lines up with its own rows
-    again = r.filter(0.5, keep="below").calibrate(cal)
-    assert again.to_df().index.tolist() == [1, 2, 3]
+    again = r.filter(threshold=0.5, keep="below").calibrate(cal)
+    assert again.to_df()["prompt_index"].tolist() == [1, 2, 3]
     np.testing.assert_array_equal(
         again.to_df()["bert_score_probability"].to_numpy(), probability[[1, 2, 3]]
     )
@@ -175,7 +176,8 @@ def test_filter_and_flag_keep_the_probability_column_aligned():
 def test_calibrate_another_scorer_twice():
     r = make().calibrate(_calibrator(), scorer="exact_match")
     r2 = r.calibrate(_calibrator("platt"), scorer="exact_match")
-    assert r2.scorers == ["bert_score", "exact_match", "exact_match_probability"]
+    assert r2.scorers == ["bert_score", "exact_match"]
+    assert r2.to_df().columns.tolist().count("exact_match_probability") == 1
     assert r2.metadata["calibration"]["exact_match_probability"]["method"] == "platt"
     np.testing.assert_array_equal(
         r2.to_df()["exact_match_probability"].to_numpy(),
@@ -225,7 +227,7 @@ def test_failures_are_grouped_by_kind_with_their_rows_and_follow_a_filter():
     assert failures.lines(lambda i: f"p.txt:{i + 1}", shown=1)[1] == (
         f"2 call(s) failed for good (server) in 2 row(s): p.txt:1 and 1 more; first: {server}"
     )
-    kept = result.filter(0.85, keep="below").failures()  # rows b, c and d: labels 1, 2, 3
+    kept = result.filter(threshold=0.85, keep="below").failures()  # rows b, c and d: labels 1, 2, 3
     assert [(g.kind, g.prompts) for g in kept.groups] == [
         ("other", (2,)),
         ("server", (1,)),
@@ -251,5 +253,5 @@ def test_every_field_is_shown_in_the_column_named_like_it():
     for field, column in FIELD_COLUMNS.items():
         assert column in df.columns, field
         assert column == field or field == column + "s", (field, column)
-    derived = {"num_failed_samples"}
+    derived = {"prompt_index", "num_failed_samples"}
     assert set(df.columns) == set(FIELD_COLUMNS.values()) | {"bert_score"} | derived

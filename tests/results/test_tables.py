@@ -20,8 +20,8 @@ from uqlm_bert.results._tables import (
     sentence_frame,
     word_frame,
 )
-from uqlm_bert.scorers import build_scorer
 from uqlm_bert.scorers._base import score_with_supports
+from uqlm_bert.scorers._registry import build_scorer
 
 
 @pytest.fixture(scope="module")

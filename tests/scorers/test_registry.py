@@ -7,8 +7,9 @@ import argparse
 import pytest
 
 from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ConfigurationError
-from uqlm_bert.scorers import available_scorers, build_scorer, build_scorers, scorer_spec
+from uqlm_bert.scorers import available_scorers, build_scorers
 from uqlm_bert.scorers._bertscore import BERTScoreConsistency
+from uqlm_bert.scorers._registry import build_scorer, scorer_spec
 
 
 def _message(call) -> str:
@@ -68,7 +69,7 @@ def test_an_unknown_metric_is_refused_when_built_not_when_scoring():
 
 def test_p_r_f_variants_compute_bertscore_once_per_call(monkeypatch):
     from uqlm_bert.bertscore._engine import BERTScorer
-    from uqlm_bert.scorers import score_all
+    from uqlm_bert.scorers._base import score_all
 
     calls = []
     original = BERTScorer.score
@@ -90,7 +91,8 @@ def test_build_scorer_passes_the_settings_it_takes():
 
 
 def test_each_scorer_family_s_settings_are_built_once_and_shared():
-    from uqlm_bert.scorers import CosineSettings, ExactMatchSettings, scorer_settings
+    from uqlm_bert.scorers import CosineSettings, ExactMatchSettings
+    from uqlm_bert.scorers._registry import scorer_settings
 
     built = scorer_settings(
         ["bert_score", "bert_score_recall", "cosine_sim", "exact_match", "rouge_l"],
@@ -113,7 +115,8 @@ def test_each_scorer_family_s_settings_are_built_once_and_shared():
 
 def test_the_built_in_bertscore_scorers_of_one_object_share_one_engine_with_its_settings():
     uq = BlackBoxUQ(
-        scorers=["bert_score_recall", "rouge_l", "bert_score"], long_texts="truncate", num_layers=4
+        scorers=["bert_score_recall", "rouge_l", "bert_score"],
+        bertscore=BERTScoreSettings(long_texts="truncate", num_layers=4),
     )
     recall, _, f = uq.scorers
     assert recall.engine is f.engine

@@ -20,8 +20,8 @@ from tests.helpers.texts import LONG, OVERLONG, SHORT
 from tests.helpers.texts_hostile import random_rows
 from uqlm_bert import ConfigurationError
 from uqlm_bert._inputs import scoring_lists
-from uqlm_bert.scorers import build_scorer
 from uqlm_bert.scorers._base import score_all, score_with_supports
+from uqlm_bert.scorers._registry import build_scorer
 
 NAMES = ("bert_score", "bert_score_precision", "bert_score_recall")
 #: dtype="auto" (bfloat16 on CPUs with bfloat16 units, float16 on CUDA): a token's support stays

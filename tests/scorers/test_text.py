@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from uqlm_bert import ConfigurationError, InputValidationError
-from uqlm_bert.scorers import build_scorer
 from uqlm_bert.scorers._lexical import (
     BleuScorer,
     ExactMatchScorer,
@@ -21,6 +20,7 @@ from uqlm_bert.scorers._lexical import (
     rouge_tokenize,
     sentence_bleu,
 )
+from uqlm_bert.scorers._registry import build_scorer
 
 rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer", reason="rouge-score not installed")
 sacrebleu = pytest.importorskip("sacrebleu", reason="sacrebleu not installed")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from uqlm_bert import BlackBoxUQ, ConfigurationError, UQResult
+from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ConfigurationError, UQResult
 from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
 
 ANSWERS = [
@@ -61,18 +61,24 @@ def test_paraphrases_score_clearly_above_and_unrelated_samples_clearly_below(def
 def test_the_default_threshold_is_the_default_scorers_only(default_uq):
     result = default_uq.score(ANSWERS, PARAPHRASES)
     assert result.threshold() == DEFAULT_THRESHOLD
-    assert result.metadata["default_thresholds"] == {"bert_score": DEFAULT_THRESHOLD}
+    assert result.metadata["thresholds"]["bert_score"]["answer"] == DEFAULT_THRESHOLD
     for other in (
         BlackBoxUQ(scorers=["rouge_l"], show_progress_bars=False),
-        BlackBoxUQ(num_layers=3, show_progress_bars=False),
-        BlackBoxUQ(idf=False, show_progress_bars=False),
+        BlackBoxUQ(bertscore=BERTScoreSettings(num_layers=3), show_progress_bars=False),
+        BlackBoxUQ(bertscore=BERTScoreSettings(idf=False), show_progress_bars=False),
     ):
         scored = other.score(ANSWERS[:1], PARAPHRASES[:1])
-        with pytest.raises(ConfigurationError, match="has no default threshold"):
-            scored.flag()
-        assert scored.flag(0.5)["flagged"].tolist() == [False]  # an explicit one still works
+        with pytest.raises(ConfigurationError, match="no default threshold"):
+            scored.threshold()
+        with pytest.raises(ConfigurationError, match="no default threshold"):
+            scored.filter()
+        assert scored.flag()["flagged"].isna().all()  # no default: nothing is said
+        # an explicit one still works
+        assert scored.flag(threshold=0.5)["flagged"].tolist() == [False]
     # settings that change no number keep the default
-    same = BlackBoxUQ(batch_size=8, device="cpu", show_progress_bars=False)
+    same = BlackBoxUQ(
+        bertscore=BERTScoreSettings(batch_size=8, device="cpu"), show_progress_bars=False
+    )
     assert same.score(ANSWERS[:1], PARAPHRASES[:1]).threshold() == DEFAULT_THRESHOLD
 
 
@@ -80,3 +86,37 @@ def test_a_result_built_by_hand_has_no_default_threshold():
     r = UQResult({"prompts": ["a"], "bert_score": [0.9]})
     with pytest.raises(ConfigurationError, match="choose_threshold"):
         r.filter()
+
+
+def test_every_entry_point_s_result_reads_the_one_table_of_thresholds(default_uq, tmp_path):
+    """score, generate_and_score (fresh, and resumed from its checkpoint) and the command's
+    file scoring keep the scorers' table, the one ``thresholds_of`` gives, and a result read
+    back from its plain form keeps it too; the constants are the scorers' rules."""
+    import argparse
+
+    from tests.helpers.scripted_chat import Recorder, ScriptedChatModel
+    from uqlm_bert.bertscore._token_support import SENTENCE_THRESHOLD, WEAK_SUPPORT
+    from uqlm_bert.cli._score import _result_scorer
+    from uqlm_bert.scorers._registry import scorer_settings
+    from uqlm_bert.scorers._thresholds import first_threshold, thresholds_of
+
+    table = thresholds_of(default_uq.scorers)
+    assert table == {
+        "bert_score": {"answer": DEFAULT_THRESHOLD, "sentence": SENTENCE_THRESHOLD,
+                       "word": WEAK_SUPPORT},
+    }  # fmt: skip
+    assert first_threshold(table, "answer") == ("bert_score", DEFAULT_THRESHOLD)
+    results = [default_uq.score(ANSWERS[:1], PARAPHRASES[:1])]
+    llm = ScriptedChatModel(temperature=0.25, recorder=Recorder())
+    uq = BlackBoxUQ(llm, show_progress_bars=False)
+    checkpoint = tmp_path / "run.jsonl"
+    for _ in range(2):  # the second run reads every answer from the checkpoint
+        results.append(uq.generate_and_score_sync(["q0"], num_responses=2, checkpoint=checkpoint))
+    assert results[-1].metadata["calls"]["from_checkpoint"] > 0
+    kept: list = []
+    args = argparse.Namespace(quiet=True, words=True, refine=None, explain=False)
+    settings = scorer_settings(["bert_score"])  # as the command builds them from its options
+    _result_scorer(args, ["bert_score"], settings, kept)(ANSWERS[:1], PARAPHRASES[:1])
+    results += [*kept, UQResult.from_dict(results[0].to_dict())]
+    for result in results:
+        assert result.metadata["thresholds"] == table

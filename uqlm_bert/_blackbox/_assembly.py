@@ -4,8 +4,9 @@
 ``return_responses`` says which texts the result holds; with ``use_best`` the answer it shows is
 the candidate that agrees most with the others. :class:`Assembly` holds those three, as they are
 at a call, and builds what every result holds from them: the texts, the scores, the failures,
-and the metadata that says how it was scored. :func:`sentence_result` gives the sentence table
-of ``BlackBoxUQ.score_sentences``.
+and the metadata that says how it was scored, the scorers' thresholds included
+(``metadata["thresholds"]``). :func:`sentence_result` gives the sentence table of
+``BlackBoxUQ.score_sentences``.
 
 Example:
     >>> from uqlm_bert._inputs import ScoringInputs
@@ -38,6 +39,7 @@ from uqlm_bert.results._identical_samples import identical_share
 from uqlm_bert.results._result import UQResult
 from uqlm_bert.scorers._base import Scorer
 from uqlm_bert.scorers._best import ORIGINAL
+from uqlm_bert.scorers._thresholds import first_threshold, thresholds_of
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore._engine import BERTScorer
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
     from uqlm_bert.generation._settings import GenerationSettings
 
 __all__ = ["Assembly", "RETURN_RESPONSES", "bert_engine", "generation_metadata"]
-__all__ += ["sampling_metadata", "sentence_result", "support_thresholds"]
+__all__ += ["sampling_metadata", "sentence_result", "sentence_threshold"]
 
 #: The values of ``return_responses``.
 RETURN_RESPONSES = ("all", "raw", "postprocessed")
@@ -251,16 +253,13 @@ class Assembly:
 
     def metadata(self, scorers: Sequence[Scorer]) -> dict[str, Any]:
         """What every result says about how it was scored."""
-        defaults = {s.name: s.default_threshold for s in scorers if s.default_threshold is not None}
         meta: dict[str, Any] = {
             "scorers": [s.name for s in scorers],
-            "default_thresholds": defaults,
+            "thresholds": thresholds_of(scorers),
         }
         dtypes = {s.name: s.model_dtype for s in scorers if hasattr(s, "model_dtype")}
         if dtypes:  # the dtype each model ran in ("auto" resolves by device and model)
             meta["model_dtypes"] = dtypes
-        if any(hasattr(s, "support_thresholds") for s in scorers):
-            meta["support_thresholds"] = support_thresholds(scorers)
         if self.use_best:
             meta["use_best"] = True
         if self.postprocessor is not None:
@@ -308,14 +307,16 @@ def sampling_metadata(generation: GenerationResult, num_responses: int) -> dict[
     }
 
 
-def support_thresholds(scorers: Sequence[Scorer]) -> dict[str, float] | None:
-    """The support thresholds of the first ``bert_score`` scorer among ``scorers`` (whose token
-    supports a result holds): None for another encoder or layer than they were chosen for; the
-    defaults where there is no such scorer (:func:`bert_engine` builds one at the defaults)."""
-    from uqlm_bert.scorers._bertscore import SUPPORT_THRESHOLDS
+def sentence_threshold(scorers: Sequence[Scorer]) -> float | None:
+    """The sentence threshold of ``BlackBoxUQ.score_sentences``: that of the ``bert_score``
+    scorers among ``scorers`` (None for another encoder or layer than it was chosen for), the
+    default where there is none (:func:`bert_engine` builds one at the defaults)."""
+    from uqlm_bert.scorers._bertscore import SUPPORT_THRESHOLDS, BERTScoreConsistency
 
-    found = next((s for s in scorers if hasattr(s, "support_thresholds")), None)
-    return SUPPORT_THRESHOLDS if found is None else found.support_thresholds
+    if not any(isinstance(s, BERTScoreConsistency) for s in scorers):
+        return SUPPORT_THRESHOLDS["sentence"]
+    found = first_threshold(thresholds_of(scorers), "sentence")
+    return None if found is None else found[1]
 
 
 def bert_engine(scorers: Sequence[Scorer], build: bool) -> BERTScorer | None:
@@ -349,13 +350,12 @@ def sentence_result(
     metric: str | None,
     language: str,
     method: str | None = None,
-    thresholds: dict[str, float] | None = None,
+    threshold: float | None = None,
 ) -> pd.DataFrame:
     """The sentence table of ``BlackBoxUQ.score_sentences``: with ``engine``, the columns of
-    ``UQResult.sentences()``; ``flagged`` by the sentence threshold of ``thresholds`` for the
-    ``"support"`` method (``<NA>`` without one, and for ``"reembed"``, whose scores are of
-    another kind)."""
-    from uqlm_bert.results._answers import with_flags
+    ``UQResult.sentences()``; ``flagged`` by the sentence ``threshold`` for the ``"support"``
+    method (``<NA>`` without one, and for ``"reembed"``, whose scores are of another kind)."""
+    from uqlm_bert.results._levels import support_flags, with_flags
     from uqlm_bert.scorers._sentences import score_sentences
 
     table = score_sentences(
@@ -369,8 +369,8 @@ def sentence_result(
         method=method,
     )
     support = method in (None, "support") and metric in (None, "precision")
-    cut = (thresholds or {}).get("sentence") if support else None
-    table = with_flags(table, cut)
+    cut = threshold if support else None
+    table = with_flags(table, support_flags(table["support"], cut))
     table.attrs.update(
         {"method": "support" if support else "reembed", "metric": metric, "threshold": cut}
     )

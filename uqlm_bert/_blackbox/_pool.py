@@ -3,7 +3,7 @@
 :func:`scoring_place` turns ``BlackBoxUQ``'s ``scoring`` argument into where its scoring queues
 score their batches: None for this process (each queue's worker thread), or a
 :class:`PoolBatches` over a :class:`~uqlm_bert.distributed._actor_pool.ScorerPool` whose actors build the
-object's scorers from its :class:`~uqlm_bert.scorers.ScorerPlan` and run :func:`~uqlm_bert._blackbox._pipeline.score_rows`,
+object's scorers from its :class:`~uqlm_bert.scorers._registry.ScorerPlan` and run :func:`~uqlm_bert._blackbox._pipeline.score_rows`,
 the scoring step of one process. The queue forms the batches (when to send one, how large) and
 sends as many at once as the pool takes; :class:`PoolBatches` sends a batch's texts and prompts,
 with the names of the scorers to run, and hands each call its rows' share of the result. As in
@@ -12,7 +12,7 @@ own, so that it reaches only the call whose rows raised it. Ray is imported, and
 with ``scoring="ray"``.
 
 Example:
-    >>> from uqlm_bert.scorers import ScorerPlan
+    >>> from uqlm_bert.scorers._registry import ScorerPlan
     >>> scoring_place("local", ScorerPlan.of()) is None
     True
     >>> place = scoring_place("ray", ScorerPlan.of())  # doctest: +SKIP

@@ -12,7 +12,7 @@ Example:
     >>> ScoringSettings(supports="no")
     Traceback (most recent call last):
     ...
-    uqlm_bert._exceptions.ConfigurationError: supports must be True or False, got 'no'
+    uqlm_bert.ConfigurationError: supports must be True or False, got 'no'
 """
 
 from __future__ import annotations

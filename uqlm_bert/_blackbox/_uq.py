@@ -28,10 +28,10 @@ from uqlm_bert._blackbox._assembly import (
     bert_engine,
     generation_metadata,
     sentence_result,
-    support_thresholds,
+    sentence_threshold,
 )
 from uqlm_bert._blackbox._fields import SettingsField
-from uqlm_bert._blackbox._moved_arguments import accepts_moved_arguments
+from uqlm_bert._blackbox._misplaced import refuses_misplaced_settings
 from uqlm_bert._blackbox._pipeline import generate_and_score
 from uqlm_bert._blackbox._pool import scoring_place
 from uqlm_bert._blackbox._queue import ScoringQueues
@@ -76,8 +76,8 @@ class BlackBoxUQ:
     window, ...), ``bertscore`` (:class:`~uqlm_bert.BERTScoreSettings`: model, layer, idf,
     dtype, long texts, ...) and ``scoring`` (:class:`~uqlm_bert.ScoringSettings`: where to
     score, batch size, supports). A default lives in its settings object only (``NOT_GIVEN``
-    below: left out); the flat arguments of earlier releases that moved into them still work,
-    with a ``FutureWarning`` naming the new spelling (docs/migration.md).
+    below: left out); a setting given as a flat argument (``dtype="float32"``) raises a
+    :class:`~uqlm_bert.ConfigurationError` that names its settings object.
 
     Args:
         llm: a LangChain chat model (``BaseChatModel``), e.g. ``ChatOpenAI``. It is never
@@ -139,13 +139,13 @@ class BlackBoxUQ:
         >>> llm = FakeListChatModel(responses=["Paris is the capital.", "It is Paris."])
         >>> uq = BlackBoxUQ(llm=llm, scorers=["bert_score"], show_progress_bars=False)
         >>> df = uq.generate_and_score_sync(["Capital of France?"], num_responses=3).to_df()
-        >>> list(df.columns[:4])
-        ['prompt', 'response', 'sampled_responses', 'bert_score']
+        >>> list(df.columns[:5])
+        ['prompt_index', 'prompt', 'response', 'sampled_responses', 'bert_score']
         >>> bool(0.5 < df["bert_score"][0] < 1.0)
         True
     """
 
-    @accepts_moved_arguments
+    @refuses_misplaced_settings
     def __init__(
         self,
         llm: Any = None,
@@ -383,7 +383,7 @@ class BlackBoxUQ:
         sentence of each response, as the sentence table of ``UQResult.sentences()``.
 
         By default a sentence's ``support`` aggregates the token supports of its words from one
-        pass over the whole answers (see :func:`uqlm_bert.scorers._sentences.score_sentences`;
+        pass over the whole answers (see ``score_sentences``;
         it ranks the made-up sentences best in our measurements, docs/supports.md);
         ``method="reembed"`` scores each sentence on its own against each sample's sentences,
         as SelfCheckGPT's BERTScore does. With this instance's BERTScore settings either way.
@@ -392,7 +392,7 @@ class BlackBoxUQ:
             responses: one answer per prompt (``None`` for a failed call).
             sampled_responses: one list of samples per prompt (``None`` samples are skipped).
             sentences: your own split, one list of sentences per response; default: split here
-                with :func:`uqlm_bert.scorers._sentences.split_sentences` (no download needed).
+                with ``split_sentences`` (no download needed).
             show_progress_bars: override the instance's setting for this call.
             metric: with ``method="reembed"``: ``"f1"``, ``"precision"`` or ``"recall"``;
                 naming one without a method means ``"reembed"``.
@@ -401,9 +401,9 @@ class BlackBoxUQ:
 
         Returns:
             The sentence table, one row per sentence: ``prompt_index`` (the response's
-            position), ``sentence_index``, ``start``, ``end``, ``sentence``, ``support``,
-            ``flagged`` (below the sentence threshold, for ``"support"`` at the default encoder
-            and layer; ``<NA>`` otherwise) and ``method``: the columns of
+            position), ``start``, ``end``, ``sentence``, ``support``, ``flagged`` (below the
+            sentence threshold, for ``"support"`` at the default encoder and layer; ``<NA>``
+            otherwise), ``sentence_index`` and ``method``: the columns of
             ``score(...).sentences()``.
 
         Example:
@@ -422,7 +422,7 @@ class BlackBoxUQ:
             metric,
             language,
             method,
-            support_thresholds(self.scorers),
+            sentence_threshold(self.scorers),
         )
 
     def score(

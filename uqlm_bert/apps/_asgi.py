@@ -19,8 +19,7 @@ supports, as the command's ``--words`` column gives it)::
 With ``"refine": true`` it also gives the answer without its unsupported sentences
 (``UQResult.refine()``): ``refined_answer`` (None when every sentence went), ``removed_sentences``
 (each with its offsets into ``answer``, its support and why it went) and ``refinement``
-(``"unchanged"``, ``"refined"``, ``"all_removed"``, ...). ``"spans": true``, the earlier name
-of ``"words"``, is read as it, with a note in the reply's ``warnings``.
+(``"unchanged"``, ``"refined"``, ``"all_removed"``, ...).
 
 ``GET /health`` says whether the service is up and how many questions it is answering.
 
@@ -220,7 +219,7 @@ class QuestionService:
             return 502, self._body(question, error=str(exc))
         finally:
             self.in_flight -= 1
-        row = result.flag(self.threshold).iloc[0]
+        row = result.flag(threshold=self.threshold).iloc[0]
         confidence = float(row[self.scorer])
         samples = len(row["sampled_responses"])
         body = self._body(
@@ -265,26 +264,20 @@ async def read_question(request: Any, max_chars: int) -> tuple[dict[str, Any], A
     return payload, None
 
 
-def asked_for(body: Mapping[str, Any]) -> tuple[dict[str, bool], list[str]]:
+def asked_for(body: Mapping[str, Any]) -> dict[str, bool]:
     """What a ``POST /ask`` body asks for beside the answer, as :meth:`QuestionService.answer`
-    takes it (``words``, ``refine``), and the warnings for the reply (``"spans"``, the earlier
-    name of ``"words"``).
+    takes it (``words``, ``refine``).
 
     Example:
-        >>> asked_for({"question": "q", "spans": True})
-        ({'words': True, 'refine': False}, ['"spans" is now "words"'])
+        >>> asked_for({"question": "q", "words": True})
+        {'words': True, 'refine': False}
     """
-    warnings = ['"spans" is now "words"'] if body.get("spans") is True else []
-    asked = {
-        "words": body.get("words") is True or body.get("spans") is True,
-        "refine": body.get("refine") is True,
-    }
-    return asked, warnings
+    return {"words": body.get("words") is True, "refine": body.get("refine") is True}
 
 
 def answer_words(result: Any) -> list[dict[str, Any]] | None:
     """The counted words of a one-question result's answer with their supports (``"words"`` of
-    the reply, in the one serialised form, :func:`~uqlm_bert.results._tables.word_records`), or
+    the reply, in the one serialised form of ``uqlm-bert score --words``), or
     None where the scorers gave none (no ``bert_score`` scorer) or the answer is missing.
 
     Example:
@@ -298,7 +291,7 @@ def answer_words(result: Any) -> list[dict[str, Any]] | None:
 
     if result.data.get(SUPPORTS) is None or result.data["responses"][0] is None:
         return None
-    return word_records(result.words(), result.threshold(level="word"))
+    return word_records(result.words())
 
 
 def refined_answer(result: Any) -> dict[str, Any]:
@@ -415,15 +408,12 @@ def create_asgi_app(
         if refused is not None:
             return refused
         service: QuestionService = request.app.state.service
-        options, warnings = asked_for(body)
         answered, got = await until_disconnect(
-            service.answer(body["question"], **options), request.receive
+            service.answer(body["question"], **asked_for(body)), request.receive
         )
         if not answered:
             return Response(status_code=CLIENT_CLOSED)
         status, reply = got
-        if warnings:
-            reply["warnings"] = warnings
         return JSONResponse(reply, status_code=status)
 
     async def health(request: Request) -> Response:
@@ -463,7 +453,7 @@ def create_asgi_app_from_env(environ: Mapping[str, str] | None = None) -> Any:
         >>> create_asgi_app_from_env(env)
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: UQLM_BERT_APP_NUM_RESPONSES must be an int (samples per question (5)), got 'three'
+        uqlm_bert.ConfigurationError: UQLM_BERT_APP_NUM_RESPONSES must be an int (samples per question (5)), got 'three'
     """
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
@@ -501,7 +491,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error('uvicorn is not installed: pip install "uqlm-bert[app]"')
     uvicorn.run(create_asgi_app_from_env(), host=args.host, port=args.port, workers=1)
     return 0
-
-
-# the names of earlier releases (uqlm_bert.examples.asgi_app)
-create_app, create_app_from_env = create_asgi_app, create_asgi_app_from_env

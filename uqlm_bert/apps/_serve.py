@@ -47,7 +47,7 @@ Example:
     >>> ServeAppSettings.from_args({"ingress_replica": "3"})
     Traceback (most recent call last):
     ...
-    uqlm_bert._exceptions.ConfigurationError: unknown app argument 'ingress_replica' (did you mean 'ingress_replicas'?); accepted: ...
+    uqlm_bert.ConfigurationError: unknown app argument 'ingress_replica' (did you mean 'ingress_replicas'?); accepted: ...
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ class PairBatches:
     """
 
     def __init__(self, device: str | None = None) -> None:
-        from uqlm_bert.scorers import build_scorer
+        from uqlm_bert.scorers._registry import build_scorer
 
         self._scorer = build_scorer("bert_score", device=device)
         self._scorer.score(["Warm up."], [["Warm up."]])  # the model loads now
@@ -422,10 +422,7 @@ class Ingress:
         asked, refused = await read_question(request, self.settings.max_question_chars)
         if refused is not None:
             return refused
-        options, warnings = asked_for(asked)
-        status, body = await self.service.answer(asked["question"], **options)
-        if warnings:
-            body["warnings"] = warnings
+        status, body = await self.service.answer(asked["question"], **asked_for(asked))
         return JSONResponse(body, status_code=status)
 
     def __del__(self) -> None:
@@ -486,10 +483,6 @@ def serve_app_builder(args: dict[str, str]) -> Any:
         >>> serve_app_builder({"ingress_replicas": "0"})
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: ingress_replicas must be an int >= 1, got 0
+        uqlm_bert.ConfigurationError: ingress_replicas must be an int >= 1, got 0
     """
     return build_serve_app(ServeAppSettings.from_args(args))
-
-
-# the names of earlier releases (uqlm_bert.examples.serve_app)
-build_app, app_builder = build_serve_app, serve_app_builder

@@ -7,7 +7,7 @@ goes through :func:`embed_in_batches`. Give that token-id sequences sorted by le
 runs them in batches sized by a count of texts and a budget of padded tokens
 (:func:`plan_batches`), returns their packed embeddings in order, and splits any batch that
 runs out of device memory into halves, down to a single sequence. A sequence that does not fit
-alone raises :class:`~uqlm_bert._exceptions.DeviceOutOfMemoryError`, which names its length and
+alone raises :class:`~uqlm_bert.DeviceOutOfMemoryError`, which names its length and
 what to change. Nothing computed before the split is lost, and the ``on_embedded`` callback
 hears of each sequence exactly once, when its embeddings exist.
 

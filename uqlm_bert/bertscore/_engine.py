@@ -51,22 +51,22 @@ class BERTScorer:
     """BERTScore between candidates and references, matching ``bert_score.BERTScorer``.
 
     Takes the reference package's arguments; they are checked and kept as one frozen
-    :class:`~uqlm_bert.bertscore._settings.BERTScoreSettings` (:attr:`settings`), with this
-    engine's defaults (:data:`~uqlm_bert.bertscore._settings.ENGINE_DEFAULTS`: the reference's)
+    ``BERTScoreSettings`` (:attr:`settings`), with this
+    engine's defaults (``ENGINE_DEFAULTS``: the reference's)
     for ``idf``, ``dtype`` and ``long_texts`` where they are None.
 
     Args:
         model_type: Hugging Face model name or local path. ``None`` is the model ``lang``
             selects: for English the embedded all-MiniLM-L6-v2, loaded with no network; for
             other languages the reference package's choice (see
-            :data:`~uqlm_bert.bertscore._known_models.LANG_MODELS`).
+            ``LANG_MODELS``).
         num_layers: which layer's output to use. ``None`` takes the published default for
             well-known models (roberta-large 17, bert-base-uncased 9, ...) and the last layer,
             with a warning, for models not in the table.
         idf: ``False`` (the default: uniform weights, [CLS]/[SEP] 0), ``True`` (idf weights from
             ``idf_sents``, or from each call's references when ``idf_sents`` is None, as
             ``bert_score.score`` does), ``"auto"`` (fixed idf weights from general English word
-            frequencies, the same for every call: see :mod:`uqlm_bert.bertscore._fixed_idf`), or
+            frequencies, the same for every call: see ``_fixed_idf``), or
             a ``{token_id: weight}`` mapping.
         idf_sents: documents to compute idf from (only with ``idf=True``).
         rescale_with_baseline: rescale scores as ``(x - b) / (1 - b)`` with the baseline of the
@@ -80,7 +80,7 @@ class BERTScorer:
         dtype: "float32" (the default: exact, matches the reference), "bfloat16" or "float16"
             (fast), or ``"auto"``: the fastest safe one for the device and model (float16 on
             CUDA, bfloat16 on CPUs whose bfloat16 units beat float32; see
-            :func:`~uqlm_bert.bertscore._resolve.auto_dtype`). :attr:`dtype` says which runs.
+            ``auto_dtype``). :attr:`dtype` says which runs.
         trust_remote_code: allow models whose code lives in their repository.
         show_progress_bars: show progress for calls that take more than a second.
         chunk_size: pairs scored per chunk; embeddings are kept only while a chunk needs them,
@@ -88,7 +88,7 @@ class BERTScorer:
         long_texts: ``"truncate"`` (the default, the reference's behaviour) cuts a text longer than
             ``max_length`` there, with a warning; ``"window"`` reads it in overlapping windows
             and matches it whole, token by token, with the same weights (up to 32,768 tokens:
-            see :mod:`uqlm_bert.bertscore._windows`). Texts that fit give the same numbers
+            see ``_windows``). Texts that fit give the same numbers
             either way.
 
     Raises:
@@ -145,11 +145,11 @@ class BERTScorer:
         cls, settings: BERTScoreSettings, show_progress_bars: bool = True
     ) -> BERTScorer:
         """A scorer for ``settings`` (checked when built), with this engine's defaults
-        (:data:`~uqlm_bert.bertscore._settings.ENGINE_DEFAULTS`) for what they leave unset; the
+        (``ENGINE_DEFAULTS``) for what they leave unset; the
         model comes from the shared cache when loaded before.
 
         Example:
-            >>> from uqlm_bert.bertscore._settings import BERTScoreSettings
+            >>> from uqlm_bert import BERTScoreSettings
             >>> scorer = BERTScorer.from_settings(BERTScoreSettings(num_layers=3))
             >>> scorer.num_layers, scorer.settings.dtype, scorer.settings.long_texts
             (3, 'float32', 'truncate')
@@ -323,7 +323,7 @@ class BERTScorer:
             batch_size, show_progress_bars, zero_weight: as for :meth:`score`.
 
         Returns:
-            A :class:`~uqlm_bert.bertscore._token_support.PairMatches`: the P/R/F of each pair (as
+            A ``PairMatches``: the P/R/F of each pair (as
             :meth:`score` gives them), the candidate's token ids and normalised weights, and
             its tokens' best similarities; ``sum(weights * best) == P`` per pair, without
             baseline rescaling. The best similarities take a float per candidate token per

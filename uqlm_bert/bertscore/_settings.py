@@ -31,7 +31,7 @@ Example:
     >>> BERTScoreSettings.from_kwargs({"num_layer": 2})
     Traceback (most recent call last):
     ...
-    uqlm_bert._exceptions.ConfigurationError: unknown BERTScore setting 'num_layer' (did you mean 'num_layers'?); accepted: baseline_path, batch_size, chunk_size, device, dtype, idf, idf_sents, lang, long_texts, max_length, model_type, num_layers, rescale_with_baseline, trust_remote_code
+    uqlm_bert.ConfigurationError: unknown BERTScore setting 'num_layer' (did you mean 'num_layers'?); accepted: baseline_path, batch_size, chunk_size, device, dtype, idf, idf_sents, lang, long_texts, max_length, model_type, num_layers, rescale_with_baseline, trust_remote_code
 """
 
 from __future__ import annotations
@@ -160,18 +160,18 @@ class BERTScoreSettings:
         lang: language of the texts: picks the default model and the packaged baseline.
         device: ``None`` (cuda, then mps, then cpu) or a device string.
         batch_size: ``None`` (forward passes sized by a budget of padded tokens for the
-            device: see :func:`~uqlm_bert.bertscore._batching.default_token_budget`) or at most
+            device: see ``default_token_budget``) or at most
             this many texts per forward pass (speed and memory only).
         max_length: the most tokens the model reads at once (``None``: the model's maximum);
             a longer text is cut there or read in windows of it (see ``long_texts``).
         dtype: ``"float32"`` (exact: the reference's numbers), ``"bfloat16"`` or ``"float16"``
             (fast), or ``"auto"``: the fastest safe one for the device and model
-            (:func:`~uqlm_bert.bertscore._resolve.auto_dtype`); kept by its canonical name.
+            (``auto_dtype``); kept by its canonical name.
         trust_remote_code: allow models whose code lives in their repository.
         chunk_size: pairs scored per chunk (bounds memory; does not change numbers).
         long_texts: what happens to a text longer than ``max_length``: ``"truncate"`` cuts it
             there, as the reference package does; ``"window"`` reads it in overlapping windows
-            and scores it whole (see :mod:`uqlm_bert.bertscore._windows`). Texts that fit give
+            and scores it whole (see ``_windows``). Texts that fit give
             the same numbers either way.
     """
 
@@ -328,7 +328,7 @@ def check_long_texts(mode: Any) -> None:
         >>> check_long_texts("windows")
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: long_texts must be 'window' (score a text longer than the model's window whole, in overlapping windows) or 'truncate' (cut it at the window, as bert_score does), got 'windows'
+        uqlm_bert.ConfigurationError: long_texts must be 'window' (score a text longer than the model's window whole, in overlapping windows) or 'truncate' (cut it at the window, as bert_score does), got 'windows'
     """
     if not isinstance(mode, str) or mode not in LONG_TEXT_MODES:
         raise ConfigurationError(

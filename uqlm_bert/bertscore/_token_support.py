@@ -247,23 +247,48 @@ class TokenSupport:
         return len(self.starts)
 
     def to_dict(self) -> dict[str, Any]:
-        """The token supports as plain lists (``UQResult.to_dict()``'s form), the text left
-        out: it is the answer's.
+        """The token supports as plain data (``UQResult.to_dict()``'s form): the text and the
+        arrays as lists, each value exact, so :meth:`from_dict` gives back equal supports.
 
         Example:
             >>> ts = TokenSupport("Hi", np.array([0]), np.array([2]), np.array([0]),
             ...                   np.array([1.0], np.float32), np.array([0.5], np.float32), 2)
             >>> ts.to_dict()
-            {'starts': [0], 'ends': [2], 'words': [0], 'weights': [1.0], 'support': [0.5], 'num_samples': 2}
+            {'text': 'Hi', 'starts': [0], 'ends': [2], 'words': [0], 'weights': [1.0], 'support': [0.5], 'num_samples': 2}
+            >>> TokenSupport.from_dict(ts.to_dict()).support.dtype
+            dtype('float32')
         """
         return {
+            "text": self.text,
             "starts": self.starts.tolist(),
             "ends": self.ends.tolist(),
             "words": self.words.tolist(),
-            "weights": self.weights.astype(np.float64).round(6).tolist(),
-            "support": self.support.astype(np.float64).round(6).tolist(),
+            "weights": self.weights.astype(np.float64).tolist(),
+            "support": self.support.astype(np.float64).tolist(),
             "num_samples": int(self.num_samples),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TokenSupport:
+        """The token supports :meth:`to_dict` gave (float32 values, as scored).
+
+        Raises:
+            InputValidationError: a field is missing, or the arrays do not fit the text.
+        """
+        missing = [
+            k for k in ("text", "starts", "ends", "words", "weights", "support") if k not in data
+        ]
+        if missing:
+            raise InputValidationError(f"token supports without {', '.join(missing)}")
+        return cls(
+            str(data["text"]),
+            np.asarray(data["starts"], dtype=np.int64),
+            np.asarray(data["ends"], dtype=np.int64),
+            np.asarray(data["words"], dtype=np.int64),
+            np.asarray(data["weights"], dtype=np.float32),
+            np.asarray(data["support"], dtype=np.float32),
+            int(data.get("num_samples", 0)),
+        )
 
     @property
     def precision(self) -> float:

@@ -11,11 +11,9 @@ success; 1 some rows failed (each reported on stderr with file, line and field, 
 NaN scores in its place); 2 usage or input error (nothing is written). Output files are written
 atomically, so an existing file is either replaced whole or left as it was.
 
-The package's modules: :mod:`~uqlm_bert.cli._parser` (the options, with the defaults of the
-settings objects), :mod:`~uqlm_bert.cli._options` (options into settings objects and checked
-paths), one module per command (:mod:`~uqlm_bert.cli._score`, :mod:`~uqlm_bert.cli._generate`,
-:mod:`~uqlm_bert.cli._evaluate`) and :mod:`~uqlm_bert.cli._reporting` (exit codes, stderr and the
-summary). See docs/cli.md for every option.
+:func:`main` runs the command from Python (``main(["score", ...])``) and returns its exit code.
+The modules behind it are private: the options (with the defaults of the settings objects), one
+module per command, and the reporting. See docs/cli.md for every option.
 
 Example:
     >>> import contextlib, io, os, tempfile
@@ -37,16 +35,9 @@ from collections.abc import Sequence
 
 from uqlm_bert._exceptions import UQLMBertError
 from uqlm_bert.cli._parser import build_parser
-from uqlm_bert.cli._reporting import (
-    EXIT_FAILED_ROWS,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-    error,
-    format_warning,
-)
+from uqlm_bert.cli._reporting import EXIT_INTERRUPTED, EXIT_USAGE, error, format_warning
 
-__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILED_ROWS", "EXIT_USAGE"]
+__all__ = ["main"]
 
 logger = logging.getLogger("uqlm_bert")
 

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from uqlm_bert.io import RowProblem, Texts
+    from uqlm_bert.io._reading import Texts
+    from uqlm_bert.io._rows import RowProblem
 
 __all__ = ["PREDICTION_COLUMNS", "REFERENCE_COLUMNS", "run"]
 
@@ -50,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
 
     from uqlm_bert.bertscore._engine import BERTScorer
     from uqlm_bert.evaluation._references import SUMMARY_KEYS, evaluate_references
-    from uqlm_bert.io import ERROR_COLUMN, check_output_location, load_texts, write_table
+    from uqlm_bert.io import write_table
+    from uqlm_bert.io._paths import check_output_location
+    from uqlm_bert.io._reading import load_texts
+    from uqlm_bert.io._rows import ERROR_COLUMN
 
     settings = bertscore_settings(args)
     if args.per_line:
@@ -129,7 +133,7 @@ def _per_line(
     import numpy as np
     import pandas as pd
 
-    from uqlm_bert.io import ERROR_COLUMN
+    from uqlm_bert.io._rows import ERROR_COLUMN
 
     n = len(predictions.texts)
     out = pd.DataFrame(

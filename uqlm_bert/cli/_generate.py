@@ -19,7 +19,7 @@ Example:
     >>> run(args)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    uqlm_bert._exceptions.ConfigurationError: the environment variable UQLM_BERT_NO_KEY is not set: ...
+    uqlm_bert.ConfigurationError: the environment variable UQLM_BERT_NO_KEY is not set: ...
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ LOCAL_EMBEDDED = "embedded"
 
 def run(args: argparse.Namespace) -> int:
     """Run ``uqlm-bert generate-and-score`` with its parsed options; return the exit code."""
-    from uqlm_bert.io import check_output_location, check_writable, load_prompts
+    from uqlm_bert.io._paths import check_output_location
+    from uqlm_bert.io._reading import load_prompts
+    from uqlm_bert.io._writing import check_writable
 
     names, settings = checked_scorers(args)
     wants_supports(args)  # checks --refine's threshold before any call
@@ -100,10 +102,10 @@ def _generate(args: argparse.Namespace, uq: Any, names: list[str], prompts: Any)
             num_responses=args.num_responses,
             checkpoint=args.checkpoint,
         )
-    generated = result.to_df().reset_index(drop=True)
+    generated = result.to_df()
     out = prompts.frame.copy()
     for column in generated.columns:
-        if column != "prompt":
+        if column not in ("prompt_index", "prompt"):  # the file's own rows and prompts
             out[column] = generated[column].to_numpy()
     for column, values in support_columns(result, args).items():
         out[column] = pd.Series(values, index=out.index, dtype=object)

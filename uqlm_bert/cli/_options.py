@@ -132,7 +132,7 @@ def refuse_same_file(
     """Fail before any work when the file ``option`` names is one of ``inputs`` (path, name):
     writing it would destroy that input. Paths are compared resolved, and as files where both
     exist, so ``./a.csv`` and ``a.csv``, symlinks and hard links are all caught."""
-    from uqlm_bert.io import same_file
+    from uqlm_bert.io._paths import same_file
 
     if path is None:
         return

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from uqlm_bert.io import RowProblem
+    from uqlm_bert.io._rows import RowProblem
 
 __all__ = [
     "EXIT_FAILED_ROWS",
@@ -79,7 +79,7 @@ def report_lines(lines: list[str], where: str) -> None:
 
 def report_problems(problems: list[RowProblem], output: str) -> None:
     """The rows that cannot be scored, each with its file, line and field."""
-    from uqlm_bert.io import ERROR_COLUMN
+    from uqlm_bert.io._rows import ERROR_COLUMN
 
     rows = len({p.row for p in problems})
     lines = [str(p) for p in problems]

@@ -43,8 +43,8 @@ __all__ = ["run"]
 
 def run(args: argparse.Namespace) -> int:
     """Run ``uqlm-bert score`` with its parsed options; return the exit code."""
-    from uqlm_bert.io import check_output_location
     from uqlm_bert.io._file_scoring import score_table_file
+    from uqlm_bert.io._paths import check_output_location
 
     names, settings = checked_scorers(args)
     check_output_location(args.output)
@@ -84,7 +84,8 @@ def _local_scorer(names: list[str], settings: dict[str, Any], show_progress_bars
     to score loads none."""
 
     def score(responses: list[str], samples: list[list[str | None]]) -> dict[str, Any]:
-        from uqlm_bert.scorers import build_scorers, score_all
+        from uqlm_bert.scorers import build_scorers
+        from uqlm_bert.scorers._base import score_all
 
         scorers = build_scorers(names, settings)
         return score_all(scorers, responses, samples, show_progress_bars)
@@ -119,9 +120,9 @@ def _result_scorer(
 def _ray_scorer(
     args: argparse.Namespace, names: list[str], settings: dict[str, Any], pool: Any
 ) -> Any:
-    """Scores rows on Ray (see :func:`uqlm_bert.distributed.ray_rows_scorer`), with the pool of
+    """Scores rows on Ray (see ``ray_rows_scorer`` of :mod:`uqlm_bert.distributed`), with the pool of
     ``--num-workers`` actors on ``--address``."""
-    from uqlm_bert.distributed import ray_rows_scorer
+    from uqlm_bert.distributed._files import ray_rows_scorer
 
     return ray_rows_scorer(
         names, settings, pool, address=pool.address, show_progress_bars=not args.quiet

@@ -5,7 +5,7 @@
   sentences struck through (colour on a terminal; ``[brackets]`` and ``~~tildes~~`` otherwise);
 - ``--words`` adds a ``words`` column: each counted word of the answer in the one serialised
   form of word supports, the web services' too
-  (:func:`~uqlm_bert.results._tables.word_records`);
+  (``word_records``);
 - ``--refine [THRESHOLD]`` adds ``refined_response``, ``removed_sentences`` and ``refinement``
   (``UQResult.refine()``), removing the sentences below the sentence threshold (by default the
   result's, for the default encoder and layer).
@@ -67,7 +67,6 @@ def support_options() -> argparse.ArgumentParser:
         help="add a words column: for each counted word of the answer, its start and end "
         "(character offsets into the response), the word, its support (0 to 1) and weak",
     )
-    group.add_argument("--spans", action="store_true", help=argparse.SUPPRESS)  # earlier --words
     group.add_argument(
         "--refine",
         nargs="?",
@@ -82,15 +81,11 @@ def support_options() -> argparse.ArgumentParser:
 
 def wants_supports(args: argparse.Namespace) -> bool:
     """Whether the options ask for anything read from the supports; checks ``--refine``'s
-    threshold before any work (``--spans``, the earlier name of ``--words``, is taken as it,
-    with a note on stderr).
+    threshold before any work.
 
     Raises:
         ConfigurationError: ``--refine`` was given something other than a number.
     """
-    if getattr(args, "spans", False):
-        print("uqlm-bert: warning: --spans is now --words (its column: words)", file=sys.stderr)
-        args.words = True
     if args.refine not in (None, REFINE_DEFAULT):
         try:
             float(args.refine)
@@ -110,25 +105,20 @@ def support_columns(result: Any, args: argparse.Namespace) -> dict[str, list[Any
         ConfigurationError: the result holds no supports (no ``bert_score`` scorer), or has no
             default threshold for its settings and none was given.
     """
-    from uqlm_bert.results._answers import support_threshold
     from uqlm_bert.results._tables import word_records
 
     out: dict[str, list[Any]] = {}
     if args.words:
-        by_label = dict(iter(result.words().groupby("prompt_index", sort=False)))
-        cut = support_threshold(result, "word", None)
+        words = result.words(threshold=result.threshold(level="word"))
+        by_label = dict(iter(words.groupby("prompt_index", sort=False)))
         responses = result.data.get("responses") or [None] * len(result)
         out[WORDS_COLUMN] = [
-            None
-            if response is None
-            else word_records(by_label[label], cut)
-            if label in by_label
-            else []
+            None if response is None else word_records(by_label[label]) if label in by_label else []
             for label, response in zip(result.index, responses, strict=True)
         ]
     if args.refine is not None:
         threshold = None if args.refine == REFINE_DEFAULT else float(args.refine)
-        refined = result.refine(threshold)
+        refined = result.refine(threshold=threshold)
         for column in REFINE_COLUMNS:
             out[column] = refined[column].tolist()
     return out
@@ -141,10 +131,10 @@ def explanation(result: Any, colour: bool) -> str:
     from uqlm_bert.results._render import terminal_safe
 
     blocks = []
-    for i in range(len(result)):
-        answer = result.answer(position=i)
+    for label in result.index:
+        answer = result.answer(label)
         scores = ", ".join(f"{k} {v:.3f}" for k, v in answer.scores.items())
-        text = answer.terminal(colour) if answer.response is not None else "(no answer)"
+        text = answer.terminal(colour)
         prompt = terminal_safe(answer.prompt or "")
         blocks.append(f"[{answer.prompt_index}] {prompt}\n    {text}\n    {scores}")
     try:

@@ -8,16 +8,15 @@ Needs the ``ray`` extra: ``pip install 'uqlm-bert[ray]'``.
 - :func:`score_file` does the same for a JSONL, JSON, CSV or Parquet file and writes the scored
   table in the format of the output's suffix. Like ``uqlm-bert score INPUT -o OUTPUT`` with
   either engine, it goes through :func:`uqlm_bert.io.score_table_file`, which reads, checks and
-  writes the rows; :func:`ray_rows_scorer` is the part that scores them on Ray, so both engines
-  write the same file.
+  writes the rows, so both engines write the same file.
 - :class:`ScoreBatch` is the per-actor work, usable on its own on a pandas frame.
 - :class:`RayScoring` makes ``BlackBoxUQ`` score its main job on a pool of Ray actors
   (``BlackBoxUQ(llm, scoring=RayScoring(num_workers=4))``) while generation stays in the calling
-  process (:mod:`uqlm_bert.distributed._actor_pool`).
+  process.
 
 A row's scores do not depend on which rows share its batch or block, so any partitioning gives
 the numbers of single-process scoring; a row that cannot be scored (by the rules of
-:func:`uqlm_bert.io.check_row`) gets NaN and a message in ``score_error`` instead of failing
+``uqlm-bert score``) gets NaN and a message in ``score_error`` instead of failing
 the run; an actor that dies is restarted by Ray and its batch retried. See
 ``docs/scaling.md`` for clusters, KubeRay and sizing.
 
@@ -28,28 +27,8 @@ Example:
 """
 
 from uqlm_bert.distributed._actor_pool import RayScoring
-from uqlm_bert.distributed._batches import ERROR_COLUMN, ScoreBatch
-from uqlm_bert.distributed._dataset import (
-    DEFAULT_BATCH_SIZE,
-    PoolSettings,
-    WorkerPlan,
-    plan_workers,
-    score_dataset,
-)
-from uqlm_bert.distributed._files import ray_rows_scorer, score_file
-from uqlm_bert.distributed._session import ray_session, start_local_ray
+from uqlm_bert.distributed._batches import ScoreBatch
+from uqlm_bert.distributed._dataset import score_dataset
+from uqlm_bert.distributed._files import score_file
 
-__all__ = [
-    "DEFAULT_BATCH_SIZE",
-    "ERROR_COLUMN",
-    "PoolSettings",
-    "RayScoring",
-    "ScoreBatch",
-    "WorkerPlan",
-    "plan_workers",
-    "ray_rows_scorer",
-    "ray_session",
-    "score_dataset",
-    "score_file",
-    "start_local_ray",
-]
+__all__ = ["RayScoring", "ScoreBatch", "score_dataset", "score_file"]

@@ -7,16 +7,16 @@ actors. Each prompt joins the object's scoring queue as soon as its samples are 
 generation goes on, ``batches_per_worker`` batches per actor at once, so that an actor finds its
 next batch waiting when it finishes one.
 
-Each actor builds the scorers once, from the object's :class:`~uqlm_bert.scorers.ScorerPlan`
+Each actor builds the scorers once, from the object's :class:`~uqlm_bert.scorers._registry.ScorerPlan`
 (the one reading of its scorers and their settings; scorers registered in this process travel
-as their :class:`~uqlm_bert.scorers.ScorerSpec`, :class:`~uqlm_bert.scorers.Scorer` objects as
+as their :class:`~uqlm_bert.scorers._registry.ScorerSpec`, :class:`~uqlm_bert.scorers.Scorer` objects as
 they are), and runs on each batch the scoring step one process runs: a row's scores are those of
 one process (a row is scored against its own samples only).
 
 When an actor dies (killed, its node lost, out of memory), every batch it held is sent again, to
 another actor, and a new actor takes its place: no row is lost. A batch whose actor died
 :attr:`ScorerPool.MAX_ATTEMPTS` times (one that kills every actor it reaches, say) fails the
-calls whose rows it holds with :class:`~uqlm_bert._exceptions.ScoringWorkerError`. An exception
+calls whose rows it holds with :class:`~uqlm_bert.ScoringWorkerError`. An exception
 raised by the scorers themselves is not retried: it reaches the call whose rows raised it, as in
 one process.
 
@@ -63,7 +63,7 @@ class RayScoring(PoolSettings):
         num_cpus_per_worker: CPUs per actor, also its torch thread count; None: 1.
         address: the cluster: ``"auto"``, ``"ray://host:10001"``, ``"host:6379"``. None: the
             one ``RAY_ADDRESS`` names, else a private local Ray on 127.0.0.1 (see
-            :func:`~uqlm_bert.distributed.start_local_ray`), shut down by
+            ``start_local_ray``), shut down by
             ``BlackBoxUQ.close()``. A Ray already initialized in the process is used as it is.
         batches_per_worker: batches sent to each actor at once: one being scored and the
             rest waiting, so that the actor never waits for its next batch.
@@ -74,7 +74,7 @@ class RayScoring(PoolSettings):
         >>> RayScoring(batches_per_worker=0)
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: batches_per_worker must be an int >= 1, got 0
+        uqlm_bert.ConfigurationError: batches_per_worker must be an int >= 1, got 0
     """
 
     address: str | None = None
@@ -126,7 +126,7 @@ class ScoringWorker:
     Example:
         >>> from uqlm_bert._blackbox._pipeline import score_rows
         >>> from uqlm_bert._inputs import ScoringInputs
-        >>> from uqlm_bert.scorers import ScorerPlan
+        >>> from uqlm_bert.scorers._registry import ScorerPlan
         >>> worker = ScoringWorker(ScorerPlan.of(["exact_match"]), score_rows)
         >>> worker.score(["exact_match"], ScoringInputs(["a"], [["a", "b"]]), False).scores
         {'exact_match': array([0.5])}
@@ -179,7 +179,7 @@ class ScorerPool:
     Example:
         >>> from uqlm_bert._blackbox._pipeline import score_rows
         >>> from uqlm_bert._inputs import ScoringInputs
-        >>> from uqlm_bert.scorers import ScorerPlan
+        >>> from uqlm_bert.scorers._registry import ScorerPlan
         >>> recipe = ScorerPlan.of(["exact_match"])
         >>> pool = ScorerPool(RayScoring(num_workers=2), recipe, score_rows)
         >>> pool.start()  # doctest: +SKIP

@@ -1,7 +1,7 @@
 """Scoring one batch of rows: the work each Ray actor does, with no Ray in sight.
 
 A row is a response and its sampled responses. Rows are checked one by one with
-:func:`uqlm_bert.io.check_row`, by the rules the command-line scorer applies to a file: a row
+:func:`uqlm_bert.io._rows.check_row`, by the rules the command-line scorer applies to a file: a row
 whose response is missing or not a string, or whose samples are missing or not a list of
 strings and nulls, gets NaN scores and the reason in the ``score_error`` column (the text the
 local engine writes), and the rest of the batch is scored as usual. A missing sample (a failed
@@ -32,7 +32,7 @@ import pandas as pd
 
 from uqlm_bert._checks import check_int
 from uqlm_bert._exceptions import InputValidationError
-from uqlm_bert.io import ERROR_COLUMN, check_row
+from uqlm_bert.io._rows import ERROR_COLUMN, check_row
 from uqlm_bert.scorers._base import Scorer, score_all
 from uqlm_bert.scorers._registry import (
     DEFAULT_SCORERS,
@@ -51,13 +51,13 @@ class ScoreBatch:
         scorers: scorer names, as for :func:`uqlm_bert.scorers.build_scorers`.
         scorer_kwargs: keyword arguments for the scorers (``model_type``, ``device``,
             ``batch_size``, ``dtype``, ...).
-        specs: :class:`~uqlm_bert.scorers._registry.ScorerSpec` objects to register in this
+        specs: ``ScorerSpec`` objects to register in this
             process before building, so that scorers registered in the driver exist in the
             worker too.
         response_column: the column holding each response.
         samples_column: the column holding each row's list of sampled responses.
         num_threads: torch threads for this process (None leaves torch's default).
-        plan: the scorers as one :class:`~uqlm_bert.scorers.ScorerPlan` (their names, settings
+        plan: the scorers as one ``ScorerPlan`` (their names, settings
             and specs), instead of ``scorers``, ``scorer_kwargs`` and ``specs``: what the
             package's own pools send.
 

@@ -102,7 +102,7 @@ class PoolSettings:
         >>> PoolSettings(num_workers=True)
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: num_workers must be an int >= 1 or None, got True
+        uqlm_bert.ConfigurationError: num_workers must be an int >= 1 or None, got True
     """
 
     num_workers: int | None = None
@@ -196,7 +196,7 @@ def score_dataset(
     Args:
         ds: rows with a response column (a string) and a samples column (a list of strings
             and nulls); rows that are not are kept, with NaN scores and the reason in
-            ``score_error``, by the rules of :func:`uqlm_bert.io.check_row`.
+            ``score_error``, by the rules of ``check_row``.
         scorers: scorer names, e.g. ``("bert_score", "bert_score_precision")``.
         scorer_kwargs: keyword arguments for the scorers: ``model_type``, ``num_layers``,
             ``dtype``, ``device``, ``batch_size`` (texts per forward pass), ...
@@ -260,7 +260,7 @@ def map_scorers(
 ) -> ray.data.Dataset:
     """``ds`` scored in order by a pool of actors as ``plan`` sizes it: the step
     :func:`score_dataset` and :func:`~uqlm_bert.distributed.score_file` share, given the
-    scorers' :class:`~uqlm_bert.scorers.ScorerPlan` (each actor builds it, on its GPU where it
+    scorers' :class:`~uqlm_bert.scorers._registry.ScorerPlan` (each actor builds it, on its GPU where it
     has one).
 
     Example:
@@ -297,7 +297,7 @@ def check_batch_invariance(settings: Mapping[str, Any], idf_from_run: bool = Fal
     """Refuse scorer settings that make a row's score depend on the rows batched with it.
 
     Args:
-        settings: the scorers' settings objects, as :func:`~uqlm_bert.scorers.scorer_settings`
+        settings: the scorers' settings objects, as :func:`~uqlm_bert.scorers._registry.scorer_settings`
             builds them.
         idf_from_run: the caller fixes ``idf=True`` to the whole run's references itself.
 
@@ -306,11 +306,11 @@ def check_batch_invariance(settings: Mapping[str, Any], idf_from_run: bool = Fal
             ``idf_from_run``).
 
     Example:
-        >>> from uqlm_bert.scorers import ScorerPlan
+        >>> from uqlm_bert.scorers._registry import ScorerPlan
         >>> check_batch_invariance(ScorerPlan.of(["bert_score"], idf=True).settings)
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: idf=True without idf_sents computes idf from each batch's references, so a row's score would depend on how rows are batched; pass idf_sents=[...] (the references of the whole run, say) or a {token_id: weight} mapping as idf
+        uqlm_bert.ConfigurationError: idf=True without idf_sents computes idf from each batch's references, so a row's score would depend on how rows are batched; pass idf_sents=[...] (the references of the whole run, say) or a {token_id: weight} mapping as idf
     """
     bert = settings.get(BERTScoreSettings.keyword)
     if bert is not None and bert.idf is True and bert.idf_sents is None and not idf_from_run:

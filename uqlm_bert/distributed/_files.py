@@ -45,8 +45,10 @@ from uqlm_bert.distributed._dataset import (
     require_ray,
 )
 from uqlm_bert.distributed._session import ray_session
-from uqlm_bert.io import ERROR_COLUMN, RowScorer, Table
 from uqlm_bert.io import _file_scoring as scoring
+from uqlm_bert.io._file_scoring import RowScorer
+from uqlm_bert.io._rows import ERROR_COLUMN
+from uqlm_bert.io._table import Table
 from uqlm_bert.scorers._registry import (
     DEFAULT_SCORERS,
     ScorerPlan,
@@ -111,7 +113,7 @@ def score_file(
             the response or samples column; the output's suffix is unknown.
         ConfigurationError: Ray is missing, a scorer is unknown, a count is invalid.
 
-    Rows that cannot be scored are kept (see :func:`uqlm_bert.io.validate_rows`), and a
+    Rows that cannot be scored are kept (see ``validate_rows``), and a
     warning says how many there are. When no row can be scored, Ray is not started.
 
     Example:
@@ -161,7 +163,7 @@ def ray_rows_scorer(
 
     Args:
         names: the scorer names, checked.
-        settings: their settings objects, as :func:`uqlm_bert.scorers.scorer_settings` builds
+        settings: their settings objects, as :func:`uqlm_bert.scorers._registry.scorer_settings` builds
             them.
         pool: the actors (default: :class:`PoolSettings`'s defaults).
         address: the Ray cluster, as for :func:`score_file`.
@@ -172,7 +174,7 @@ def ray_rows_scorer(
             its batch.
 
     Example:
-        >>> from uqlm_bert.scorers import scorer_settings
+        >>> from uqlm_bert.scorers._registry import scorer_settings
         >>> score = ray_rows_scorer(["bert_score"], scorer_settings(["bert_score"]),
         ...                         PoolSettings(num_workers=1))  # doctest: +SKIP
         >>> score(["Paris."], [["Paris.", "Lyon."]])  # doctest: +SKIP

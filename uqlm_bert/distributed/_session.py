@@ -10,7 +10,7 @@ process sharing one. Either way a session that was already open in the process i
 and left open, and one opened here is shut down at the end.
 
 Example:
-    >>> from uqlm_bert.distributed import ray_session
+    >>> from uqlm_bert.distributed._session import ray_session
     >>> with ray_session() as ray:  # doctest: +SKIP
     ...     print(ray.cluster_resources()["CPU"])
 """

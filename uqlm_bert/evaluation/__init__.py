@@ -11,16 +11,19 @@ are pure numpy, exact, and tested against scikit-learn and scipy.
 - :func:`spearman`: Spearman's rho, ties as average ranks (``scipy.stats.spearmanr``);
 - :func:`choose_threshold`: the flagging threshold for the best F1 or a target precision;
 - :func:`accuracy_vs_fraction_kept`: accuracy of the answers kept at each confidence threshold;
+- :func:`rejection_curve`: the quality of the answers kept at each fraction kept (behind
+  :func:`prr`);
 - :func:`brier_score`: mean squared error of a probability of being correct
   (``brier_score_loss``);
 - :func:`expected_calibration_error`: mean gap between probability and observed frequency;
 - :func:`reliability_curve`: per probability bin, mean probability, fraction correct and count
   (``calibration_curve``).
 
-The last three judge probabilities, such as those of :class:`ScoreCalibrator`, not raw scores.
+The last three judge probabilities, such as those of :class:`~uqlm_bert.ScoreCalibrator`, not raw
+scores.
 
-- :class:`ScoreCalibrator`: turns confidences into probabilities of being correct (isotonic or
-  Platt), fitted on labelled answers and saved as JSON.
+:class:`~uqlm_bert.ScoreCalibrator` (from ``uqlm_bert``) turns confidences into probabilities of
+being correct (isotonic or Platt), fitted on labelled answers and saved as JSON.
 
 Reference-based metrics, which compare answers with ground truth rather than judge a confidence:
 :func:`evaluate_references` (BLEU, ROUGE and BERTScore against references: what
@@ -40,15 +43,9 @@ Example:
     -0.975
 """
 
-from uqlm_bert.evaluation._calibration import ScoreCalibrator
-from uqlm_bert.evaluation._classification import (
-    ThresholdChoice,
-    auc_pr,
-    auroc,
-    choose_threshold,
-)
-from uqlm_bert.evaluation._correlation import pearson, rankdata, spearman
-from uqlm_bert.evaluation._references import ReferenceEvaluation, evaluate_references
+from uqlm_bert.evaluation._classification import auc_pr, auroc, choose_threshold
+from uqlm_bert.evaluation._correlation import pearson, spearman
+from uqlm_bert.evaluation._references import evaluate_references
 from uqlm_bert.evaluation._rejection import accuracy_vs_fraction_kept, prr, rejection_curve
 from uqlm_bert.evaluation._reliability import (
     brier_score,
@@ -57,9 +54,6 @@ from uqlm_bert.evaluation._reliability import (
 )
 
 __all__ = [
-    "ReferenceEvaluation",
-    "ScoreCalibrator",
-    "ThresholdChoice",
     "accuracy_vs_fraction_kept",
     "evaluate_references",
     "auc_pr",
@@ -69,7 +63,6 @@ __all__ = [
     "expected_calibration_error",
     "pearson",
     "prr",
-    "rankdata",
     "rejection_curve",
     "reliability_curve",
     "spearman",

@@ -1,7 +1,7 @@
 """Whether probabilities mean what they say: Brier score, expected calibration error, reliability.
 
 These judge a *probability* that an answer is correct (for instance the output of
-:class:`~uqlm_bert.evaluation._calibration.ScoreCalibrator`, or a raw score read as one) against 0/1
+:class:`~uqlm_bert.ScoreCalibrator`, or a raw score read as one) against 0/1
 correctness labels. Unlike AUROC or PRR they are not indifferent to the values: among answers
 given probability 0.8, about 80% should be correct.
 
@@ -205,7 +205,7 @@ def _probabilities_and_labels(
         raise InputValidationError(
             f"probabilities must lie in [0, 1], got {float(p[outside[0]])!r} at index "
             f"{outside[0]} (after dropping NaNs); turn a score into a probability with "
-            "uqlm_bert.evaluation._calibration.ScoreCalibrator first"
+            "uqlm_bert.ScoreCalibrator first"
         )
     return p, check_binary(y, both_classes=False).astype(np.float64)
 

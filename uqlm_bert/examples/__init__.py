@@ -24,12 +24,12 @@ import unicodedata
 from collections.abc import Sequence
 from importlib import resources
 
-__all__ = ["EXAMPLE_ANSWERS", "QUESTIONS", "is_correct", "load_example_answers", "load_questions"]
+__all__ = ["is_correct", "load_example_answers", "load_questions"]
 
 #: Name of the example answers file inside this package.
-EXAMPLE_ANSWERS = "answers.jsonl"
+_EXAMPLE_ANSWERS = "answers.jsonl"
 #: Name of the questions file inside this package.
-QUESTIONS = "questions.jsonl"
+_QUESTIONS = "questions.jsonl"
 
 
 def _read_jsonl(name: str) -> list[dict]:
@@ -43,7 +43,7 @@ def load_example_answers() -> list[dict]:
     Some answers are well supported by their samples; others are the kind of confident
     invention (about a person, place or event that does not exist) that samples contradict.
     """
-    return _read_jsonl(EXAMPLE_ANSWERS)
+    return _read_jsonl(_EXAMPLE_ANSWERS)
 
 
 def load_questions(limit: int | None = None) -> list[dict]:
@@ -56,7 +56,7 @@ def load_questions(limit: int | None = None) -> list[dict]:
         >>> len(q), isinstance(q[0]["answers"], list)
         (3, True)
     """
-    rows = _read_jsonl(QUESTIONS)
+    rows = _read_jsonl(_QUESTIONS)
     if limit is None:
         return rows
     from uqlm_bert._checks import check_int

@@ -21,7 +21,7 @@ import time
 from uqlm_bert import BlackBoxUQ, LocalLLM
 from uqlm_bert.evaluation import auroc
 from uqlm_bert.examples import is_correct, load_questions
-from uqlm_bert.generation import NUM_RESPONSES
+from uqlm_bert.generation._settings import NUM_RESPONSES
 
 #: Short answers, as a screening pipeline would ask for them.
 SYSTEM_PROMPT = "You are a helpful assistant. Answer in one short sentence."
@@ -59,12 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     threshold = result.threshold() if args.threshold is None else args.threshold
-    df = result.flag(threshold)
+    df = result.flag(threshold=threshold)
     right = [is_correct(a, r["answers"]) for a, r in zip(df["response"], rows, strict=True)]
     print(f"{'confidence':>10}  {'flag':4}  {'right':5}  question -> answer")
-    for i, ((_, row), ok) in enumerate(zip(df.iterrows(), right, strict=True)):
-        # the answer with the words its samples support weakly in [brackets]
-        answer = " ".join(str(result.answer(i)).split()) if row["response"] else "(no answer)"
+    for (_, row), ok in zip(df.iterrows(), right, strict=True):
+        # the answer with the words its samples support weakly in [brackets], or its error
+        answer = " ".join(str(result.answer(row["prompt_index"])).split())
         if len(answer) > 90:
             answer = answer[:87] + "..."
         flag = "LOW" if row["flagged"] else ""
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{n_right} of {len(df)} answers are right; {low} fall below {threshold} and are "
         "flagged as likely hallucinations. Words in [brackets]: the samples support them "
-        f"weakly (below {result.answer(0).threshold:g}; see docs/supports.md)."
+        f"weakly (below {result.threshold(level='word'):g}; see docs/supports.md)."
     )
     if 0 < n_right < len(df):
         separation = auroc(df["bert_score"], right)

@@ -95,7 +95,7 @@ class Checkpoint:
 
         Args:
             prompt_fingerprints: one fingerprint per prompt of the run
-                (:func:`~uqlm_bert.generation._prompts.fingerprint_prompt`).
+                (``fingerprint_prompt``).
             settings: the settings that change what is generated.
 
         Raises:

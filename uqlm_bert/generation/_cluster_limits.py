@@ -33,7 +33,7 @@ message.
 **When the keeper is slow or lost.** A call never goes out without a grant. A keeper that has
 not answered a request within ``timeout_s`` seconds (beyond its own wait of at most
 :data:`~uqlm_bert.generation._cluster_keeper.POLL_S` seconds), or that died, fails the calls waiting for a
-grant with :class:`~uqlm_bert._exceptions.LimitsUnavailableError`, which stops their runs; calls
+grant with :class:`~uqlm_bert.LimitsUnavailableError`, which stops their runs; calls
 already in flight finish. The next run in the process finds the keeper again, or starts a new
 one if it died. A keeper started where one of its name ran before on the cluster (a record in
 Ray's key-value store says so, whichever process starts it) replaces a lost one: it grants
@@ -93,13 +93,13 @@ class ClusterLimits:
             keeper replacing a lost one waits this long (or a rate-limit period, the longer)
             before its first grant.
         timeout_s: how long a call waits for the keeper to answer before it fails with
-            :class:`~uqlm_bert._exceptions.LimitsUnavailableError`.
+            :class:`~uqlm_bert.LimitsUnavailableError`.
 
     Example:
         >>> ClusterLimits(lease_s=0)
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: lease_s must be a number > 0, got 0
+        uqlm_bert.ConfigurationError: lease_s must be a number > 0, got 0
     """
 
     name: str = "uqlm-bert-limits"

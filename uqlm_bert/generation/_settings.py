@@ -14,7 +14,7 @@ Example:
     >>> GenerationSettings(max_concurrency=0)
     Traceback (most recent call last):
     ...
-    uqlm_bert._exceptions.ConfigurationError: max_concurrency must be an int >= 1 or None, got 0
+    uqlm_bert.ConfigurationError: max_concurrency must be an int >= 1 or None, got 0
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class GenerationSettings:
             does. Sampling alone (``generate_candidate_responses``) always draws them all.
         cluster_limits: hold ``max_calls_per_min``, ``max_concurrency`` and the adaptive level
             for every process that names the same
-            :class:`~uqlm_bert.generation._cluster_limits.ClusterLimits` (the replicas of a Ray Serve
+            ``ClusterLimits`` (the replicas of a Ray Serve
             deployment, say), through one Ray actor, instead of for this process's
             ``BlackBoxUQ`` alone; ``None`` (the default) keeps them in the process.
     """
@@ -194,7 +194,7 @@ def generation_settings(
         >>> generation_settings(GenerationSettings(), max_retries=5)
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: give the generation settings either as generation=GenerationSettings(...) or as separate arguments, not both (given beside it: max_retries)
+        uqlm_bert.ConfigurationError: give the generation settings either as generation=GenerationSettings(...) or as separate arguments, not both (given beside it: max_retries)
     """
     flat = given(arguments)
     if generation is not None:

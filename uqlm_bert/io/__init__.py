@@ -4,7 +4,7 @@ A table holds one row per prompt. For scoring it needs a ``response`` column (a 
 ``sampled_responses`` column (a list of strings, ``null`` for a missing sample); any other
 columns (``prompt``, ids, labels) are carried along untouched.
 
-Formats by suffix (:data:`FORMATS`):
+Formats by suffix:
 
 - ``.jsonl``, ``.ndjson``: JSON Lines, one object per line (blank lines are skipped).
 - ``.json``: a JSON array of records, as ``df.to_json(path, orient="records")`` writes it,
@@ -20,35 +20,25 @@ Formats by suffix (:data:`FORMATS`):
   same Arrow type.
 
 Reading never drops a row. A record that cannot be parsed (a JSON Lines line that is not a JSON
-object, a record nested more than :data:`MAX_NESTING` levels deep, a CSV record with too many
-fields) becomes a row with every field missing, and :attr:`Table.unreadable` says why, so that
-the output stays aligned with the input. Text is decoded as UTF-8 (a leading BOM is skipped); a
-byte that is not UTF-8 is reported with its line and its offset in the file. :func:`validate_rows`
-then checks every row and names the file, line and field of each problem.
+object, a record nested too deep, a CSV record with too many fields) becomes a row with every
+field missing, and the table says why (``load_table(path).unreadable``), so that the output
+stays aligned with the input. Text is decoded as UTF-8 (a leading BOM is skipped); a byte that
+is not UTF-8 is reported with its line and its offset in the file. Scoring checks every row and
+names the file, line and field of each problem.
 
 Writing is atomic: the table goes to a temporary file in the target's directory, which then
 replaces the target, so a failed or interrupted write never leaves a half-written file. JSON and
 CSV have no type for some values, which are written as text: dates, times and timestamps in ISO
 8601 (``2024-01-31``, ``12:30:00``, ``2024-01-31T12:30:00+00:00``), durations in ISO 8601
 (``P0DT0H1M30S``), decimals as their exact digits (``"12.50"``, a JSON string), bytes in base64
-(RFC 4648, with padding). :func:`check_writable` finds a value that cannot be written before
-any work is done, and :func:`check_output_location` a place that cannot be written to.
+(RFC 4648, with padding). A value that cannot be written, and a place that cannot be written
+to, are found before any work is done.
 
 A scored table is the input's rows and columns plus one float64 column per scorer and
-:data:`ERROR_COLUMN`; :func:`with_scores` builds it, for every engine alike. :func:`check_row`
-checks one row by the rules of :func:`validate_rows` where there is no file (a batch of a Ray
-Dataset, say), so that every engine fails the same rows with the same messages.
-:func:`load_texts` reads the texts of one column (or of a ``.txt`` file, one per line) for
-reference-based evaluation.
-
-The package's modules, one job each: :mod:`~uqlm_bert.io._formats` (which format a suffix names),
-:mod:`~uqlm_bert.io._table` (a table as read), :mod:`~uqlm_bert.io._reading` (the readers' entry
-points) over :mod:`~uqlm_bert.io._json`, :mod:`~uqlm_bert.io._csv` and
-:mod:`~uqlm_bert.io._parquet`, :mod:`~uqlm_bert.io._samples` (a samples cell as a list),
-:mod:`~uqlm_bert.io._rows` (row checks and the scored table), :mod:`~uqlm_bert.io._writing`,
-:mod:`~uqlm_bert.io._paths` (where a table can be written, atomically) and
-:mod:`~uqlm_bert.io._file_scoring` (:func:`score_table_file`: load, check, score, attach, write, the
-one sequence of every engine).
+``score_error`` (why a row was not scored). :func:`score_table_file` is the one sequence of every
+engine that scores a file: load, check every row, score the good ones, attach the scores,
+write; the command, its Ray engine and :func:`uqlm_bert.distributed.score_file` call it, and
+differ only in the function that scores the rows.
 
 Example:
     >>> import os, tempfile
@@ -56,57 +46,19 @@ Example:
     >>> path = os.path.join(tempfile.mkdtemp(), "answers.csv")
     >>> write_table(pd.DataFrame({"response": ["Paris"],
     ...                           "sampled_responses": [["Paris", None]]}), path)
-    >>> table = load_table(path)
-    >>> good, problems = validate_rows(table.frame, path, lines=table.lines)
-    >>> good.tolist(), problems
-    ([True], [])
-    >>> scoring_inputs(table.frame, good)
-    (['Paris'], [['Paris', None]])
+    >>> load_table(path).frame["response"].tolist()
+    ['Paris']
+    >>> def same_as_first(responses, samples):
+    ...     return {"match": [float(s[0] == r) for r, s in zip(responses, samples)]}
+    >>> scored = score_table_file(path, path + ".jsonl", ["match"], same_as_first)
+    >>> scored.frame["match"].tolist(), scored.frame["score_error"].tolist()
+    ([1.0], [None])
 """
 
 from __future__ import annotations
 
-from uqlm_bert.io._file_scoring import RowScorer, ScoredTable, score_table_file
-from uqlm_bert.io._formats import FORMATS, MAX_NESTING, TEXT_SUFFIXES, table_format
-from uqlm_bert.io._paths import check_output_location, same_file
-from uqlm_bert.io._reading import Texts, load_prompts, load_table, load_texts, read_table
-from uqlm_bert.io._rows import (
-    ERROR_COLUMN,
-    RowCheck,
-    RowProblem,
-    check_row,
-    scoring_inputs,
-    validate_rows,
-    with_scores,
-)
-from uqlm_bert.io._samples import parse_samples
-from uqlm_bert.io._table import Table
-from uqlm_bert.io._writing import check_writable, write_table
+from uqlm_bert.io._file_scoring import score_table_file
+from uqlm_bert.io._reading import load_table
+from uqlm_bert.io._writing import write_table
 
-__all__ = [
-    "ERROR_COLUMN",
-    "FORMATS",
-    "MAX_NESTING",
-    "TEXT_SUFFIXES",
-    "RowCheck",
-    "RowProblem",
-    "RowScorer",
-    "ScoredTable",
-    "Table",
-    "Texts",
-    "table_format",
-    "load_table",
-    "read_table",
-    "load_prompts",
-    "load_texts",
-    "check_row",
-    "validate_rows",
-    "scoring_inputs",
-    "with_scores",
-    "score_table_file",
-    "parse_samples",
-    "write_table",
-    "check_writable",
-    "check_output_location",
-    "same_file",
-]
+__all__ = ["load_table", "score_table_file", "write_table"]

@@ -1,7 +1,7 @@
 """Reading CSV into tables: every cell as text, an empty cell as missing, no row dropped.
 
 A record with more fields than the header is a row with every field missing, and the reason in
-:attr:`~uqlm_bert.io.Table.unreadable`; a record with fewer is padded with missing cells.
+:attr:`~uqlm_bert.io._table.Table.unreadable`; a record with fewer is padded with missing cells.
 
 Example:
     >>> table = read_csv("t.csv", "prompt,response\\nq,NA\\n\\nr,\\n")

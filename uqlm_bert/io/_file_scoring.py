@@ -59,7 +59,7 @@ class ScoredTable:
         frame: the output as written: the input's rows and columns, one float64 column per
             scorer and ``score_error``.
         good: a boolean mask over the rows: True where the row was scored.
-        problems: one :class:`~uqlm_bert.io.RowProblem` per fault of the rows not scored.
+        problems: one :class:`~uqlm_bert.io._rows.RowProblem` per fault of the rows not scored.
     """
 
     table: Table
@@ -84,7 +84,7 @@ def score_table_file(
 
     The input is read (unless ``source`` is a table already read), refused before any work if a
     value of it cannot be written in the output's format, and every row checked
-    (:func:`~uqlm_bert.io.validate_rows`). ``score`` is called once, with the rows that can be
+    (``validate_rows``). ``score`` is called once, with the rows that can be
     scored, and never when there are none; the rows that cannot be scored get NaN and their
     reasons in ``score_error``.
 

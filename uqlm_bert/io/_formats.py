@@ -41,7 +41,7 @@ FORMATS = {
     ".pq": "parquet",
 }
 
-#: Suffixes of plain text files, read by :func:`~uqlm_bert.io.load_texts` as one text per line.
+#: Suffixes of plain text files, read by :func:`~uqlm_bert.io._reading.load_texts` as one text per line.
 TEXT_SUFFIXES = (".txt",)
 
 #: How deeply lists and objects may nest in a JSON record; a deeper record is unreadable.

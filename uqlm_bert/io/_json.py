@@ -1,8 +1,8 @@
 """Reading JSON Lines and JSON arrays into tables, one row per record, never dropping a row.
 
 A ``.jsonl`` line, or an item of a ``.json`` array, that is not a JSON object, or that nests more
-than :data:`~uqlm_bert.io.MAX_NESTING` levels deep, is a row with every field missing and the
-reason in :attr:`~uqlm_bert.io.Table.unreadable`, so that the output stays aligned with the input.
+than :data:`~uqlm_bert.io._formats.MAX_NESTING` levels deep, is a row with every field missing and the
+reason in :attr:`~uqlm_bert.io._table.Table.unreadable`, so that the output stays aligned with the input.
 A JSON array is decoded item by item, with each item's line, so that one item too deep for
 Python's recursion fails only its own row; a syntax error stops the file, since where the items
 begin and end is then unknown.

@@ -44,7 +44,7 @@ def check_output_location(path: str | os.PathLike[str]) -> None:
         >>> check_output_location(tempfile.mkdtemp() + "/scored.csv")
         >>> check_output_location("no/such/dir/scored.csv")
         Traceback (most recent call last):
-        uqlm_bert._exceptions.InputValidationError: no/such/dir/scored.csv: the directory no/such/dir does not exist
+        uqlm_bert.InputValidationError: no/such/dir/scored.csv: the directory no/such/dir does not exist
     """
     name = os.fspath(path)
     if table_format(name) == "parquet":

@@ -1,7 +1,7 @@
 """Reading tables and texts from files: the entry points, by format.
 
 Reading never drops a row: a record that cannot be parsed becomes a row with every field
-missing, and :attr:`~uqlm_bert.io.Table.unreadable` says why. Text is decoded as UTF-8 (a
+missing, and :attr:`~uqlm_bert.io._table.Table.unreadable` says why. Text is decoded as UTF-8 (a
 leading BOM is skipped); a byte that is not UTF-8 is reported with its line and its offset in
 the file. The formats' own readers are :mod:`~uqlm_bert.io._json`,
 :mod:`~uqlm_bert.io._csv` and :mod:`~uqlm_bert.io._parquet`.

@@ -126,7 +126,7 @@ def check_writable(
         >>> check_writable(df, "out.jsonl")  # JSON keeps it as an escape
         >>> check_writable(df, "out.csv", source="in.jsonl", lines=[1, 2])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
-        uqlm_bert._exceptions.InputValidationError: in.jsonl:2: field 'response': a lone surrogate ...
+        uqlm_bert.InputValidationError: in.jsonl:2: field 'response': a lone surrogate ...
     """
     fmt = table_format(path)
     if fmt in ("csv", "parquet"):

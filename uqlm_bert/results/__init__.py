@@ -1,41 +1,32 @@
-"""What a run gives back: :class:`UQResult`, one shape per level, each keyed by ``prompt_index``.
+"""What a run gives back: :class:`UQResult`, one table shape per level.
 
-- answers: ``result.to_df()`` (indexed by ``prompt_index``), ``flag()``, ``filter()``,
-  ``calibrate()`` (a result of the same type and columns), ``refine()`` (each answer with its
-  unsupported sentences removed);
-- words: ``result.words()``, each word of every answer with how well its samples support it;
+- answers: ``result.flag()`` (``to_df()`` with ``flagged``), ``filter()``, ``calibrate()`` (a
+  result with each answer's probability of being correct as a column), ``refine()`` (each
+  answer with its unsupported sentences removed);
 - sentences: ``result.sentences()``, each sentence with its support and whether it is flagged
   (``BlackBoxUQ.score_sentences`` gives the same table);
-- one answer: ``result.answer(prompt_index)`` (or ``answer(position=...)``), an :class:`Answer`
-  shown with its weak words marked and its unsupported sentences struck through;
-- the failed calls, grouped by kind: ``result.failures()``, a :class:`Failures`.
+- words: ``result.words()``, each word of every answer with its support and whether it is
+  flagged;
+- one answer: ``result.answer(prompt_index)``, an :class:`Answer` shown with its weak words
+  marked and its unsupported sentences struck through (or, for a failed call, its error);
+- the failed calls, grouped by kind: ``result.failures()``, a :class:`Failures`;
+- as plain data and back: ``result.to_dict()``, ``UQResult.from_dict(...)``.
+
+Every table starts with ``prompt_index``, the row's label (its prompt's index in the run), then
+for sentences and words ``start`` and ``end`` into the scored text; each has its score column(s)
+and ``flagged``. Every method that applies a threshold takes it as ``threshold=``, None being
+the result's default for that level and scorer.
 
 Example:
     >>> from uqlm_bert.results import UQResult
-    >>> UQResult({"prompts": ["q"], "bert_score": [0.9]}).flag(0.5)["flagged"].tolist()
+    >>> UQResult({"prompts": ["q"], "bert_score": [0.9]}).flag(threshold=0.5)["flagged"].tolist()
     [False]
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from uqlm_bert._warn import warn_user
 from uqlm_bert.results._answers import Answer
-from uqlm_bert.results._failures import FailureGroup, Failures
+from uqlm_bert.results._failures import Failures
 from uqlm_bert.results._result import UQResult
 
-__all__ = ["Answer", "FailureGroup", "Failures", "UQResult"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "SentenceUQResult":  # earlier releases' result of score_sentences
-        import pandas as pd
-
-        warn_user(
-            "SentenceUQResult is gone: BlackBoxUQ.score_sentences returns the sentence table (a "
-            "pandas DataFrame, the columns of UQResult.sentences())",
-            FutureWarning,
-        )
-        return pd.DataFrame
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["Answer", "Failures", "UQResult"]

@@ -10,16 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from uqlm_bert._warn import options_by_keyword
-
 __all__ = ["ResultPlots"]
 
 
 class ResultPlots:
     """The plot methods of :class:`~uqlm_bert.UQResult`, which they read through its
-    ``_scores``, ``threshold`` and ``answer``."""
+    ``_scores`` and ``answer``."""
 
-    @options_by_keyword(1, "scorer", "labels", "ax")
     def plot_histogram(
         self,
         *,
@@ -52,7 +49,6 @@ class ResultPlots:
         kwargs.setdefault("score_name", name)
         return plot_confidence_histogram(values, labels=labels, ax=ax, **kwargs)
 
-    @options_by_keyword(2, "scorer", "ax")
     def plot_accuracy_vs_fraction_kept(
         self, correct: Sequence[Any], *, scorer: str | None = None, ax: Any = None, **kwargs: Any
     ) -> Any:
@@ -81,11 +77,10 @@ class ResultPlots:
         kwargs.setdefault("score_name", name)
         return plot_accuracy_vs_fraction_kept(values, correct, ax=ax, **kwargs)
 
-    @options_by_keyword(2, "scorer", "labels", "ax")
     def plot_threshold(
         self,
-        threshold: float | None = None,
         *,
+        threshold: float | None = None,
         scorer: str | None = None,
         labels: Sequence[Any] | None = None,
         ax: Any = None,
@@ -104,31 +99,32 @@ class ResultPlots:
         Returns:
             The matplotlib Axes. Needs matplotlib: ``pip install 'uqlm-bert[plot]'``.
 
+        Raises:
+            ConfigurationError: no threshold given, and no default for this scorer.
+
         Example:
             >>> from uqlm_bert import UQResult
             >>> r = UQResult({"prompts": ["a", "b", "c"], "bert_score": [0.9, 0.2, 0.8]})
-            >>> r.plot_threshold(0.5).get_title()
+            >>> r.plot_threshold(threshold=0.5).get_title()
             'threshold 0.5: 1 of 3 flagged'
         """
         from uqlm_bert.plots import plot_threshold
+        from uqlm_bert.results._levels import required_threshold
 
         name, values = self._scores(scorer)
         kwargs.setdefault("score_name", name)
-        cut = self.threshold(name) if threshold is None else threshold
+        cut = required_threshold(self, "answer", threshold, name)
         return plot_threshold(values, cut, labels=labels, ax=ax, **kwargs)
 
-    @options_by_keyword(2, "threshold", "ax")
     def plot_supports(
-        self,
-        prompt_index: int | None = None,
-        *,
-        position: int | None = None,
-        threshold: float | None = None,
-        ax: Any = None,
+        self, prompt_index: int, *, threshold: float | None = None, ax: Any = None
     ) -> Any:
-        """One answer (by label, or ``position=``) word by word, with how well its samples
-        support each word (:func:`uqlm_bert.plots.plot_supports`; the threshold as in
-        :meth:`answer`).
+        """The answer labelled ``prompt_index`` word by word, with how well its samples support
+        each word (:func:`uqlm_bert.plots.plot_supports`; ``threshold`` as in :meth:`words`).
+
+        Raises:
+            ConfigurationError: no threshold given, and no default word threshold for these
+                supports.
 
         Example:
             >>> from uqlm_bert import BlackBoxUQ
@@ -137,8 +133,8 @@ class ResultPlots:
             'support'
         """
         from uqlm_bert.plots import plot_supports
-        from uqlm_bert.results._answers import support_threshold
+        from uqlm_bert.results._levels import required_threshold
 
-        answer = self.answer(prompt_index, threshold, position=position)
-        cut = support_threshold(self, "word", threshold)
+        answer = self.answer(prompt_index, threshold=threshold)  # checks the label first
+        cut = required_threshold(self, "word", threshold)
         return plot_supports(answer.words, cut, ax=ax)

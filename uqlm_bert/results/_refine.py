@@ -2,7 +2,8 @@
 
 A sentence is unsupported when its support (the aggregate of its tokens' supports from the
 confidence's own pass, ``UQResult.sentences()``) is below the sentence threshold (by default
-:data:`~uqlm_bert.bertscore.SENTENCE_THRESHOLD`, for the scorers' default encoder and layer).
+:data:`~uqlm_bert.bertscore._token_support.SENTENCE_THRESHOLD`, for the scorers' default encoder and
+layer).
 :func:`refine_text` removes such sentences from one answer and keeps everything else as the
 answer has it: the kept sentences in their order, character for character, the text before the
 first sentence and after the last, and between two kept sentences one of the answer's own
@@ -32,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert._warn import warn_user
-from uqlm_bert.results._answers import support_threshold, supports_of
+from uqlm_bert.results._levels import required_threshold, supports_of
 
 __all__ = ["REFINEMENTS", "refine_table", "refine_text"]
 
@@ -101,8 +102,8 @@ def refine_table(
     language: str = "en",
 ) -> pd.DataFrame:
     """``UQResult.refine()``: the answers table (``to_df()``) with, per answer,
-    ``refined_response``, ``removed_sentences`` (one dict per sentence removed:
-    ``sentence_index``, ``start``, ``end``, ``sentence``, ``support`` and the ``reason``) and
+    ``refined_response``, ``removed_sentences`` (one dict per sentence removed: ``start``,
+    ``end``, ``sentence``, ``support``, ``sentence_index`` and the ``reason``) and
     ``refinement`` (see :data:`REFINEMENTS`). The offsets index the text that was scored, which
     is the ``response`` shown unless a postprocessor's raw texts are shown instead.
 
@@ -113,7 +114,7 @@ def refine_table(
     """
     from uqlm_bert.results._tables import sentence_frame
 
-    cut = support_threshold(result, "sentence", threshold)
+    cut = required_threshold(result, "sentence", threshold)
     supports = supports_of(result)
     frame = result.to_df()
     table = sentence_frame(supports, sentences, language)
@@ -154,10 +155,10 @@ def _removed(row: Any, cut: float) -> dict[str, Any]:
     """A removed sentence as plain data, with why it went."""
     support = float(row["support"])
     return {
-        "sentence_index": int(row["sentence_index"]),
         "start": int(row["start"]),
         "end": int(row["end"]),
         "sentence": str(row["sentence"]),
         "support": round(support, 4),
+        "sentence_index": int(row["sentence_index"]),
         "reason": f"support {support:.3f} below the sentence threshold {cut:g}",
     }

@@ -1,14 +1,14 @@
 """Token supports as tables: one row per word, or one per sentence, of every answer; and the one
 serialised form of an answer's words (:func:`word_records`).
 
-Both tables take one :class:`~uqlm_bert.bertscore.TokenSupport` per response (``None`` where
+Both tables take one :class:`~uqlm_bert.bertscore._token_support.TokenSupport` per response (``None`` where
 there is nothing to show: a failed answer, or one without samples) and give a pandas DataFrame
 whose first column is ``prompt_index`` (here the position in the list; a result puts its own row
 labels there). Every row's text is the answer's own characters: ``word == response[start:end]``
 and ``sentence == response[start:end]``.
 
 Example:
-    >>> from uqlm_bert.scorers import build_scorer
+    >>> from uqlm_bert.scorers._registry import build_scorer
     >>> from uqlm_bert.scorers._base import score_with_supports
     >>> _, supports = score_with_supports(
     ...     [build_scorer("bert_score")], ["Lima is in Peru. It has 9 moons."],
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from uqlm_bert._exceptions import InputValidationError
-from uqlm_bert.bertscore._token_support import SENTENCE_AGGREGATION, TokenSupport, is_weak
+from uqlm_bert.bertscore._token_support import SENTENCE_AGGREGATION, TokenSupport
 from uqlm_bert.scorers._sentences import SENTENCE_COLUMNS, locate_sentences, sentence_spans
 
 __all__ = [
@@ -43,9 +43,9 @@ __all__ = [
     "word_records",
 ]
 
-#: The columns of :func:`word_frame` (``UQResult.words()``).
+#: The columns of :func:`word_frame` (``UQResult.words()`` adds ``flagged`` after ``support``).
 WORD_FRAME_COLUMNS = ["prompt_index", "start", "end", "word", "support", "counted"]
-#: The columns of :func:`sentence_frame`, the sentence table's (as
+#: The columns of :func:`sentence_frame`, the sentence table's before its flags (as
 #: :func:`~uqlm_bert.scorers._sentences.score_sentences` gives it).
 SENTENCE_FRAME_COLUMNS = SENTENCE_COLUMNS
 #: The ``method`` of sentence supports read from the confidence's own pass.
@@ -54,7 +54,7 @@ SUPPORT_METHOD = "support"
 
 def word_frame(supports: Sequence[TokenSupport | None]) -> pd.DataFrame:
     """One row per word of every answer (see
-    :meth:`~uqlm_bert.bertscore.TokenSupport.word_rows`): ``prompt_index``, ``start``, ``end``
+    :meth:`~uqlm_bert.bertscore._token_support.TokenSupport.word_rows`): ``prompt_index``, ``start``, ``end``
     (character offsets into the answer), ``word`` (the answer's characters there), ``support``
     (float, 0 to 1) and ``counted`` (False for words that weigh 0: the prompt's own words and
     punctuation). No rows for a ``None``.
@@ -90,11 +90,12 @@ def sentence_frame(
     language: str = "en",
     how: str = SENTENCE_AGGREGATION,
 ) -> pd.DataFrame:
-    """One row per sentence of every answer: ``prompt_index``, ``sentence_index``, ``start``,
-    ``end`` (character offsets into the answer), ``sentence`` (the answer's characters there),
-    ``support`` (the aggregate ``how`` of its counted tokens' supports, see
-    :meth:`~uqlm_bert.bertscore.TokenSupport.sentence_support`; NaN for a sentence with no
-    scored token) and ``method`` (:data:`SUPPORT_METHOD`). No rows for a ``None``.
+    """One row per sentence of every answer: ``prompt_index``, ``start``, ``end`` (character
+    offsets into the answer), ``sentence`` (the answer's characters there), ``support`` (the
+    aggregate ``how`` of its counted tokens' supports, see
+    :meth:`~uqlm_bert.bertscore._token_support.TokenSupport.sentence_support`; NaN for a
+    sentence with no scored token), ``sentence_index`` (its place in the answer) and ``method``
+    (:data:`SUPPORT_METHOD`). No rows for a ``None``.
 
     Args:
         supports: one token support per response, or None.
@@ -155,20 +156,21 @@ def sentence_frame(
     return _frame(parts, SENTENCE_FRAME_COLUMNS)
 
 
-def word_records(words: pd.DataFrame, threshold: float) -> list[dict]:
+def word_records(words: pd.DataFrame) -> list[dict]:
     """One answer's counted words as plain data, the one serialised form of word supports (the
     command's ``words`` column and the web services' ``"words"`` field): ``start``, ``end``
     (character offsets into the answer), ``word``, ``support`` (rounded to 4 places) and
-    ``weak`` (:func:`is_weak` at ``threshold``). The prompt's own words and punctuation, which
-    do not count, are left out.
+    ``weak`` (the word's ``flagged`` in ``UQResult.words()``: below the word threshold; None
+    where there is no threshold). The prompt's own words and punctuation, which do not count,
+    are left out.
 
     Example:
         >>> words = pd.DataFrame({"start": [0, 5, 9], "end": [4, 8, 10], "word": ["Lima", "yes", "."],
-        ...                       "support": [0.91234, 0.3, 0.2], "counted": [True, True, False]})
-        >>> word_records(words, 0.59)
+        ...                       "support": [0.91234, 0.3, 0.2], "counted": [True, True, False],
+        ...                       "flagged": pd.array([False, True, False], dtype="boolean")})
+        >>> word_records(words)
         [{'start': 0, 'end': 4, 'word': 'Lima', 'support': 0.9123, 'weak': False}, {'start': 5, 'end': 8, 'word': 'yes', 'support': 0.3, 'weak': True}]
     """
-    weak = is_weak(words, threshold)
     counted = np.asarray(words["counted"], dtype=bool)
     return [
         {
@@ -176,14 +178,14 @@ def word_records(words: pd.DataFrame, threshold: float) -> list[dict]:
             "end": int(end),
             "word": str(word),
             "support": round(float(support), 4),
-            "weak": bool(w),
+            "weak": None if flag is pd.NA else bool(flag),
         }
-        for start, end, word, support, w, c in zip(
+        for start, end, word, support, flag, c in zip(
             words["start"],
             words["end"],
             words["word"],
             words["support"],
-            weak,
+            words["flagged"],
             counted,
             strict=True,
         )

@@ -62,6 +62,10 @@ class Scorer(abc.ABC):
     #: The confidence below which ``UQResult.flag`` and ``filter`` flag an answer when no
     #: threshold is given; None when this scorer, with its settings, has none.
     default_threshold: float | None = None
+    #: For a scorer that gives token supports: the support below which a sentence
+    #: (``"sentence"``) or a word (``"word"``) is flagged when no threshold is given; None
+    #: where it has none at its settings (the table of both: ``metadata["thresholds"]``).
+    support_thresholds: dict[str, float] | None = None
 
     @abc.abstractmethod
     def score(
@@ -175,7 +179,7 @@ def score_with_supports(
         response or one without samples; ``supports`` is None when no scorer gives them.
 
     Example:
-        >>> from uqlm_bert.scorers import build_scorer
+        >>> from uqlm_bert.scorers._registry import build_scorer
         >>> scores, supports = score_with_supports(
         ...     [build_scorer("bert_score")], ["Lima is in Peru."],
         ...     [["Lima is in Peru.", "Lima is the capital of Peru."]])

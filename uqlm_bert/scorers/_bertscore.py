@@ -23,7 +23,7 @@ token's best match in each sample, and the scorers give each answer's
 :class:`~uqlm_bert.bertscore._token_support.TokenSupport` (:meth:`BERTScoreConsistency.token_supports`).
 
 Example:
-    >>> from uqlm_bert.scorers import build_scorer
+    >>> from uqlm_bert.scorers._registry import build_scorer
     >>> s = build_scorer("bert_score")
     >>> conf = s.score(["Water boils at 100 C."], [["At sea level water boils at 100 C.", None]])
     >>> bool(0 < conf[0] <= 1)

@@ -24,7 +24,7 @@ Example:
     >>> build_scorers(["rouge_l"], num_layers=3)
     Traceback (most recent call last):
     ...
-    uqlm_bert._exceptions.ConfigurationError: unknown setting 'num_layers' for scorers rouge_l; accepted: (none)
+    uqlm_bert.ConfigurationError: unknown setting 'num_layers' for scorers rouge_l; accepted: (none)
 """
 
 from __future__ import annotations
@@ -121,14 +121,19 @@ def register_scorer(
         factory: builds the scorer. With a settings class as ``settings``, it is called with
             one instance of it; else with the settings named in ``settings`` that the user gave,
             as keyword arguments.
-        settings: a settings class (see :class:`~uqlm_bert.scorers._settings.ScorerSettings`),
+        settings: a settings class (see ``ScorerSettings``),
             or the setting names the factory accepts.
 
     Example:
-        >>> from uqlm_bert.scorers._lexical import ExactMatchScorer
-        >>> register_scorer("strict_match", lambda: ExactMatchScorer(normalize=False))
-        >>> build_scorer("strict_match").normalize
-        False
+        >>> import numpy as np
+        >>> from uqlm_bert.scorers import Scorer, build_scorers
+        >>> class Length(Scorer):
+        ...     name = "length"
+        ...     def score(self, responses, sampled_responses, show_progress_bars=False):
+        ...         return np.array([float(len(r)) for r in responses])
+        >>> register_scorer("length", Length)
+        >>> build_scorers(["length"])[0].score(["abc"], [["x"]]).tolist()
+        [3.0]
     """
     if not name or not isinstance(name, str):
         raise ConfigurationError(f"a scorer name must be a non-empty string, got {name!r}")
@@ -425,7 +430,7 @@ def merge_scorer_kwargs(
         >>> merge_scorer_kwargs({"num_layers": 5}, {"num_layers": 4})
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: num_layers given both as an argument and in scorer_kwargs; give it once
+        uqlm_bert.ConfigurationError: num_layers given both as an argument and in scorer_kwargs; give it once
     """
     given = {k for k, v in arguments.items() if v is not None}
     overlap = sorted(set(scorer_kwargs or {}) & given)

@@ -58,14 +58,15 @@ __all__ = [
 ]
 
 #: The columns of a sentence table, :func:`score_sentences`' and ``UQResult.sentences()``'s
-#: (which adds ``flagged`` before ``method``).
+#: (which adds ``flagged`` after ``support``): the answer's label and the sentence's offsets
+#: first, as at every level of a result.
 SENTENCE_COLUMNS = [
     "prompt_index",
-    "sentence_index",
     "start",
     "end",
     "sentence",
     "support",
+    "sentence_index",
     "method",
 ]
 _METRICS = {"precision": 0, "recall": 1, "f1": 2}
@@ -120,10 +121,10 @@ def score_sentences(
 
     Returns:
         The sentence table (:data:`SENTENCE_COLUMNS`), one row per sentence: ``prompt_index``
-        (the response's position), ``sentence_index`` (the sentence's position in it),
-        ``start`` and ``end`` (``sentence == response[start:end]``), ``sentence``, ``support``
-        (its score; NaN where no sample could be scored or the sentence is empty or lies past
-        the text's token limit) and ``method``.
+        (the response's position), ``start`` and ``end`` (``sentence ==
+        response[start:end]``), ``sentence``, ``support`` (its score; NaN where no sample could
+        be scored or the sentence is empty or lies past the text's token limit),
+        ``sentence_index`` (the sentence's position in its response) and ``method``.
 
     Raises:
         InputValidationError: lengths differ, an item has the wrong type (the message names
@@ -174,11 +175,11 @@ def score_sentences(
     return pd.DataFrame(
         {
             "prompt_index": np.array([r[0] for r in rows], dtype=np.int64),
-            "sentence_index": np.array([r[1] for r in rows], dtype=np.int64),
             "start": np.array([r[2] for r in rows], dtype=np.int64),
             "end": np.array([r[3] for r in rows], dtype=np.int64),
             "sentence": pd.Series([r[4] for r in rows], dtype=object),
             "support": np.asarray(scores, dtype=np.float64),
+            "sentence_index": np.array([r[1] for r in rows], dtype=np.int64),
             "method": pd.Series([method] * len(rows), dtype=object),
         },
         columns=SENTENCE_COLUMNS,

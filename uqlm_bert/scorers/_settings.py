@@ -71,7 +71,7 @@ def settings_object(kind: Any, whole: Any, flat: Mapping[str, Any]) -> Any:
         >>> settings_object(CosineSettings, CosineSettings(), {"batch_size": 8})
         Traceback (most recent call last):
         ...
-        uqlm_bert._exceptions.ConfigurationError: give the cosine_sim settings either as cosine_sim=CosineSettings(...) or as separate settings (batch_size), not both
+        uqlm_bert.ConfigurationError: give the cosine_sim settings either as cosine_sim=CosineSettings(...) or as separate settings (batch_size), not both
     """
     flat = {k: v for k, v in flat.items() if v is not None}
     if whole is None:
