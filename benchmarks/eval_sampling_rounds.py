@@ -42,9 +42,9 @@ from uqlm_bert._blackbox._settle import SPREAD_FLOOR, Z
 from uqlm_bert._inputs import ScoringInputs
 from uqlm_bert.evaluation import auroc, spearman
 from uqlm_bert.generation._rounds import FIRST_ROUND, round_ends
-from uqlm_bert.scorers import build_scorer
 from uqlm_bert.scorers._base import score_pass
 from uqlm_bert.scorers._bertscore import DEFAULT_THRESHOLD
+from uqlm_bert.scorers._registry import build_scorer
 
 #: The local LLM's answers with 20 samples each, recorded once (``eval_real_llm``).
 LOCAL_ANSWERS = harness.REPO / "benchmarks" / "data" / "local_llm_answers.jsonl"

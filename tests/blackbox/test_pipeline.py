@@ -8,6 +8,7 @@ long that a test would hang (and fail on its guard) if it were waited for, or ze
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 
@@ -135,9 +136,10 @@ async def test_batches_score_with_the_thread_count_of_the_thread_that_started_th
 
 def test_the_loop_counts_as_busy_above_a_share_of_a_core_per_torch_thread():
     q = ScoringPipeline([Recording()], 4, 256, show=False).queue
-    q._threads = 2  # LOOP_SHARE of a core per thread: busy above half a core
-    assert q.loop_busy(0.6) and not q.loop_busy(0.4)
-    q._threads = 4  # the loop uses one core at most: never busy enough to hold scoring
+    share = q.LOOP_SHARE
+    q._threads = 2  # LOOP_SHARE of a core per thread
+    assert q.loop_busy(2 * share + 0.05) and not q.loop_busy(2 * share - 0.05)
+    q._threads = math.ceil(1 / share) + 1  # the loop uses one core at most: never busy enough
     assert not q.loop_busy(1.0)
 
 

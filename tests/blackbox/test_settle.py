@@ -25,8 +25,9 @@ from uqlm_bert import BERTScoreSettings, BlackBoxUQ, GenerationSettings
 from uqlm_bert._blackbox._settle import SPREAD_FLOOR, Z, decider, settled
 from uqlm_bert._inputs import repair_text
 from uqlm_bert.generation._rounds import FIRST_ROUND, round_ends
-from uqlm_bert.scorers import PairwiseScorer, Scorer, build_scorer
+from uqlm_bert.scorers import PairwiseScorer, Scorer
 from uqlm_bert.scorers._lexical import ExactMatchScorer
+from uqlm_bert.scorers._registry import build_scorer
 
 M = 5
 

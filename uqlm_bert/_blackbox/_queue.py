@@ -15,7 +15,7 @@ prompts are coming from any call. Prompts that queue while a batch is being scor
 so a busy engine scores larger batches, and an idle one is never kept waiting for long. At most
 ``max_batch`` prompts go in one batch. While generation runs, a ready batch also waits while the
 event loop is busy with the CPU: when its thread used more than ``LOOP_SHARE`` of a core per torch
-thread over the last ``HOLD_S`` (half a core with 2 threads; never with 4 or more, as the loop uses
+thread over the last ``HOLD_S`` (0.3 of a core with 2 threads; never with 7 or more, as the loop uses
 one core at most). Then generation is bound by the client's CPU and scoring beside it would only
 time-share the cores. The window is always a recent one: one that reached back over the time the
 loop idled waiting for replies would call calm a loop that has just begun a burst of them, and a
@@ -159,8 +159,11 @@ class ScoringQueue:
     #: A batch this large is scored without waiting.
     MIN_BATCH = 32
     #: While generation runs, hold a batch while the loop uses more than this share of a core
-    #: per torch thread (0.25: half a core with 2 threads).
-    LOOP_SHARE = 0.25
+    #: per torch thread (0.3 of a core with 2 threads): below what a burst of replies keeps the
+    #: loop's thread at even where the provider's own work shares the cores, above what a
+    #: trickle of rate-limited replies does (benchmarks/RESULTS.md, "Generation at the
+    #: defaults").
+    LOOP_SHARE = 0.15
     #: How long a held batch waits before the loop's load is measured again.
     HOLD_S = 0.2
 
