@@ -345,3 +345,20 @@ async def test_the_command_and_the_app_serialise_an_answer_s_words_alike(tmp_pat
     table = read_table(str(out))
     assert table["response"][0] == reply.json()["answer"]
     assert table["words"][0] == reply.json()["words"]
+
+
+async def test_the_app_samples_each_question_until_settled_against_its_threshold():
+    from uqlm_bert.generation._rounds import FIRST_ROUND
+
+    questions = [f"Question {i}: who built bridge number {i}?" for i in range(3)]
+    with FakeOpenAIServer() as server:
+        app = create_asgi_app(chat(server), num_responses=8, threshold=0.5, **NO_WAIT)
+        async with client_of(app) as client:
+            assert app.state.service.uq.scoring.threshold == 0.5  # flags and sampling alike
+            replies = await ask_all(client, questions)
+        calls = len(server.log)
+    bodies = [r.json() for r in replies]
+    # an answer and samples that say the same thing: clearly above 0.5 after the first round
+    assert [b["samples"] for b in bodies] == [FIRST_ROUND] * len(questions)
+    assert all(b["threshold"] == 0.5 and b["flagged"] is False for b in bodies)
+    assert calls == 2 * len(questions)  # per question its answer and one round, with n

@@ -293,3 +293,27 @@ def test_generation_settings_refuse_an_unknown_sampling():
 
     with pytest.raises(ConfigurationError, match="sampling must be one of"):
         GenerationSettings(sampling="adaptive")
+
+
+def test_the_threshold_the_user_sets_is_the_one_sampling_settles_against_and_flags_use():
+    from uqlm_bert import ScoringSettings
+
+    llm = scripted()
+    prompts = ["high one", "low one"]
+    uq = BlackBoxUQ(llm, scorers=[Agree()], show_progress_bars=False,
+                    scoring=ScoringSettings(threshold=1.0), **fast(use_n_param=True))  # fmt: skip
+    result = uq.generate_and_score_sync(prompts, num_responses=M)
+    # "high" scores exactly 1.0: never clearly above a threshold of 1.0, so it draws every
+    # sample; "low" is clearly below it after its first round
+    assert [len(s) for s in result.data["sampled_responses"]] == [M, FIRST_ROUND]
+    assert result.metadata["sampling"]["threshold"] == 1.0
+    assert result.metadata["thresholds"]["agree"]["answer"] == 1.0
+    assert result.flag()["flagged"].tolist() == [False, True]  # 1.0 is not below 1.0
+
+
+def test_scoring_settings_refuse_a_threshold_that_is_not_a_number():
+    from uqlm_bert import ConfigurationError, ScoringSettings
+
+    for bad in (True, "0.7", float("nan")):
+        with pytest.raises(ConfigurationError, match="threshold"):
+            ScoringSettings(threshold=bad)

@@ -313,6 +313,8 @@ def test_explain_prints_marked_answers_and_words_go_to_the_table(
         shown = [line.strip() for line in stdout.splitlines() if "'" in line and "Answer" in line]
         bare = [line.replace("[", "").replace("]", "").replace("~~", "") for line in shown]
         assert response in bare, shown
+
+
 @pytest.mark.parametrize("sampling", ["until_settled", "fixed"])
 def test_the_command_samples_until_settled_or_fixed_and_says_what_it_drew(
     tmp_path, capsys, server, monkeypatch, sampling

@@ -67,12 +67,15 @@ class Assembly:
             :mod:`uqlm_bert.scorers._best`); the original is kept in ``original_responses``.
         supports: each answer's token supports are collected in the scoring pass and
             kept in the result (``words()``, ``sentences()``, ``refine()``).
+        threshold: the first scorer's answer threshold, instead of its default
+            (``ScoringSettings(threshold=...)``), in the result's table of thresholds.
     """
 
     postprocessor: Callable[[str], str] | None = None
     return_responses: str = "all"
     use_best: bool = False
     supports: bool = True
+    threshold: float | None = None
 
     def __post_init__(self) -> None:
         if self.return_responses not in RETURN_RESPONSES:
@@ -255,7 +258,7 @@ class Assembly:
         """What every result says about how it was scored."""
         meta: dict[str, Any] = {
             "scorers": [s.name for s in scorers],
-            "thresholds": thresholds_of(scorers),
+            "thresholds": thresholds_of(scorers, self.threshold),
         }
         dtypes = {s.name: s.model_dtype for s in scorers if hasattr(s, "model_dtype")}
         if dtypes:  # the dtype each model ran in ("auto" resolves by device and model)

@@ -396,11 +396,13 @@ async def generate_and_score(
     queue: ScoringQueue | None = None,
     settings: GenerationSettings | None = None,
     supports: bool = True,
+    threshold: float | None = None,
 ) -> tuple[GenerationResult, Scored, dict[str, float]]:
     """Generate for ``prompts`` (checked prompts) with ``settings`` (default: the generator's)
     and score each one as its calls complete, in ``queue`` (shared with the owner's other
     calls; ``None``: the call's own). With ``settings.sampling == "until_settled"`` and a
-    scorer to decide (:func:`~uqlm_bert._blackbox._settle.decider`), each prompt draws its
+    scorer to decide (:func:`~uqlm_bert._blackbox._settle.decider`: ``threshold``, where given,
+    is the first scorer's), each prompt draws its
     samples in rounds, each round scored as it comes, until its answer is settled; the
     generation's ``run["sampling"]`` says how it sampled.
 
@@ -413,7 +415,9 @@ async def generate_and_score(
 
     started = time.perf_counter()
     settings = generator.settings if settings is None else settings
-    decides = decider(scorers, use_best) if settings.sampling == "until_settled" else None
+    decides = None
+    if settings.sampling == "until_settled":
+        decides = decider(scorers, use_best, threshold)
     pipeline = ScoringPipeline(
         scorers,
         len(prompts),

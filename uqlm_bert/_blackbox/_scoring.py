@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from uqlm_bert._checks import check_int
+from uqlm_bert._checks import check_int, check_number
 from uqlm_bert._exceptions import ConfigurationError
 
 if TYPE_CHECKING:
@@ -45,6 +45,11 @@ class ScoringSettings:
         supports: keep each answer's token supports from the scoring pass, for
             ``UQResult.words()``, ``sentences()``, ``refine()`` and the views; off, a result
             holds the confidences alone (their cost is in benchmarks/RESULTS.md).
+        threshold: the answer threshold of the first scorer, instead of its default: where
+            ``flag()``, ``filter()`` and the views of the results flag an answer, and what
+            sampling until settled settles against (``GenerationSettings(sampling=...)``);
+            ``None`` keeps the scorer's default (``bert_score``'s at its default settings; a
+            scorer with none then flags nothing by default and samples fully).
         scorer_settings: the other scorers' settings: flat keywords
             (``{"exact_match_normalize": False}``) or settings objects by keyword
             (``{"cosine_sim": CosineSettings(...)}``); a setting no chosen scorer takes is an
@@ -61,10 +66,12 @@ class ScoringSettings:
     where: str | RayScoring = "local"
     batch_size: int = 256
     supports: bool = True
+    threshold: float | None = None
     scorer_settings: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_int("batch_size", self.batch_size, 1)
+        check_number("threshold", self.threshold, none_ok=True)
         if not isinstance(self.supports, bool):
             raise ConfigurationError(f"supports must be True or False, got {self.supports!r}")
         if not isinstance(self.scorer_settings, Mapping):
@@ -93,5 +100,11 @@ class ScoringSettings:
     def __reduce__(self) -> Any:  # the read-only mapping does not pickle (Ray sends it)
         return (
             type(self),
-            (self.where, self.batch_size, self.supports, dict(self.scorer_settings)),
+            (
+                self.where,
+                self.batch_size,
+                self.supports,
+                self.threshold,
+                dict(self.scorer_settings),
+            ),
         )

@@ -15,7 +15,8 @@ to agree say little about a third). A settled prompt stops; the others draw the 
 A prompt whose answer failed stops after its first round: there is nothing to judge.
 
 The scorer that decides is the first scorer with a threshold (``bert_score`` at its default
-settings has one, :data:`~uqlm_bert.scorers._bertscore.DEFAULT_THRESHOLD`); where none has one,
+settings has one, :data:`~uqlm_bert.scorers._bertscore.DEFAULT_THRESHOLD`; the one the user sets
+with ``ScoringSettings(threshold=...)`` is the first scorer's); where none has one,
 or it cannot score a round on its own (a scorer whose numbers depend on the whole batch, a
 scorer that is not pairwise, or ``use_best``, which chooses among all the samples), every
 prompt samples fully. One rule and one set of constants for short answers and long passages
@@ -37,6 +38,7 @@ import numpy as np
 from uqlm_bert._blackbox._gathered import Gathered
 from uqlm_bert.generation._rounds import FIRST_ROUND
 from uqlm_bert.scorers._base import PairwiseScorer, Scorer
+from uqlm_bert.scorers._thresholds import first_threshold, thresholds_of
 
 #: Scores a prompt's samples not scored yet and gives what is gathered of the call's prompts
 #: (``ScoringPipeline.score_round``).
@@ -67,17 +69,21 @@ def settled(
     return bool(abs(values.mean() - threshold) >= z * max(spread, floor) / np.sqrt(k))
 
 
-def decider(scorers: Sequence[Scorer], use_best: bool) -> tuple[str, float] | None:
+def decider(
+    scorers: Sequence[Scorer], use_best: bool, threshold: float | None = None
+) -> tuple[str, float] | None:
     """The scorer that decides when a prompt's answer is settled (its name), with its
-    threshold: the first
-    scorer that has a threshold; None (every prompt samples fully) where none has one, where it
-    cannot score a round on its own, or with ``use_best``."""
-    found = next((s for s in scorers if s.default_threshold is not None), None)
+    threshold: the first scorer with an answer threshold in the run's table of thresholds
+    (:func:`~uqlm_bert.scorers._thresholds.thresholds_of`; ``threshold``, where given, is the
+    first scorer's); None (every prompt samples fully) where none has one, where it cannot
+    score a round on its own, or with ``use_best``."""
+    found = first_threshold(thresholds_of(scorers, threshold), "answer")
     if found is None or use_best:
         return None
-    if not (found.batch_invariant and isinstance(found, PairwiseScorer)):
+    scorer = next(s for s in scorers if s.name == found[0])
+    if not (scorer.batch_invariant and isinstance(scorer, PairwiseScorer)):
         return None
-    return found.name, float(found.default_threshold)
+    return found
 
 
 class SettleJudge:

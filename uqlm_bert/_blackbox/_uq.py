@@ -495,6 +495,7 @@ class BlackBoxUQ:
                 queue=self._queues.of_running_loop(self._scoring.batch_size),
                 settings=settings,
                 supports=assembly.supports,
+                threshold=assembly.threshold,
             )
         self.last_generation = generation
         return assembly.run_result(
@@ -532,7 +533,11 @@ class BlackBoxUQ:
     def _assembly(self) -> Assembly:
         """How this call's texts are scored and shown, as the instance is set now."""
         return Assembly(
-            self.postprocessor, self.return_responses, self.use_best, self._scoring.supports
+            self.postprocessor,
+            self.return_responses,
+            self.use_best,
+            self._scoring.supports,
+            self._scoring.threshold,
         )
 
     def _generator(self) -> ResponseGenerator:

@@ -80,6 +80,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -387,9 +388,12 @@ def create_asgi_app(
         from starlette.routing import Route
     except ImportError as exc:
         raise ImportError('the app needs Starlette: pip install "uqlm-bert[app]"') from exc
-    from uqlm_bert import BlackBoxUQ
+    from uqlm_bert import BlackBoxUQ, ScoringSettings
 
     settings = {**_with_generation(settings), "show_progress_bars": False}
+    if threshold is not None:  # what the answers are flagged at, and sampling settles against
+        scoring = ScoringSettings.of(settings.get("scoring", "local"))
+        settings["scoring"] = dataclasses.replace(scoring, threshold=threshold)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:

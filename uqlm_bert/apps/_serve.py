@@ -398,7 +398,7 @@ class Ingress:
         self.settings = settings
         self.uq = BlackBoxUQ(
             llm,
-            scorers=[ServeScorer(scorer)],
+            scorers=[ServeScorer(scorer, settings.threshold)],
             generation=settings.generation(),
             show_progress_bars=False,
         )

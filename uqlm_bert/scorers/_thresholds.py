@@ -38,10 +38,11 @@ LEVELS = ("answer", "sentence", "word")
 Thresholds = dict[str, dict[str, float | None]]
 
 
-def thresholds_of(scorers: Sequence[Scorer]) -> Thresholds:
+def thresholds_of(scorers: Sequence[Scorer], threshold: float | None = None) -> Thresholds:
     """The default thresholds of ``scorers``, one row per scorer in their order: the
-    ``"answer"`` threshold of its confidence (``Scorer.default_threshold``), and the
-    ``"sentence"`` and ``"word"`` thresholds of the token supports it gives
+    ``"answer"`` threshold of its confidence (``Scorer.default_threshold``; for the first
+    scorer ``threshold`` where one is given, as ``ScoringSettings(threshold=...)`` sets it),
+    and the ``"sentence"`` and ``"word"`` thresholds of the token supports it gives
     (``support_thresholds``, the ``bert_score`` scorers'); None where it has none at its
     settings.
 
@@ -49,11 +50,13 @@ def thresholds_of(scorers: Sequence[Scorer]) -> Thresholds:
         >>> from uqlm_bert.scorers import build_scorers
         >>> thresholds_of(build_scorers(["bert_score"]))
         {'bert_score': {'answer': 0.72, 'sentence': 0.52, 'word': 0.59}}
+        >>> thresholds_of(build_scorers(["bert_score"]), threshold=0.8)["bert_score"]["answer"]
+        0.8
     """
     table: Thresholds = {}
-    for scorer in scorers:
+    for k, scorer in enumerate(scorers):
         supports = getattr(scorer, "support_thresholds", None) or {}
-        answer = scorer.default_threshold
+        answer = threshold if k == 0 and threshold is not None else scorer.default_threshold
         table[scorer.name] = {
             "answer": None if answer is None else float(answer),
             **{level: _number(supports.get(level)) for level in LEVELS[1:]},
