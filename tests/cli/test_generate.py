@@ -67,7 +67,7 @@ def test_generate_and_score_from_a_text_file(tmp_path, capsys, server, monkeypat
 
     df = read_table(str(out))
     assert list(df.columns) == ["prompt", "response", "sampled_responses", "bert_score", "error",
-                                "sample_errors", "num_failed_samples"]  # fmt: skip
+                                "sample_errors", "num_failed_samples", "samples_drawn"]  # fmt: skip
     assert df["prompt"].tolist() == ["What is 2+2?", "this one fails", "Capital of Peru?"]
     assert df["response"].tolist() == [
         answer_text("What is 2+2?", 0.25),
@@ -110,7 +110,7 @@ def test_table_prompts_keep_their_columns_in_front(tmp_path, capsys, server, mon
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert list(records[0]) == ["id", "prompt", "answer", "response", "sampled_responses",
                                 "bert_score_recall", "error", "sample_errors",
-                                "num_failed_samples"]  # fmt: skip
+                                "num_failed_samples", "samples_drawn"]  # fmt: skip
     assert [(r["id"], r["prompt"], r["answer"]) for r in records] == [
         (r["id"], r["prompt"], r["answer"]) for r in rows
     ]

@@ -193,7 +193,7 @@ def column_dtype(name: str, scores: list[str]) -> Any:
     and the counts, else object (which keeps None as None)."""
     if name in scores:
         return np.float64
-    return np.int64 if name in ("prompt_index", "num_failed_samples") else object
+    return np.int64 if name in ("prompt_index", "num_failed_samples", "samples_drawn") else object
 
 
 def common_length(data: dict[str, Any]) -> int:

@@ -13,7 +13,8 @@ level       method            columns
 ==========  ================  =====================================================================
 answers     ``flag()``        prompt_index, prompt, response, sampled_responses, one per scorer
                               (and per calibrated probability), flagged, ..., error,
-                              sample_errors, num_failed_samples (``to_df()``: all but flagged)
+                              sample_errors, num_failed_samples, and for a generating run
+                              samples_drawn (``to_df()``: all but flagged)
 sentences   ``sentences()``   prompt_index, start, end, sentence, support, flagged,
                               sentence_index, method
 words       ``words()``       prompt_index, start, end, word, support, flagged, counted
@@ -246,6 +247,8 @@ def answer_frame(result: Result) -> pd.DataFrame:
         [None if e is None else str(e) for e in errs] for errs in sample_errors
     ]
     columns["num_failed_samples"] = [sum(e is not None for e in errs) for errs in sample_errors]
+    if "sampling" in result.metadata:  # a generating run: what each prompt drew
+        columns["samples_drawn"] = [sum(x is not None for x in s) for s in samples]
     # object columns keep None as None (pandas' string dtype would turn it into NaN)
     return pd.DataFrame(
         {k: pd.Series(v, dtype=column_dtype(k, scores)) for k, v in columns.items()}

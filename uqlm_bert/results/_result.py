@@ -147,8 +147,9 @@ class UQResult(ResultPlots):
         ``original_response`` and ``best_response_index`` (with ``use_best``: -1 when the
         original answer was kept, else the sample chosen), ``prompt_messages`` (the prompts as
         given, when some are message lists), then ``error`` (why the original response is
-        missing, else None), ``sample_errors`` (one entry per sample, None where it arrived)
-        and ``num_failed_samples``.
+        missing, else None), ``sample_errors`` (one entry per sample, None where it arrived),
+        ``num_failed_samples`` and, for a generating run, ``samples_drawn`` (the samples that
+        arrived: sampling until settled stops a prompt once its answer is settled).
 
         Example:
             >>> r = UQResult({"prompts": [[("system", "Be brief."), ("human", "2+2?")]],
