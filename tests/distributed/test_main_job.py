@@ -25,6 +25,7 @@ from tests.helpers.waiting import until
 from uqlm_bert import BERTScoreSettings, BlackBoxUQ, ConfigurationError
 from uqlm_bert.cli import main
 from uqlm_bert.distributed import RayScoring
+from uqlm_bert.generation._rounds import round_ends
 from uqlm_bert.io._reading import read_table
 from uqlm_bert.scorers import Scorer, register_scorer
 from uqlm_bert.scorers import _registry as scorer_registry
@@ -102,11 +103,19 @@ def chat(server: FakeOpenAIServer):
 def _assert_prompt_order(
     result, prompts: list[str], m: int, answers: Answers | None = None
 ) -> None:
+    """Each prompt's own answer, and its own samples: the replies of the rounds it drew (a call
+    per round, asking for the round's samples with ``n``; sampling until settled, the default,
+    stops a prompt after any round)."""
     answers = answers or Answers()
     assert result.data["prompts"] == prompts
     assert result.data["responses"] == [answers(p, 0.0) for p in prompts]
+    ends = round_ends(m)
     for p, samples in zip(prompts, result.data["sampled_responses"], strict=True):
-        assert sorted(samples) == sorted(answers.choices(p, 1.0, m))
+        assert len(samples) in ends
+        drawn = ends[: ends.index(len(samples)) + 1]
+        sizes = [b - a for a, b in zip([0, *drawn], drawn, strict=False)]
+        want = [text for size in sizes for text in answers.choices(p, 1.0, size)]
+        assert sorted(samples) == sorted(want)
 
 
 def _assert_one_process_scores(uq: BlackBoxUQ, result, names: list[str]) -> None:
@@ -191,6 +200,8 @@ def test_two_thousand_prompts_at_one_second_get_the_scores_of_one_process(local_
             result = uq.generate_and_score_sync(prompts, num_responses=5)
             _assert_prompt_order(result, prompts, 5, answers)
             _assert_one_process_scores(uq, result, ["bert_score"])
+            # sampled until settled, each round scored on the actors: one process's numbers
+            assert result.metadata["sampling"]["rule"] == "until_settled"
             queue = next(iter(uq._queues))
             assert sum(queue.batch_sizes) == 2000 and len(queue.batch_sizes) > 1
 

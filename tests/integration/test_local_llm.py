@@ -224,3 +224,35 @@ def test_the_command_line_starts_the_local_llm_for_a_run(tmp_path, capsys):
     code = main(["generate-and-score", str(prompts), "-o", str(out), "--local", "--model", "m"])
     second = capsys.readouterr()
     assert code == 2 and "--local starts its own server" in second.err, second
+
+
+def _requests_served(local) -> int:
+    """The chat requests the server itself says it took up: in its log, one task per request
+    (``is_child = 0``), one more per further choice of ``n``."""
+    local._log.flush()
+    local._log.seek(0)
+    lines = local._log.read().decode("utf-8", "replace").splitlines()
+    return sum("launch_slot_" in line and "is_child = 0" in line for line in lines)
+
+
+def test_the_calls_the_server_takes_up_are_the_calls_a_run_counts_sampling_until_settled():
+    from uqlm_bert import BlackBoxUQ
+    from uqlm_bert._local_llm import LocalLLM
+    from uqlm_bert.examples import load_questions
+
+    _embedded_or_skip()
+    questions = [q["question"] for q in load_questions(8)]
+    local = LocalLLM(num_responses=5, max_tokens=16)
+    with local as llm:
+        uq = BlackBoxUQ(llm, system_prompt="Answer in one short sentence.",
+                        show_progress_bars=False)  # fmt: skip
+        before = _requests_served(local)
+        result = uq.generate_and_score_sync(questions, num_responses=5)
+        served = _requests_served(local) - before
+    sampling = result.metadata["sampling"]
+    assert sampling["rule"] == "until_settled"
+    assert served == sampling["calls"] == result.metadata["calls"]["attempts"]
+    drawn = [len(s) for s in result.data["sampled_responses"]]
+    assert all(d in (3, 5) for d in drawn)  # a prompt's rounds: 3, then 5
+    # with n: per question its answer and a call per round it drew
+    assert served == len(questions) + sum(1 if d == 3 else 2 for d in drawn)

@@ -92,7 +92,8 @@ def test_n_beyond_the_slots_falls_back_to_one_call_per_sample_and_is_remembered(
 
     prompts, m = QUESTIONS[:3], 4
     with LocalLLM(num_responses=m, slots=2, max_tokens=8) as llm:
-        first = _uq(llm).generate_and_score_sync(prompts, num_responses=m)
+        # every sample drawn, so that each prompt's one call with n = 4 meets the 2 slots
+        first = _uq(llm, sampling="fixed").generate_and_score_sync(prompts, num_responses=m)
         _all_filled(first)
         calls = first.metadata["calls"]
         assert calls["failed"] == 0 and calls["succeeded"] == len(prompts) * (1 + m)
@@ -100,7 +101,7 @@ def test_n_beyond_the_slots_falls_back_to_one_call_per_sample_and_is_remembered(
         assert memory.recall(provider_key(llm)).max_choices == 1
         # the next run against the same endpoint asks one sample per call from the start:
         # exactly one attempt per slot, none refused
-        again = _uq(llm).generate_and_score_sync(prompts, num_responses=m)
+        again = _uq(llm, sampling="fixed").generate_and_score_sync(prompts, num_responses=m)
     _all_filled(again)
     calls = again.metadata["calls"]
     assert calls["attempts"] == len(prompts) * (1 + m)
