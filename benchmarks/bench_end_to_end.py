@@ -3,7 +3,8 @@ with it, and does an async app's burst of one-prompt calls cost what one call co
 
     python -m benchmarks.bench_end_to_end [--rate 5] [--duration 20] [--device cpu|cuda]
 
-``BlackBoxUQ`` objects at their defaults call the loopback server through ``ChatOpenAI``. Each
+``BlackBoxUQ`` objects at their defaults but fixed sampling (every prompt's samples at once;
+sampling until settled: ``bench_sampling_rounds``) call the loopback server through ``ChatOpenAI``. Each
 round, in turning order, nothing learned about the server: generation only (a scorer that does
 no work), scoring only (``score`` on the texts served), one ``generate_and_score`` call of all the
 prompts, and a burst of them as one-prompt calls (an app's requests); then a stream of one-prompt
@@ -94,7 +95,7 @@ async def run_benchmark(passages: Sequence[Any], args, log=print) -> tuple[list,
     with harness.PassageServer(prompt_map, where=args.server) as server:
 
         def make(*scorer: Any, **device: Any) -> Any:
-            common = {"system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
+            common = {"generation": harness.fixed_sampling(), "show_progress_bars": False}
             return BlackBoxUQ(harness.make_llm(server.base_url), list(scorer), **common, **device)
 
         uqs = {GEN: make(harness.no_work_scorer())}

@@ -6,7 +6,8 @@ scoring alone on the same pool.
 A private Ray on 127.0.0.1, a pool of ``--workers`` actors of 1 CPU each (``RayScoring``), the
 loopback server in a child process answering after ``--latency`` seconds, each prompt with texts
 of its own of 30-90 words (the same every round), through ``ChatOpenAI``. One ``BlackBoxUQ`` at
-its defaults, warmed up (Ray, the actors' models, the connections). Each round, in turning order:
+its defaults but fixed sampling (every sample at once), warmed up (Ray, the actors' models, the
+connections). Each round, in turning order:
 (a) generation alone, the answer and ``--samples`` samples of every prompt through the object's
 generator, nothing scored; (b) scoring alone, the texts of (a) through the object's scoring queue
 to the pool, all queued at once, as ``generate_and_score`` sends them; (c) ``generate_and_score``.
@@ -95,6 +96,7 @@ def measure(args: Any) -> dict[str, Any]:
             server.set_latency(args.latency)
             pid = server._proc.pid  # the child process that serves
             uq = BlackBoxUQ(harness.make_llm(server.base_url), show_progress_bars=False,
+                            generation=harness.fixed_sampling(system_prompt=None),
                             scoring=RayScoring(num_workers=args.workers))  # fmt: skip
             uq.generate_and_score_sync(warm, num_responses=args.samples)
             quiet = {"show_progress_bars": False, "settings": uq.generation}

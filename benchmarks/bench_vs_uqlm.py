@@ -85,7 +85,8 @@ def make_ours(llm: Any, model_path: str | None, device: str | None = None) -> An
     from uqlm_bert import BlackBoxUQ
     from uqlm_bert.scorers._bertscore import BERTScoreConsistency
 
-    common = {"llm": llm, "system_prompt": harness.SYSTEM_PROMPT, "show_progress_bars": False}
+    # every prompt's samples at once, as uqlm draws them: the same calls and texts for both
+    common = {"llm": llm, "generation": harness.fixed_sampling(), "show_progress_bars": False}
     if model_path is None:
         return BlackBoxUQ(scorers=["bert_score"], device=device, **common)
     settings = {"model_type": model_path, "num_layers": LAYER, "idf": False, "device": device,

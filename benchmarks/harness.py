@@ -41,6 +41,7 @@ from benchmarks.loopback import (  # noqa: F401 (the harness's server side)
     Passage,
     PassageServer,
     describe_server,
+    fixed_sampling,
     make_llm,
     make_prompts,
     no_work_scorer,

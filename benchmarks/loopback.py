@@ -103,6 +103,14 @@ def make_llm(base_url: str) -> Any:
     )
 
 
+def fixed_sampling(**settings: Any) -> Any:
+    """The generation settings of the benchmarks that measure fixed sampling (every prompt's
+    samples at once, the calls of uqlm's fixed m): the system prompt, and ``settings``."""
+    from uqlm_bert import GenerationSettings
+
+    return GenerationSettings(**{"system_prompt": SYSTEM_PROMPT, "sampling": "fixed", **settings})
+
+
 def no_work_scorer() -> Any:
     """A scorer that does no work: runs with it time the calls alone."""
     from uqlm_bert.scorers._base import Scorer
