@@ -206,6 +206,13 @@ def test_rounds_scored_as_they_come_give_the_scores_of_one_pass_over_what_was_dr
     pd.testing.assert_frame_equal(refined, again.refine(), check_exact=False, atol=1e-5)
     drawn = result.to_df()["samples_drawn"].tolist()
     assert drawn == [sum(x is not None for x in s) for s in result.data["sampled_responses"]]
+    # read back through JSON: the same answers, words and refined answers as the run's
+    from uqlm_bert import UQResult
+
+    back = UQResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    pd.testing.assert_frame_equal(back.to_df(), result.to_df())
+    pd.testing.assert_frame_equal(back.words(), result.words())
+    pd.testing.assert_frame_equal(back.refine(), result.refine())
     # each prompt got its own texts, in the order served (lone surrogates repaired, as always)
     for p, samples in zip(prompts, result.data["sampled_responses"], strict=True):
         assert samples == [repair_text(plan[p][1][k % M])[0] for k in range(len(samples))]
