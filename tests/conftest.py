@@ -152,8 +152,11 @@ def _group_for_workers(items) -> None:
 
 
 #: what the standard library and other libraries run to ask the system something (``platform``,
-#: ``ctypes.util``), whichever test happens to ask first: not a process a test starts
-SYSTEM_PROBES = frozenset({"uname", "ldconfig", "gcc", "cc", "ld", "objdump", "lscpu", "sysctl"})
+#: ``ctypes.util``; matplotlib, which ``bert_score`` imports, lists the fonts with ``fc-list``
+#: once per machine), whichever test happens to ask first: not a process a test starts
+SYSTEM_PROBES = frozenset(
+    {"uname", "ldconfig", "gcc", "cc", "ld", "objdump", "lscpu", "sysctl", "fc-list"}
+)
 
 
 @pytest.fixture(autouse=True)

@@ -196,7 +196,10 @@ async def test_a_failing_scorer_stops_generation_and_leaves_no_tasks():
         def score(self, responses, sampled_responses, show_progress_bars=False):
             raise ValueError("scorer exploded")
 
-    llm = scripted(latency=0.01)
+    # replies at a pace that leaves the event loop mostly idle, as a remote LLM's do: a burst
+    # of instant replies keeps the loop busy, and the queue then holds the first batch until
+    # generation ends (by design: scoring beside it would only slow it down)
+    llm = scripted(latency=0.05)
     uq = BlackBoxUQ(llm, scorers=[Broken()], max_concurrency=2, show_progress_bars=False)
     with pytest.raises(ValueError, match="scorer exploded"):
         await uq.generate_and_score(prompts_n(60), num_responses=2)

@@ -379,3 +379,40 @@ def test_cluster_limits_are_checked_and_travel_in_the_settings():
         "timeout_s": 30.0,
     }
     assert GenerationSettings().describe()["cluster_limits"] is None
+
+
+class _SlowToDie:
+    """A stand-in for ``ray`` whose killed actor keeps its name for ``frees_after`` lookups, as
+    Ray's asynchronous kill does for a moment."""
+
+    def __init__(self, frees_after: int) -> None:
+        self.lookups, self.killed, self.frees_after = 0, False, frees_after
+
+    def get_actor(self, name: str, namespace: str | None = None) -> object:
+        if self.killed:
+            self.lookups += 1
+            if self.lookups > self.frees_after:
+                raise ValueError(f"Failed to look up actor with name {name!r}")
+        return object()
+
+    def kill(self, actor: object, no_restart: bool = False) -> None:
+        assert no_restart
+        self.killed = True
+
+    def get_runtime_context(self) -> Any:
+        raise AssertionError("the spec names its namespace")
+
+
+def test_stop_returns_once_the_killed_keeper_has_given_up_its_name(monkeypatch):
+    # a client started right after stop() would otherwise reach the dying keeper by name
+    ray = _SlowToDie(frees_after=3)
+    monkeypatch.setattr(cluster_module, "_ray", lambda: ray)
+    assert ClusterLimits(namespace="ns").stop()
+    assert ray.lookups == 4  # looked up until the name was free, and no longer
+
+    stuck = _SlowToDie(frees_after=10**9)
+    monkeypatch.setattr(cluster_module, "_ray", lambda: stuck)
+    started = time.monotonic()
+    with pytest.raises(LimitsUnavailableError, match=r"still holds its name after 0.2 s"):
+        ClusterLimits(namespace="ns", timeout_s=0.2).stop()
+    assert 0.2 <= time.monotonic() - started < 0.2 + GUARD_S

@@ -60,6 +60,7 @@ import contextlib
 import functools
 import logging
 import math
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import asdict, dataclass
@@ -146,7 +147,12 @@ class ClusterLimits:
         """Stop the keeper, if it runs (``True`` if it did); the next use starts a new one,
         which grants at once. Stop it only while no process uses it: a new keeper knows nothing
         of the calls the old one granted (a keeper that died instead is replaced by one that
-        waits before its first grant)."""
+        waits before its first grant). It returns once the keeper is gone.
+
+        Raises:
+            LimitsUnavailableError: Ray still holds the keeper's name ``timeout_s`` after it
+                was killed.
+        """
         ray = _ray()
         try:
             actor = ray.get_actor(self.name, namespace=self.namespace)
@@ -154,7 +160,19 @@ class ClusterLimits:
             return False
         ray.kill(actor, no_restart=True)
         _Record(ray, self).delete()
-        return True
+        # Ray kills an actor asynchronously: until the name is free, a new client would still
+        # reach the old keeper (and wait on its grants). Return once it is gone.
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            try:
+                ray.get_actor(self.name, namespace=self.namespace)
+            except ValueError:
+                return True
+            time.sleep(0.02)
+        raise LimitsUnavailableError(
+            f"the keeper {self.name!r} was killed but still holds its name after "
+            f"{self.timeout_s:g} s (timeout_s); try again once Ray has released it"
+        )
 
 
 def _ray() -> Any:
