@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer
+from tests.helpers.company import REDUCED
 from tests.helpers.deadline import deadline
 from tests.helpers.scorers import LengthRatio
 from tests.helpers.texts import passage
@@ -36,7 +37,7 @@ FLOAT32 = BERTScoreSettings(dtype="float32")
 langchain_openai = pytest.importorskip("langchain_openai")
 
 TOL = 1e-6
-BF16_TOL = 1e-3  # a confidence in bfloat16, scored alone or among others (docs/bertscore.md)
+BF16_TOL = REDUCED  # a confidence in bfloat16, scored alone or among others
 
 
 class Answers:
