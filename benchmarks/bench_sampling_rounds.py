@@ -76,8 +76,8 @@ def simulated_drawn(prompt_map: dict[str, harness.Passage], m: int) -> list[int]
     from uqlm_bert.generation._rounds import FIRST_ROUND
 
     passages = list(prompt_map.values())
-    scores = pair_scores([p.response for p in passages], [list(p.samples[:m]) for p in passages],
-                         list(prompt_map))  # fmt: skip
+    served = [harness.PassageAnswers.served(p, m) for p in passages]
+    scores = pair_scores([p.response for p in passages], served, list(prompt_map))
     return until_settled(scores, m, (Z, SPREAD_FLOOR, FIRST_ROUND, 2.0))[1].tolist()
 
 

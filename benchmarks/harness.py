@@ -39,6 +39,7 @@ from benchmarks.loopback import (  # noqa: F401 (the harness's server side)
     REDUCED_TOLERANCE,
     SYSTEM_PROMPT,
     Passage,
+    PassageAnswers,
     PassageServer,
     describe_server,
     fixed_sampling,

@@ -150,12 +150,17 @@ class PassageAnswers:
         with self._lock:
             self._next.clear()
 
+    @staticmethod
+    def served(passage: Passage, n: int) -> list[str]:
+        """The first ``n`` samples a fresh run receives for ``passage``, in the order served."""
+        return [passage.samples[j % len(passage.samples)] for j in range(n)]
+
     def mismatches(self, prompts: Sequence[str], responses: Sequence, samples: Sequence) -> int:
         """Prompts whose answer or multiset of samples is not what a fresh run must receive."""
         bad = 0
         for p, r, s in zip(prompts, responses, samples, strict=True):
             passage = self.prompts[p]
-            want = sorted(passage.samples[j % len(passage.samples)] for j in range(len(s)))
+            want = sorted(self.served(passage, len(s)))
             if r != passage.response or sorted(map(str, s)) != want:
                 bad += 1
         return bad

@@ -362,3 +362,20 @@ async def test_the_app_samples_each_question_until_settled_against_its_threshold
     assert [b["samples"] for b in bodies] == [FIRST_ROUND] * len(questions)
     assert all(b["threshold"] == 0.5 and b["flagged"] is False for b in bodies)
     assert calls == 2 * len(questions)  # per question its answer and one round, with n
+
+
+async def test_the_service_flags_at_the_threshold_its_blackboxuq_flags_at():
+    from uqlm_bert import ScoringSettings
+    from uqlm_bert.apps._asgi import QuestionService
+
+    with FakeOpenAIServer() as server:
+        uq = BlackBoxUQ(chat(server), scoring=ScoringSettings(threshold=0.99))
+        service = QuestionService(uq, num_responses=2)
+        status, body = await service.answer("Who built the bridge?")
+        result = await uq.generate_and_score(["Who built the bridge?"], num_responses=2)
+    assert status == 200 and body["threshold"] == 0.99
+    assert result.metadata["thresholds"][body["scorer"]]["answer"] == 0.99
+    # the same texts (the server answers a prompt alike): the reply's flag is the result's
+    assert body["confidence"] == pytest.approx(float(result.data[body["scorer"]][0]))
+    assert body["flagged"] == bool(result.flag()["flagged"][0])
+    assert body["flagged"] is (body["confidence"] < 0.99)

@@ -205,3 +205,24 @@ async def test_a_ready_batch_is_scored_beside_generation_while_the_loop_waits_on
     submit(p, [3, 4, 5])
     await finish(p, 6)
     assert p.batch_sizes == [3, 3]
+
+
+class WholeBatch(Recording):
+    """A scorer whose numbers depend on the whole batch: scored once, at the end."""
+
+    name = "whole_batch"
+    batch_invariant = False
+
+
+async def test_the_scores_come_in_the_scorers_order_whichever_are_scored_at_the_end():
+    from uqlm_bert.scorers._lexical import ExactMatchScorer
+
+    for rounds in (False, True):
+        p = ScoringPipeline([WholeBatch(), ExactMatchScorer()], 3, 256, show=False, rounds=rounds)
+        assert [s.name for s in p.deferred] == ["whole_batch"]  # the other beside generation
+        p.queue.GATHER_S = 0.0
+        p.start()
+        submit(p, range(3))
+        scores = await finish(p, 3)
+        assert list(scores) == ["whole_batch", "exact_match"], rounds
+        assert scores["whole_batch"].tolist() == [0.0, 1.0, 2.0]

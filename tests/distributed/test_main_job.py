@@ -37,7 +37,6 @@ FLOAT32 = BERTScoreSettings(dtype="float32")
 langchain_openai = pytest.importorskip("langchain_openai")
 
 TOL = 1e-6
-BF16_TOL = REDUCED  # a confidence in bfloat16, scored alone or among others
 
 
 class Answers:
@@ -309,7 +308,7 @@ async def test_an_interrupted_run_resumes_from_its_checkpoint_with_the_ray_engin
     for column in ("prompts", "responses", "sampled_responses"):
         assert resumed.data[column] == clean.data[column]
     for name in names:
-        np.testing.assert_allclose(resumed.data[name], clean.data[name], rtol=0, atol=BF16_TOL)
+        np.testing.assert_allclose(resumed.data[name], clean.data[name], rtol=0, atol=REDUCED)
 
 
 @pytest.mark.slow

@@ -119,10 +119,7 @@ async def test_one_prompts_next_round_does_not_wait_for_another_prompts_judge():
     def others_done() -> bool:
         return all(len(llm.recorder.calls_for(p, SAMPLE_T)) == want for p in PROMPTS[1:])
 
-    for _ in range(500):
-        if others_done():
-            break
-        await asyncio.sleep(0.01)
+    await llm.recorder.until(others_done, 5.0)
     assert others_done() and len(llm.recorder.calls_for("q0", SAMPLE_T)) == 1
     release.set()
     result = await asyncio.wait_for(task, 10)

@@ -4,7 +4,9 @@ A prompt whose samples come at once is one row: its scores are that row's. A pro
 its samples in rounds (``sampling="until_settled"``) is one row per round, each scored once: its
 confidence under a pairwise scorer is the mean of the pair scores of all its rows (what one pass
 over all its samples gives), and its token supports are the rows' pooled by their samples
-(:func:`~uqlm_bert.bertscore._token_support.pooled`). Nothing is embedded twice.
+(:func:`~uqlm_bert.bertscore._token_support.pooled`). A sample is scored once; the answer is
+embedded again in each round's batch. Only the scorers that :func:`combines_over_rounds` are
+scored round by round.
 
 Example:
     >>> from uqlm_bert.scorers._base import Pass
@@ -26,11 +28,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uqlm_bert.bertscore._token_support import pooled
+from uqlm_bert.scorers._base import PairwiseScorer, Scorer
 
 if TYPE_CHECKING:
     from uqlm_bert.bertscore._token_support import TokenSupport
 
-__all__ = ["Gathered", "Part"]
+__all__ = ["Gathered", "Part", "combines_over_rounds"]
+
+
+def combines_over_rounds(scorer: Scorer) -> bool:
+    """Whether ``scorer``'s confidence of a prompt drawn in rounds is the mean of its rows' pair
+    scores: it scores each pair on its own (pairwise) and a row's score does not depend on its
+    batch. The others are scored once, at the end, and cannot decide when a prompt stops."""
+    return scorer.batch_invariant and isinstance(scorer, PairwiseScorer)
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uqlm_bert._blackbox._gathered import Gathered
+from uqlm_bert._blackbox._gathered import Gathered, combines_over_rounds
 from uqlm_bert._blackbox._queue import Row, ScoringQueue, recipe_of
 from uqlm_bert._inputs import ScoringInputs, prompt_text
-from uqlm_bert.scorers._base import PairwiseScorer, Scorer, score_pass
+from uqlm_bert.scorers._base import Scorer, score_pass
 from uqlm_bert.scorers._best import ORIGINAL, best_of
 
 if TYPE_CHECKING:
@@ -106,10 +106,9 @@ class ScoringPipeline:
         rounds: bool = False,
     ) -> None:
         self._prompts = None if prompts is None else [prompt_text(p) for p in prompts]
+        self._names = [s.name for s in scorers]
         if rounds:
-            self.overlapped = [
-                s for s in scorers if s.batch_invariant and isinstance(s, PairwiseScorer)
-            ]
+            self.overlapped = [s for s in scorers if combines_over_rounds(s)]
         else:
             # best-of needs every scorer on the same candidates: all run together, at the end
             # if one of them depends on the whole batch
@@ -329,7 +328,7 @@ class ScoringPipeline:
             scores.update(self._deferred.scores)
             best = self._deferred.best if self._deferred.best is not None else best
             supports = supports if supports is not None else self._deferred.supports
-        return Scored(scores, best, texts, supports)
+        return Scored({name: scores[name] for name in self._names}, best, texts, supports)
 
     def prompt_of(self, index: int) -> str | None:
         """The text of prompt ``index`` of the call, where the call was given its prompts."""

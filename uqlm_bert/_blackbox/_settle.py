@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from uqlm_bert._blackbox._gathered import Gathered
+from uqlm_bert._blackbox._gathered import Gathered, combines_over_rounds
 from uqlm_bert.generation._rounds import FIRST_ROUND
-from uqlm_bert.scorers._base import PairwiseScorer, Scorer
+from uqlm_bert.scorers._base import Scorer
 from uqlm_bert.scorers._thresholds import first_threshold, thresholds_of
 
 #: Scores a prompt's samples not scored yet and gives what is gathered of the call's prompts
@@ -81,7 +81,7 @@ def decider(
     if found is None or use_best:
         return None
     scorer = next(s for s in scorers if s.name == found[0])
-    if not (scorer.batch_invariant and isinstance(scorer, PairwiseScorer)):
+    if not combines_over_rounds(scorer):
         return None
     return found
 

@@ -90,6 +90,7 @@ from typing import Any
 from uqlm_bert._checks import check_int
 from uqlm_bert._exceptions import ConfigurationError, UQLMBertError
 from uqlm_bert.generation._settings import NUM_RESPONSES
+from uqlm_bert.scorers._thresholds import thresholds_of
 
 __all__ = [
     "APP_MAX_QUESTION_CHARS",
@@ -156,11 +157,14 @@ BAD_BODY = 'the body must be a JSON object with a non-empty "question" string'
 class QuestionService:
     """The app's work, without the web framework: one shared ``BlackBoxUQ`` answering questions.
 
+    Answers are flagged at the threshold ``uq``'s results flag at (and sampling until settled
+    settles against): ``uq``'s ``ScoringSettings(threshold=...)``, else its first scorer's
+    default.
+
     Args:
         uq: the process's ``BlackBoxUQ`` (with an LLM), shared by every request.
         num_responses: samples per question.
         timeout_s: seconds a whole question may take (``None``: no limit of its own).
-        threshold: flag answers below this; ``None`` for the first scorer's default threshold.
 
     Example:
         >>> import asyncio
@@ -178,7 +182,6 @@ class QuestionService:
         uq: Any,
         num_responses: int = NUM_RESPONSES,
         timeout_s: float | None = APP_TIMEOUT_S,
-        threshold: float | None = None,
     ) -> None:
         check_int("num_responses", num_responses, 1)
         if uq.llm is None:
@@ -186,17 +189,18 @@ class QuestionService:
         if timeout_s is not None and not timeout_s > 0:
             raise ConfigurationError(f"timeout_s must be positive or None, got {timeout_s!r}")
         first = uq.scorers[0]
-        if threshold is None and first.default_threshold is None:
+        threshold = thresholds_of(uq.scorers, uq.scoring.threshold)[first.name]["answer"]
+        if threshold is None:
             raise ConfigurationError(
                 f"the scorer {first.name!r} has no default threshold at these settings: pass "
-                "threshold=..., chosen on labelled answers with "
-                "uqlm_bert.evaluation.choose_threshold"
+                "threshold=... (ScoringSettings(threshold=...)), chosen on labelled answers "
+                "with uqlm_bert.evaluation.choose_threshold"
             )
         self.uq = uq
         self.num_responses = num_responses
         self.timeout_s = timeout_s
         self.scorer = first.name
-        self.threshold = float(first.default_threshold if threshold is None else threshold)
+        self.threshold = threshold
         self.in_flight = 0
 
     async def answer(
@@ -399,7 +403,7 @@ def create_asgi_app(
     async def lifespan(app: Any) -> AsyncIterator[None]:
         uq = BlackBoxUQ(llm, **settings)
         try:
-            app.state.service = QuestionService(uq, num_responses, timeout_s, threshold)
+            app.state.service = QuestionService(uq, num_responses, timeout_s)
             if warm_up:  # the model loads in a thread: the loop stays free meanwhile
                 await asyncio.to_thread(uq.score, ["Warm up."], [["Warm up."]])
             logger.info("question service ready: %s", uq.generation.describe())

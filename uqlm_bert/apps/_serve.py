@@ -402,9 +402,7 @@ class Ingress:
             generation=settings.generation(),
             show_progress_bars=False,
         )
-        self.service = QuestionService(
-            self.uq, settings.num_responses, settings.timeout_s, settings.threshold
-        )
+        self.service = QuestionService(self.uq, settings.num_responses, settings.timeout_s)
 
     async def __call__(self, request: Any) -> Any:
         """Route a request: ``POST /ask``, ``GET /health``; 404 and 405 otherwise."""

@@ -128,11 +128,12 @@ def explanation(result: Any, colour: bool) -> str:
     """``--explain``: every answer with its weakly supported words marked and its unsupported
     sentences struck through, one block per row (its label, prompt, answer and confidences),
     and what the marks mean."""
+    from uqlm_bert.results._answers import _answer_at
     from uqlm_bert.results._render import terminal_safe
 
     blocks = []
-    for label in result.index:
-        answer = result.answer(label)
+    for row in range(len(result)):  # by position: a label lookup per row is quadratic
+        answer = _answer_at(result, row)
         scores = ", ".join(f"{k} {v:.3f}" for k, v in answer.scores.items())
         text = answer.terminal(colour)
         prompt = terminal_safe(answer.prompt or "")

@@ -167,7 +167,7 @@ class ResponseGenerator:
                 result.stats = caller.stats
                 caller.stats.from_checkpoint = plan.from_checkpoint
                 with tqdm(
-                    total=sum(plan.asked),
+                    total=sum(plan.drawn) + len(items) * include_original,
                     initial=plan.from_checkpoint,
                     desc="Generating",
                     unit="response",
@@ -274,7 +274,6 @@ class _Run:
         self.caller = caller
         self.messages = messages
         self.plan = plan
-        self.remaining = plan.remaining
         self.result = result
         self.ckpt = ckpt
         self.bar = bar
@@ -411,8 +410,8 @@ class _Run:
         if self.ckpt is not None:
             self.ckpt.write(i, slot, text, failure)
         self.bar.update(1)
-        self.remaining[i] -= 1
-        if self.remaining[i] == 0:
+        self.plan.remaining[i] -= 1
+        if self.plan.remaining[i] == 0:
             self.round_done(i)
 
 
@@ -436,16 +435,14 @@ def _as_checkpoint(checkpoint: Any) -> Checkpoint | None:
 
 @dataclass
 class _Plan:
-    """What a run asks for: the calls it starts with, and per prompt the slots it has asked for
-    (``drawn`` samples, ``asked`` slots with the answer), how many of them are still to come
-    (``remaining``), its rounds (``ends``, the samples drawn at the end of each) and whether it
-    has stopped.
+    """What a run asks for: the calls it starts with, and per prompt the samples it has asked
+    for (``drawn``), how many of its slots asked for are still to come (``remaining``), its
+    rounds (``ends``, the samples drawn at the end of each) and whether it has stopped.
     """
 
     jobs: list[_Job]
     remaining: list[int]
     drawn: list[int]
-    asked: list[int]
     ends: list[int]
     stopped: set[int]
     from_checkpoint: int
@@ -472,7 +469,7 @@ class _Plan:
                     "not have"
                 )
         stops = ckpt.stops if ckpt is not None else {}
-        plan = cls([], [0] * n, [0] * n, [0] * n, ends, set(), 0)
+        plan = cls([], [0] * n, [0] * n, ends, set(), 0)
         for i in range(n):
             begun = [s for s in range(m) if (i, s) in done]
             drawn = stops.get(i, next(e for e in ends if e > max(begun, default=-1)))
@@ -489,7 +486,7 @@ class _Plan:
                     plan.from_checkpoint += 1
                 else:
                     missing.append(slot)
-            plan.drawn[i], plan.asked[i], plan.remaining[i] = drawn, len(slots), len(missing)
+            plan.drawn[i], plan.remaining[i] = drawn, len(missing)
             if missing and missing[0] == ORIGINAL_SLOT:
                 plan.jobs.append((i, (ORIGINAL_SLOT,), False))
                 missing = missing[1:]
@@ -506,7 +503,6 @@ class _Plan:
         first = self.drawn[i]
         last = next(e for e in self.ends if e > first)
         self.drawn[i] = last
-        self.asked[i] += last - first
         self.remaining[i] = last - first
         return tuple(range(first, last))
 

@@ -59,8 +59,6 @@ Result = Any
 
 __all__ = [
     "LABEL",
-    "SENTENCE_COLUMNS",
-    "WORD_COLUMNS",
     "answer_table",
     "checked_threshold",
     "flag_words",
@@ -77,19 +75,6 @@ __all__ = [
 
 #: The first column of every level: the answer's label.
 LABEL = "prompt_index"
-#: The columns of ``words()``.
-WORD_COLUMNS = [LABEL, "start", "end", "word", "support", "flagged", "counted"]
-#: The columns of ``sentences()`` (and of ``BlackBoxUQ.score_sentences``).
-SENTENCE_COLUMNS = [
-    LABEL,
-    "start",
-    "end",
-    "sentence",
-    "support",
-    "flagged",
-    "sentence_index",
-    "method",
-]
 
 
 def checked_threshold(value: Any) -> float:
@@ -256,9 +241,9 @@ def answer_frame(result: Result) -> pd.DataFrame:
 
 
 def word_table(result: Result, threshold: Any = None) -> pd.DataFrame:
-    """``words()``: one row per word of every answer (:data:`WORD_COLUMNS`; see
-    :func:`~uqlm_bert.results._tables.word_frame`), ``flagged`` where it counts and its support
-    is below the word threshold."""
+    """``words()``: one row per word of every answer (the columns of
+    :func:`~uqlm_bert.results._tables.word_frame` with ``flagged`` after ``support``),
+    ``flagged`` where it counts and its support is below the word threshold."""
     from uqlm_bert.results._tables import word_frame
 
     cut = level_threshold(result, "word", threshold)
@@ -281,9 +266,9 @@ def sentence_table(
     language: str = "en",
     threshold: Any = None,
 ) -> pd.DataFrame:
-    """``sentences()``: one row per sentence of every answer (:data:`SENTENCE_COLUMNS`; see
-    :func:`~uqlm_bert.results._tables.sentence_frame`), ``flagged`` where its support is below
-    the sentence threshold."""
+    """``sentences()``: one row per sentence of every answer (the columns of
+    :func:`~uqlm_bert.results._tables.sentence_frame` with ``flagged`` after ``support``),
+    ``flagged`` where its support is below the sentence threshold."""
     from uqlm_bert.results._tables import sentence_frame
 
     frame = _relabel(sentence_frame(supports_of(result), sentences, language), result)
