@@ -130,8 +130,7 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
         by_key[(run.latency_ms, run.variant)].append(run)
 
     def spread(group: list[Run], key: str) -> list[float]:
-        xs = [getattr(g, key) for g in group]
-        return [harness.median(xs), min(xs), max(xs)]
+        return harness.spread(getattr(g, key) for g in group)
 
     rows = []
     for (latency, variant), group in by_key.items():
@@ -162,8 +161,7 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, bool]:
 
 
 def markdown(rows: Sequence[dict], verdicts: dict[str, bool], meta: dict[str, Any]) -> str:
-    def spread(x: list[float]) -> str:
-        return f"{x[0]:.2f} ({x[1]:.2f}-{x[2]:.2f})"
+    spread = harness.shown_spread
 
     def against(r: dict) -> str:
         if r["of_floor"] is None:

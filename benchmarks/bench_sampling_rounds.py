@@ -111,7 +111,7 @@ def summarize(runs: Sequence[dict], simulated: list[int]) -> list[dict]:
         walls = [g["wall_s"] for g in group]
         twin = name.replace("until_settled", "fixed")
         row = {"variant": name, "sampling": sampling, "bound": bound,
-               "wall_s": [harness.median(walls), min(walls), max(walls)],
+               "wall_s": harness.spread(walls),
                "calls": sorted({g["calls"] for g in group}),
                "samples": sorted({g["samples"] for g in group}),
                "counted_as_the_result_says": all(g["calls"] == g["result_calls"] for g in group),
@@ -127,8 +127,7 @@ def summarize(runs: Sequence[dict], simulated: list[int]) -> list[dict]:
 
 
 def markdown(rows: Sequence[dict], meta: dict) -> str:
-    def spread(x: list[float]) -> str:
-        return f"{x[0]:.2f} ({x[1]:.2f}-{x[2]:.2f})"
+    spread = harness.shown_spread
 
     head = ["run", "wall s", "calls", "samples drawn", "until settled / fixed",
             "drawn as simulated", "texts"]  # fmt: skip

@@ -163,8 +163,7 @@ def summarize(runs: Sequence[Run]) -> list[dict[str, Any]]:
         ref_med = harness.median(g.wall_s for g in ref) if ref else None
 
         def spread(key: str, group: list[Run] = group) -> list[float]:
-            xs = [getattr(g, key) for g in group]
-            return [harness.median(xs), min(xs), max(xs)]
+            return harness.spread(getattr(g, key) for g in group)
 
         rows.append(
             {"latency_ms": latency, "variant": variant, "runs": len(group),
@@ -220,10 +219,6 @@ def _texts(bad: int) -> str:
     return "as expected" if bad == 0 else f"{bad} off"
 
 
-def _spread(x: list[float]) -> str:
-    return f"{x[0]:.2f} ({x[1]:.2f}-{x[2]:.2f})"
-
-
 def markdown(
     rows: Sequence[dict[str, Any]], verdicts: dict[str, bool], meta: dict[str, Any]
 ) -> str:
@@ -235,7 +230,7 @@ def markdown(
         up, diff = r["speed_up_over_uqlm"], r["max_abs_diff_vs_uqlm"]
         table.append(
             [f"{r['latency_ms']:.0f} ms", r["variant"],
-             _spread(r["wall_s"]), "" if up is None else f"{up:.2f}x",
+             harness.shown_spread(r["wall_s"]), "" if up is None else f"{up:.2f}x",
              f"{r['generation_s'][0]:.2f}",
              f"{r['client_cpu_s_median']:.2f}", "/".join(map(str, r["calls"])),
              r["max_in_flight"], "" if diff is None else f"{diff:.1e}",

@@ -199,6 +199,17 @@ def median(xs: Iterable[float]) -> float:
     return statistics.median(list(xs))
 
 
+def spread(xs: Iterable[float]) -> list[float]:
+    """``[median, min, max]`` of rounds' figures, as the tables give them."""
+    values = list(xs)
+    return [statistics.median(values), min(values), max(values)]
+
+
+def shown_spread(x: Sequence[float]) -> str:
+    """A :func:`spread` as the tables show it: ``median (min-max)``."""
+    return f"{x[0]:.2f} ({x[1]:.2f}-{x[2]:.2f})"
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0-100), linear between the closest ranks (numpy's default)."""
     xs = sorted(values)

@@ -18,6 +18,7 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer
 from tests.helpers.retries import fast
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel
+from tests.helpers.tables import read_jsonl
 from tests.helpers.texts import LONG, SHORT
 from tests.helpers.texts_hostile import random_text
 from tests.helpers.waiting import until
@@ -241,10 +242,6 @@ def test_failed_sample_calls_are_not_counted_as_drawn_and_stay_in_their_row(floa
     assert all(not math.isnan(d["bert_score"][i]) for i in others)
 
 
-def read_lines(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
 @pytest.mark.network
 async def test_a_run_killed_between_rounds_resumes_with_no_sample_drawn_twice(
     tmp_path, float32_uq_settings
@@ -259,16 +256,16 @@ async def test_a_run_killed_between_rounds_resumes_with_no_sample_drawn_twice(
             uq.generate_and_score(prompts, num_responses=M, checkpoint=path)
         )
         # killed once some prompt has stopped while the slow one is still drawing
-        await until(lambda: path.exists() and any(r["type"] == "stop" for r in read_lines(path)))
+        await until(lambda: path.exists() and any(r["type"] == "stop" for r in read_jsonl(path)))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        before = {(r["i"], r["slot"]): r["text"] for r in read_lines(path) if r["type"] == "slot"}
-        stops = {r["i"]: r["drawn"] for r in read_lines(path) if r["type"] == "stop"}
+        before = {(r["i"], r["slot"]): r["text"] for r in read_jsonl(path) if r["type"] == "slot"}
+        stops = {r["i"]: r["drawn"] for r in read_jsonl(path) if r["type"] == "stop"}
         served = len(server.log)
         result = await uq.generate_and_score(prompts, num_responses=M, checkpoint=path)
         again = server.log[served:]
-    slots = [(r["i"], r["slot"]) for r in read_lines(path) if r["type"] == "slot"]
+    slots = [(r["i"], r["slot"]) for r in read_jsonl(path) if r["type"] == "slot"]
     assert len(slots) == len(set(slots))  # no slot drawn twice
     d = result.data
     for (i, slot), text in before.items():  # what was drawn before the kill is kept as it was

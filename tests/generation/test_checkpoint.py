@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.retries import no_wait
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from tests.helpers.tables import read_jsonl
 from tests.helpers.waiting import until
 from uqlm_bert import CheckpointError
 from uqlm_bert.generation import Checkpoint
@@ -23,10 +24,6 @@ PROMPTS = [f"question {i}" for i in range(8)]
 
 def scripted(**kwargs) -> ScriptedChatModel:
     return ScriptedChatModel(temperature=0.0, recorder=Recorder(), **kwargs)
-
-
-def read_lines(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def fields(result):
@@ -44,7 +41,7 @@ async def test_every_call_is_recorded(tmp_path):
     result = await ResponseGenerator(llm).generate(
         PROMPTS[:3], 2, checkpoint=path, show_progress_bars=False
     )
-    lines = read_lines(path)
+    lines = read_jsonl(path)
     assert lines[0]["type"] == "header" and lines[0]["num_prompts"] == 3
     slots = sorted((r["i"], r["slot"]) for r in lines[1:])
     assert slots == [(i, s) for i in range(3) for s in (-1, 0, 1)]
@@ -78,12 +75,12 @@ async def test_interrupted_run_resumes_to_the_same_result(tmp_path):
             PROMPTS, 3, checkpoint=path, show_progress_bars=False
         )
     )
-    await until(lambda: path.exists() and len(read_lines(path)) >= 12)  # header + 11 slots
+    await until(lambda: path.exists() and len(read_jsonl(path)) >= 12)  # header + 11 slots
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert asyncio.all_tasks() == {asyncio.current_task()}
-    on_file = {(r["i"], r["slot"]) for r in read_lines(path)[1:]}
+    on_file = {(r["i"], r["slot"]) for r in read_jsonl(path)[1:]}
     assert 11 <= len(on_file) < len(PROMPTS) * 4
 
     resumed_llm = scripted()
@@ -252,7 +249,7 @@ async def test_a_second_run_on_an_open_checkpoint_is_refused_at_once(tmp_path):
     assert second.recorder.calls == [] and not first.done()
     result = await first
     assert result.responses == [answer_text(p, 0.0) for p in PROMPTS]
-    assert len(read_lines(path)) == 1 + len(PROMPTS) * 3
+    assert len(read_jsonl(path)) == 1 + len(PROMPTS) * 3
     # the lock is released with the run: the checkpoint opens again, with nothing left to do
     again = scripted()
     await ResponseGenerator(again).generate(PROMPTS, 2, checkpoint=path, show_progress_bars=False)
@@ -282,7 +279,7 @@ async def test_a_header_cut_short_by_a_crash_is_started_over(tmp_path):
             ["q"], 1, checkpoint=path, show_progress_bars=False
         )
     assert result.responses == [answer_text("q", 0.0)] and len(llm.recorder.calls) == 2
-    assert [r["type"] for r in read_lines(path)] == ["header", "slot", "slot"]
+    assert [r["type"] for r in read_jsonl(path)] == ["header", "slot", "slot"]
 
 
 async def test_a_finished_run_saved_as_a_checkpoint_resumes_without_calls(tmp_path):

@@ -5,12 +5,12 @@ resumes each prompt in the round it stood in."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from tests.helpers.retries import no_wait
 from tests.helpers.scripted_chat import Recorder, ScriptedChatModel, answer_text, http_error
+from tests.helpers.tables import read_jsonl
 from uqlm_bert import ConfigurationError
 from uqlm_bert.generation._generator import ResponseGenerator
 from uqlm_bert.generation._rounds import FIRST_ROUND, round_ends
@@ -161,10 +161,6 @@ async def test_answers_or_samples_alone_never_draw_rounds():
     assert [len(s) for s in samples.sampled_responses] == [5] * len(PROMPTS) and not judge.seen
 
 
-def read_lines(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
 async def test_a_run_stopped_between_rounds_resumes_without_drawing_a_sample_twice(tmp_path):
     path = tmp_path / "run.jsonl"
     decisions = {0: False, 1: True, 2: True, 3: True}  # prompt 0 settles after round 1
@@ -183,9 +179,9 @@ async def test_a_run_stopped_between_rounds_resumes_without_drawing_a_sample_twi
         await generate(
             first_llm, KillAtQ3(lambda i, r: decisions[i]), checkpoint=path, max_concurrency=1
         )
-    stops = [r for r in read_lines(path) if r["type"] == "stop"]
+    stops = [r for r in read_jsonl(path) if r["type"] == "stop"]
     assert [(r["i"], r["drawn"]) for r in stops] == [(0, FIRST_ROUND)]
-    drawn_before = {(r["i"], r["slot"]) for r in read_lines(path) if r["type"] == "slot"}
+    drawn_before = {(r["i"], r["slot"]) for r in read_jsonl(path) if r["type"] == "slot"}
 
     again_llm = scripted()
     again = await generate(
@@ -195,8 +191,8 @@ async def test_a_run_stopped_between_rounds_resumes_without_drawing_a_sample_twi
     # nothing recorded is asked for again; prompt 0 stays stopped; the others draw their
     # second round (and whatever of their first the first run had not received)
     assert all(p != "q0" for p, _, _ in asked_again)
-    drawn_now = {(r["i"], r["slot"]) for r in read_lines(path) if r["type"] == "slot"}
-    assert len(drawn_now) == len(read_lines(path)) - 1 - len(stops)  # each slot once on file
+    drawn_now = {(r["i"], r["slot"]) for r in read_jsonl(path) if r["type"] == "slot"}
+    assert len(drawn_now) == len(read_jsonl(path)) - 1 - len(stops)  # each slot once on file
     assert drawn_before <= drawn_now
     assert [len(s) for s in again.sampled_responses] == [FIRST_ROUND, 5, 5, 5]
     clean = await generate(scripted(), Judge(lambda i, r: decisions[i]))

@@ -17,6 +17,11 @@ def jsonl(records) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
 
 
+def read_jsonl(path) -> list[dict]:
+    """The records of a JSON Lines file (a checkpoint, say), blank lines skipped."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
 PANDAS_ROWS = pd.DataFrame(
     {
         "id": [7, 8, 9],

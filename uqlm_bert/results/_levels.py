@@ -59,6 +59,7 @@ Result = Any
 
 __all__ = [
     "LABEL",
+    "answer_flags",
     "answer_table",
     "checked_threshold",
     "flag_words",
@@ -193,12 +194,16 @@ def answer_table(result: Result, threshold: Any = None, scorer: str | None = Non
     cut = level_threshold(result, "answer", threshold, scorer)
     _, values = score_values(result, scorer)
     frame = answer_frame(result)
-    flags: list[Any] = [
-        pd.NA if cut is None else bool(np.isnan(v) or v < cut) for v in values.tolist()
-    ]
+    flags: list[Any] = [pd.NA] * len(values) if cut is None else answer_flags(values, cut).tolist()
     at = frame.columns.get_loc(score_columns(result)[-1]) + 1
     frame.insert(at, "flagged", pd.array(flags, dtype="boolean"))
     return frame
+
+
+def answer_flags(values: np.ndarray, threshold: float) -> np.ndarray:
+    """Which answers are flagged: confidence below ``threshold``, or NaN (no samples to judge
+    by); ``filter(keep="below")`` keeps exactly these."""
+    return np.isnan(values) | (values < threshold)
 
 
 def answer_frame(result: Result) -> pd.DataFrame:

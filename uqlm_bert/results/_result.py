@@ -43,6 +43,7 @@ from uqlm_bert._exceptions import InputValidationError
 from uqlm_bert.results._failures import Failures
 from uqlm_bert.results._fields import NOT_SCORES, common_length, from_plain, plain_data, take
 from uqlm_bert.results._levels import (
+    answer_flags,
     answer_frame,
     answer_table,
     required_threshold,
@@ -342,7 +343,7 @@ class UQResult(ResultPlots):
             raise InputValidationError(f"keep must be 'above' or 'below', got {keep!r}")
         cut = required_threshold(self, "answer", threshold, scorer)
         name, values = score_values(self, scorer)
-        low = np.isnan(values) | (values < cut)
+        low = answer_flags(values, cut)
         rows = [i for i, is_low in enumerate(low.tolist()) if is_low == (keep == "below")]
         data = {k: take(v, rows) for k, v in self.data.items()}
         metadata = copy.deepcopy(self.metadata)
