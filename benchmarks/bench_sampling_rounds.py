@@ -71,14 +71,12 @@ async def timed(server: harness.PassageServer, uq: Any, prompts: list[str], m: i
 
 def simulated_drawn(prompt_map: dict[str, harness.Passage], m: int) -> list[int]:
     """The samples each prompt draws by the rule, its samples arriving in the server's order."""
-    from benchmarks.eval_sampling_rounds import pair_scores, until_settled
-    from uqlm_bert._blackbox._settle import SPREAD_FLOOR, Z
-    from uqlm_bert.generation._rounds import FIRST_ROUND
+    from benchmarks.eval_sampling_rounds import LIBRARY_RULE, pair_scores, until_settled
 
     passages = list(prompt_map.values())
     served = [harness.PassageAnswers.served(p, m) for p in passages]
     scores = pair_scores([p.response for p in passages], served, list(prompt_map))
-    return until_settled(scores, m, (Z, SPREAD_FLOOR, FIRST_ROUND, 2.0))[1].tolist()
+    return until_settled(scores, m, LIBRARY_RULE)[1].tolist()
 
 
 async def run_benchmark(passages: Sequence[harness.Passage], args, log=print) -> list[dict]:

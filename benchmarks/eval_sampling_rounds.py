@@ -53,6 +53,8 @@ GRID = [(z, floor, first, growth) for z in (1.5, 2.0, 2.5, 3.0)
         for floor in (0.02, 0.03, 0.04, 0.05, 0.06) for first in (2, 3)
         for growth in (1.0, 1.5, 2.0)]  # fmt: skip
 GOALS = {"agree": 0.98, "quality": 0.01, "m10_samples": 6.0}
+#: The library's rule in the grid's terms: its z, spread floor and first round, rounds doubling.
+LIBRARY_RULE = (Z, SPREAD_FLOOR, FIRST_ROUND, 2.0)
 
 
 @dataclass
@@ -176,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     orders = {s.name: [rng.permutation(s.scores.shape[1]) for _ in range(args.orders)]
               for s in sets}  # fmt: skip
-    library = (Z, SPREAD_FLOOR, FIRST_ROUND, 2.0)
+    library = LIBRARY_RULE
     results = {s.name: evaluate(s, library, orders[s.name]) for s in sets}
     head = ["set", "m", "samples drawn per answer", "of m", "flag agrees with fixed m=5",
             "with fixed m", "quality (measure)", "fixed m=5", "fixed m"]  # fmt: skip
