@@ -142,6 +142,9 @@ def test_a_reply_with_a_lone_surrogate_is_repaired_and_counted():
         uq = BlackBoxUQ(chat(server.base_url), scorers=["exact_match"], show_progress_bars=False)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            # earlier tests' objects (clients left on closed loops, Ray's sockets), collected whenever
+            # the garbage collector runs: not warnings of this run
+            warnings.simplefilter("ignore", ResourceWarning)
             result = asyncio.run(uq.generate_and_score(["fine", "broken one"], num_responses=2))
     # repaired at the source, and said once, as a repaired input text is, at the caller's line
     assert [str(w.message)[:40] for w in caught] == ["3 LLM repl(ies) held characters that are"]
@@ -277,6 +280,9 @@ def test_an_unreachable_server_stops_the_run_early_with_one_warning(closed_port,
     started = time.monotonic()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        # earlier tests' objects (clients left on closed loops, Ray's sockets), collected whenever
+        # the garbage collector runs: not warnings of this run
+        warnings.simplefilter("ignore", ResourceWarning)
         with pytest.raises(ProviderUnreachableError, match="cannot connect to") as raised:
             asyncio.run(uq.generate_and_score(prompts, num_responses=5, checkpoint=path))
     assert time.monotonic() - started < 20  # seconds, not 240 slots retried six times
@@ -310,11 +316,17 @@ def test_one_failed_call_gives_one_warning_at_the_callers_line(server, caplog):
 
     with warnings.catch_warnings(record=True) as sync_caught:
         warnings.simplefilter("always")
+        # earlier tests' objects (clients left on closed loops, Ray's sockets), collected whenever
+        # the garbage collector runs: not warnings of this run
+        warnings.simplefilter("ignore", ResourceWarning)
         uq.generate_and_score_sync(["fine", "refused"], num_responses=2)
 
     async def from_a_coroutine():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            # earlier tests' objects (clients left on closed loops, Ray's sockets), collected whenever
+            # the garbage collector runs: not warnings of this run
+            warnings.simplefilter("ignore", ResourceWarning)
             await uq.generate_and_score(["also fine", "refused"], num_responses=2)
         return caught
 
